@@ -3,7 +3,7 @@
 # Schema: schemas/message.schema.json (sha256:c28b46ebc00deed61fe51568302bfbb82d3fbeeb1caa2ee13eade98b81de6f33)
 # Schema: schemas/prefix.schema.json (sha256:5aa8167099221451a093dfe93474113c85667bbb4863a2afe5f91ae59d70f35a)
 # Schema: schemas/replay.schema.json (sha256:bb2eb47e11bdb599de25d174896582fb2b7885992b421afa90bdfd1333832153)
-# Schema: schemas/runs.schema.json (sha256:b4518063877da3718ab403de6f5d9236134def36a76dd8d49acfa44cabf3320c)
+# Schema: schemas/runs.schema.json (sha256:dca9aa3df52820cb790eb297bca7297b0d60363bec6e2e5cfd5e818acc8439e8)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """Generated types: one module per schema file, re-exported here."""
 

@@ -1,0 +1,73 @@
+"""Errors users catch. Each says what was wrong, with the offending value, and what to do."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+ReplayReason = Literal["not_found", "tenant_mismatch", "not_terminal", "duplicate", "invalid", "unsupported"]
+
+
+class SegueError(Exception):
+    """Base class of segue's own errors."""
+
+
+class ReplayRunError(SegueError, ValueError):
+    """A `runs=` / replay knob problem found before anything was written.
+
+    `.run_id` is the offending run (None for knob errors) and `.reason` one of: not_found, tenant_mismatch,
+    not_terminal, duplicate, invalid (bad knob value), unsupported (e.g. SingleCall with replay_last > 0).
+    """
+
+    def __init__(self, message: str, *, run_id: str | None, reason: ReplayReason) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.reason = reason
+
+
+class IdempotencyConflictError(SegueError, ValueError):
+    """The idempotency key was used before with different input or settings (within the same tenant)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            f"idempotency key {key!r} was already used with a different input, history, context, replay knobs "
+            "or agent configuration; use a new key for a new request"
+        )
+        self.key = key
+
+
+class InputError(SegueError, ValueError):
+    """Bad arguments to run / stream / retry / resume, rejected before any row is written."""
+
+
+class StoreError(SegueError):
+    """The run store could not be opened or read (bad URL, unreachable server, newer schema, corrupt row)."""
+
+
+ProviderErrorKind = Literal[
+    "rate_limit", "server", "timeout", "connection", "context_length", "bad_request", "auth", "stream", "other"
+]
+
+
+class ProviderError(SegueError):
+    """A vendor call failed. `retryable` errors (429, 5xx, timeouts, dropped connections) may fail over."""
+
+    RETRYABLE: frozenset[str] = frozenset({"rate_limit", "server", "timeout", "connection"})
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        vendor: str,
+        kind: ProviderErrorKind,
+        status_code: int | None = None,
+        vendor_message: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.vendor = vendor
+        self.kind = kind
+        self.status_code = status_code
+        self.vendor_message = vendor_message
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind in self.RETRYABLE
