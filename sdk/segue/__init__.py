@@ -1,1 +1,59 @@
-"""segue."""
+"""segue: typed, replayable, prompt-cache friendly LLM agent runs.
+
+    from segue import Agent, RunStore, tool
+    result = await agent.run(text, runs=thread.run_ids, replay_last="all", replay_reasoning=True)
+"""
+
+from segue.agent import Agent, SingleCall
+from segue.context import ContextBlock
+from segue.errors import (
+    IdempotencyConflictError,
+    InputError,
+    ProviderError,
+    ReplayRunError,
+    SegueError,
+    StoreError,
+)
+from segue.generated import (
+    Message,
+    ReplaySummary,
+    RunDetail,
+    RunEvent,
+    RunResult,
+    RunSummary,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    Usage,
+)
+from segue.guardrails import PIIGuardrail
+from segue.skills import Skill
+from segue.store import RunStore
+from segue.tools import Tool, tool
+
+__all__ = [
+    "Agent",
+    "ContextBlock",
+    "IdempotencyConflictError",
+    "InputError",
+    "Message",
+    "PIIGuardrail",
+    "ProviderError",
+    "ReplayRunError",
+    "ReplaySummary",
+    "RunDetail",
+    "RunEvent",
+    "RunResult",
+    "RunStore",
+    "RunSummary",
+    "SegueError",
+    "SingleCall",
+    "Skill",
+    "StoreError",
+    "TextBlock",
+    "Tool",
+    "ToolCallBlock",
+    "ToolResultBlock",
+    "Usage",
+    "tool",
+]

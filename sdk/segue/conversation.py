@@ -1,0 +1,85 @@
+"""Assembling what goes in front of the model: validated history, the user message, usage arithmetic."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from segue.errors import InputError
+from segue.generated import Message, TextBlock, ToolCallBlock, ToolResultBlock, Usage, get_converter
+
+
+def as_history(history: Any) -> list[Message]:
+    """Canonical messages from Message objects or their JSON; they must alternate user / assistant."""
+    if history is None:
+        return []
+    if isinstance(history, str | bytes) or not isinstance(history, Sequence):
+        raise InputError(f"history must be a list of messages, got {type(history).__name__}")
+    conv = get_converter()
+    messages: list[Message] = []
+    for i, item in enumerate(history):
+        if isinstance(item, Message):
+            messages.append(item)
+            continue
+        try:
+            messages.append(conv.structure(item, Message))
+        except Exception as e:
+            raise InputError(f"history[{i}] is not a message ({e}); pass {{'role': ..., 'content': [...]}}") from None
+    check_alternation(messages, "history")
+    return messages
+
+
+def check_alternation(messages: Sequence[Message], what: str) -> None:
+    """user, then assistant (with optional tool turns between assistant turns), then user, ..."""
+    previous: str | None = None
+    for i, m in enumerate(messages):
+        if m.role == "system":
+            raise InputError(f"{what}[{i}] has role 'system'; put system text in the agent's prompt instead")
+        if not m.content:
+            raise InputError(f"{what}[{i}] ({m.role}) has no content blocks")
+        expected = {None: {"user"}, "user": {"assistant"}, "assistant": {"user", "tool"}, "tool": {"assistant"}}
+        if m.role not in expected[previous]:
+            raise InputError(
+                f"{what}[{i}] is a {m.role} message after "
+                f"{'the start' if previous is None else 'a ' + previous + ' message'}; "
+                f"{what} must alternate user / assistant, starting with user"
+            )
+        if m.role == "tool":
+            calls = {b.id for b in messages[i - 1].content if isinstance(b, ToolCallBlock)}
+            results = {b.tool_call_id for b in m.content if isinstance(b, ToolResultBlock)}
+            if results != calls:
+                raise InputError(f"{what}[{i}] answers tool calls {sorted(results)} but {sorted(calls)} were made")
+        previous = m.role
+    if previous not in (None, "assistant"):
+        raise InputError(f"{what} must end with an assistant message; the new input is the next user turn")
+
+
+def user_message(text: str) -> Message:
+    return Message(role="user", content=[TextBlock(text=text)])
+
+
+def answer_text(message: Message) -> str:
+    return "".join(b.text for b in message.content if isinstance(b, TextBlock))
+
+
+def tool_calls(message: Message) -> list[ToolCallBlock]:
+    return [b for b in message.content if isinstance(b, ToolCallBlock)]
+
+
+def add_usage(a: Usage, b: Usage) -> Usage:
+    """Sum; a cache field stays None (unknown) only while every part is unknown."""
+
+    def opt(x: int | None, y: int | None) -> int | None:
+        return None if x is None and y is None else (x or 0) + (y or 0)
+
+    return Usage(
+        input_tokens=a.input_tokens + b.input_tokens,
+        output_tokens=a.output_tokens + b.output_tokens,
+        cache_read_tokens=opt(a.cache_read_tokens, b.cache_read_tokens),
+        cache_write_tokens=opt(a.cache_write_tokens, b.cache_write_tokens),
+        cache_write_1h_tokens=opt(a.cache_write_1h_tokens, b.cache_write_1h_tokens),
+        reasoning_tokens=opt(a.reasoning_tokens, b.reasoning_tokens),
+    )
+
+
+ZERO_USAGE = Usage(input_tokens=0, output_tokens=0)

@@ -1,0 +1,350 @@
+"""Run replay: validate the knobs and the runs, then rebuild earlier runs as canonical messages.
+
+Flow: `validate_knobs` (types, duplicates; no I/O) -> one store query for every replayed run -> `plan_replay`
+(existence, tenant, terminal state; window and token budget; reasoning keep/drop by prefix descriptor) ->
+`ReplayPlan(messages, summary)`. Nothing here writes.
+
+The prefix rule: a run's reasoning is kept only while its recorded PrefixDescriptor equals what precedes it in
+the current request (vendor, model, system hash, tools hash, seed = hash of the messages before its user
+message). From the first mismatch on, reasoning is dropped for that run and every later one, with one warning
+per run naming the cause.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import attrs
+
+from segue.errors import ReplayRunError
+from segue.generated import (
+    Message,
+    PrefixDescriptor,
+    ReasoningBlock,
+    ReplayKnobs,
+    ReplaySummary,
+    ReplayWarning,
+    ReplayWarningCause,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    get_converter,
+)
+from segue.hashing import canonical_hash
+from segue.providers.base import REPLAYED_META_KEY
+from segue.store.run_store import TERMINAL, StoredRun
+from segue.tokens import count_json
+
+log = logging.getLogger("segue.replay")
+
+PREFIX_META_KEY = "segue.prefix"
+TOOLS_META_KEY = "segue.tools"
+
+
+@attrs.frozen(kw_only=True)
+class CurrentPrefix:
+    """What the new request puts in front of the replayed runs: compared with each run's descriptor."""
+
+    vendor: str
+    model: str
+    system_hash: str
+    tools_hash: str
+    tool_hashes: Mapping[str, str]
+
+
+@attrs.frozen(kw_only=True)
+class ReplayPlan:
+    messages: list[Message]
+    summary: ReplaySummary
+    continued_from: str | None
+
+
+def message_hash_input(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Messages as hashed: role and content only (meta never reaches a vendor)."""
+    conv = get_converter()
+    return [{"role": m.role, "content": conv.unstructure(m.content, list[Any])} for m in messages]
+
+
+def seed_of(messages: Sequence[Message]) -> str:
+    return canonical_hash(message_hash_input(messages))
+
+
+def validate_knobs(
+    runs: Any,
+    replay_last: Any,
+    replay_reasoning: Any,
+    replay_budget_tokens: Any = None,
+    *,
+    single_call: bool = False,
+) -> ReplayKnobs | None:
+    """Check knob types and duplicates; None when there is nothing to replay."""
+    # Values come from apps and JSON-RPC clients unchecked, hence `Any` and runtime checks.
+    if isinstance(replay_last, bool) or not (
+        (isinstance(replay_last, int) and replay_last >= 0) or replay_last == "all"
+    ):
+        raise ReplayRunError(
+            f"replay_last must be an int >= 0 or 'all', got {replay_last!r}", run_id=None, reason="invalid"
+        )
+    if not isinstance(replay_reasoning, bool):
+        raise ReplayRunError(
+            f"replay_reasoning must be True or False, got {replay_reasoning!r}", run_id=None, reason="invalid"
+        )
+    if replay_budget_tokens is not None and (
+        isinstance(replay_budget_tokens, bool) or not isinstance(replay_budget_tokens, int) or replay_budget_tokens < 1
+    ):
+        raise ReplayRunError(
+            f"replay_budget_tokens must be a positive int or None, got {replay_budget_tokens!r}",
+            run_id=None,
+            reason="invalid",
+        )
+    if single_call and replay_last != 0:
+        raise ReplayRunError(
+            f"SingleCall replays runs as question + answer only: pass replay_last=0, not {replay_last!r}",
+            run_id=None,
+            reason="unsupported",
+        )
+    if runs is None:
+        return None
+    if isinstance(runs, str) or not isinstance(runs, Sequence):
+        raise ReplayRunError(
+            f"runs must be a list of run ids, got {type(runs).__name__} {runs!r:.80}", run_id=None, reason="invalid"
+        )
+    seen: set[str] = set()
+    for run_id in runs:
+        if not isinstance(run_id, str) or not run_id:
+            raise ReplayRunError(f"runs must hold run id strings, got {run_id!r}", run_id=None, reason="invalid")
+        if run_id in seen:
+            raise ReplayRunError(
+                f"run {run_id} appears twice in runs=; pass each run once, oldest first",
+                run_id=run_id,
+                reason="duplicate",
+            )
+        seen.add(run_id)
+    if not runs:
+        return None
+    return ReplayKnobs(
+        runs=list(runs),
+        replay_last=replay_last,
+        replay_reasoning=replay_reasoning,
+        replay_budget_tokens=replay_budget_tokens,
+    )
+
+
+def check_runs(stored: Mapping[str, StoredRun], run_ids: Sequence[str], tenant_id: str) -> None:
+    for run_id in run_ids:
+        run = stored.get(run_id)
+        if run is None:
+            raise ReplayRunError(f"run {run_id} does not exist; check the run id", run_id=run_id, reason="not_found")
+        if run.tenant_id != tenant_id:
+            raise ReplayRunError(
+                f"run {run_id} belongs to another tenant than {tenant_id!r}; replay only this tenant's runs",
+                run_id=run_id,
+                reason="tenant_mismatch",
+            )
+        if run.status not in TERMINAL:
+            raise ReplayRunError(
+                f"run {run_id} is still {run.status}; replay it once it has finished",
+                run_id=run_id,
+                reason="not_terminal",
+            )
+
+
+def plan_replay(
+    stored: Mapping[str, StoredRun],
+    knobs: ReplayKnobs,
+    tenant_id: str,
+    current: CurrentPrefix,
+    *,
+    guardrails: bool = False,
+) -> ReplayPlan:
+    check_runs(stored, knobs.runs, tenant_id)
+    runs = [stored[r] for r in knobs.runs]
+    warnings: list[ReplayWarning] = []
+
+    def warn(run_id: str, cause: ReplayWarningCause, message: str) -> None:
+        warnings.append(ReplayWarning(run_id=run_id, cause=cause, message=message))
+        log.warning("replay: run %s: %s", run_id, message)
+
+    full_count = len(runs) if knobs.replay_last == "all" else min(int(knobs.replay_last), len(runs))
+    modes = ["text"] * (len(runs) - full_count) + ["full"] * full_count
+    full_messages = {r.run_id: _complete(r) for r in runs}
+    text_messages = {r.run_id: _question_and_answer(r) for r in runs}
+    if knobs.replay_budget_tokens is not None:
+        modes = _fit_budget(runs, modes, full_messages, text_messages, knobs.replay_budget_tokens, warn)
+
+    messages: list[Message] = []
+    kept: list[str] = []
+    dropped: list[str] = []
+    first_drop: str | None = None
+    for run, mode in zip(runs, modes, strict=True):
+        if mode == "skip":
+            continue
+        if mode == "text":
+            messages.extend(_mark(text_messages[run.run_id]))
+            continue
+        run_messages = full_messages[run.run_id]
+        _warn_tools(run, run_messages, current, warn)
+        if any(isinstance(b, ReasoningBlock) for m in run_messages for b in m.content):
+            cause = _drop_cause(run, messages, current, knobs, guardrails, first_drop)
+            if cause is None:
+                kept.append(run.run_id)
+            else:
+                dropped.append(run.run_id)
+                if cause[0] != "off":
+                    warn(run.run_id, cause[0], cause[1])
+                first_drop = first_drop or run.run_id
+                run_messages = [_without_reasoning(m) for m in run_messages]
+        messages.extend(_mark(run_messages))
+
+    summary = ReplaySummary(
+        schema_version=1,
+        knobs=knobs,
+        runs_full=[r.run_id for r, m in zip(runs, modes, strict=True) if m == "full"],
+        runs_text=[r.run_id for r, m in zip(runs, modes, strict=True) if m == "text"],
+        reasoning_kept=kept,
+        reasoning_dropped=dropped,
+        warnings=warnings,
+    )
+    return ReplayPlan(messages=messages, summary=summary, continued_from=knobs.runs[-1])
+
+
+def _drop_cause(
+    run: StoredRun,
+    preceding: Sequence[Message],
+    current: CurrentPrefix,
+    knobs: ReplayKnobs,
+    guardrails: bool,
+    first_drop: str | None,
+) -> tuple[ReplayWarningCause | Literal["off"], str] | None:
+    if not knobs.replay_reasoning:
+        return ("off", "")
+    if guardrails:
+        return ("guardrails", "reasoning dropped: guardrails are configured, and reasoning is not replayed with them")
+    if first_drop is not None:
+        return ("follows", f"reasoning dropped: follows {first_drop}, whose reasoning was dropped")
+    return _mismatch(run, preceding, current)
+
+
+def _mismatch(
+    run: StoredRun, preceding: Sequence[Message], current: CurrentPrefix
+) -> tuple[ReplayWarningCause, str] | None:
+    raw = run.meta.get(PREFIX_META_KEY)
+    if raw is None:
+        return (
+            "predates-metadata",
+            "reasoning dropped: the run has no prefix descriptor (recorded before segue kept them)",
+        )
+    d = get_converter().structure(raw, PrefixDescriptor)
+    if d.vendor != current.vendor:
+        return ("cross-vendor", f"reasoning dropped: it came from {d.vendor}, this request goes to {current.vendor}")
+    if d.model != current.model:
+        return ("model", f"reasoning dropped: the model changed from {d.model} to {current.model}")
+    if d.system_hash != current.system_hash:
+        return ("system", "reasoning dropped: the system prompt (or skills, or stable context) changed since the run")
+    if d.tools_hash != current.tools_hash:
+        return ("tools", "reasoning dropped: the tool definitions changed since the run")
+    if d.seed != seed_of(preceding):
+        return (
+            "seed",
+            "reasoning dropped: the messages before this run differ from when it ran "
+            "(the window moved or earlier runs changed)",
+        )
+    return None
+
+
+def _warn_tools(run: StoredRun, messages: Sequence[Message], current: CurrentPrefix, warn: Any) -> None:
+    called = sorted({b.name for m in messages for b in m.content if isinstance(b, ToolCallBlock)})
+    missing = [n for n in called if n not in current.tool_hashes]
+    if missing:
+        warn(run.run_id, "tool-missing", f"replayed calls to tools no longer offered, sent as they were: {missing}")
+    then: Mapping[str, str] = run.meta.get(TOOLS_META_KEY, {})
+    changed = [n for n in called if n in current.tool_hashes and n in then and then[n] != current.tool_hashes[n]]
+    if changed:
+        warn(run.run_id, "tool-changed", f"tools whose definition changed since the run: {changed}")
+
+
+def _fit_budget(
+    runs: Sequence[StoredRun],
+    modes: list[str],
+    full: Mapping[str, list[Message]],
+    text: Mapping[str, list[Message]],
+    budget: int,
+    warn: Any,
+) -> list[str]:
+    """Collapse the oldest full runs to question + answer, then leave out the oldest runs, until within budget."""
+    conv = get_converter()
+    cost = {
+        (r.run_id, kind): count_json(conv.unstructure(msgs, list[Message]))
+        for r in runs
+        for kind, msgs in (("full", full[r.run_id]), ("text", text[r.run_id]))
+    }
+
+    def total() -> int:
+        return sum(cost[(r.run_id, m)] for r, m in zip(runs, modes, strict=True) if m != "skip")
+
+    for i, run in enumerate(runs):
+        if total() <= budget:
+            break
+        if modes[i] == "full":
+            modes[i] = "text"
+            warn(run.run_id, "budget", f"replayed as question + answer to stay within {budget} tokens")
+    for i, run in enumerate(runs):
+        if total() <= budget:
+            break
+        modes[i] = "skip"
+        warn(run.run_id, "budget", f"left out of the replay to stay within {budget} tokens")
+    return modes
+
+
+def _complete(run: StoredRun) -> list[Message]:
+    """The run's messages up to its last complete iteration, ending with an assistant message.
+
+    An assistant turn whose tool calls have no results (the run died mid-iteration) is cut, so a tool call is
+    never separated from its result; a run without a final answer gets a short assistant note, so roles
+    still alternate.
+    """
+    messages = [t.message for t in run.traces]
+    cut = len(messages)
+    for i, m in enumerate(messages):
+        calls = {b.id for b in m.content if isinstance(b, ToolCallBlock)}
+        if m.role == "assistant" and calls:
+            following = messages[i + 1] if i + 1 < len(messages) else None
+            answered = (
+                {b.tool_call_id for b in following.content if isinstance(b, ToolResultBlock)}
+                if following is not None and following.role == "tool"
+                else set()
+            )
+            if not calls <= answered:
+                cut = i
+                break
+    messages = messages[:cut]
+    if not messages:
+        return _question_and_answer(run)
+    if messages[-1].role != "assistant":
+        messages.append(_note(run))
+    return messages
+
+
+def _question_and_answer(run: StoredRun) -> list[Message]:
+    question = run.traces[0].message if run.traces else Message(role="user", content=[TextBlock(text=run.input)])
+    question = Message(role="user", content=[b for b in question.content if not isinstance(b, ReasoningBlock)])
+    answer = Message(role="assistant", content=[TextBlock(text=run.answer)]) if run.answer else _note(run)
+    return [question, answer]
+
+
+def _note(run: StoredRun) -> Message:
+    return Message(
+        role="assistant", content=[TextBlock(text=f"(This earlier run ended without an answer: {run.status}.)")]
+    )
+
+
+def _without_reasoning(m: Message) -> Message:
+    if not any(isinstance(b, ReasoningBlock) for b in m.content):
+        return m
+    return Message(role=m.role, content=[b for b in m.content if not isinstance(b, ReasoningBlock)], meta=m.meta)
+
+
+def _mark(messages: Sequence[Message]) -> list[Message]:
+    return [Message(role=m.role, content=m.content, meta={**(m.meta or {}), REPLAYED_META_KEY: True}) for m in messages]

@@ -1,0 +1,111 @@
+"""Peewee models of the run store. JSON columns are TEXT so SQLite and PostgreSQL share one code path."""
+
+from __future__ import annotations
+
+import peewee as pw
+
+#: Bound to the real database by RunStore; models never name a backend.
+database_proxy = pw.DatabaseProxy()
+
+
+class BaseModel(pw.Model):
+    class Meta:
+        database = database_proxy
+        legacy_table_names = False
+
+
+class SchemaVersion(BaseModel):
+    version = pw.IntegerField()
+
+    class Meta:
+        table_name = "segue_schema_version"
+
+
+class AgentRun(BaseModel):
+    id = pw.CharField(primary_key=True, max_length=26)  # ULID: sortable by creation time
+    tenant_id = pw.CharField(max_length=200, index=True)
+    agent_name = pw.CharField(max_length=200, index=True)
+    status = pw.CharField(max_length=32, index=True)
+    input = pw.TextField()
+    answer = pw.TextField(null=True)
+    model = pw.CharField(max_length=200)
+    vendor = pw.CharField(max_length=100)
+    meta = pw.TextField(default="{}")  # segue.* keys only: prefix, replay, layout, request, tools, pending
+    metadata = pw.TextField(default="{}")  # the app's own metadata, never mixed with meta
+    private = pw.TextField(null=True)  # never returned by reads (e.g. the PII guardrail's mapping)
+    idempotency_key = pw.CharField(max_length=200, null=True)
+    fingerprint = pw.CharField(max_length=80, null=True)
+    retry_of = pw.CharField(max_length=26, null=True)
+    continued_from = pw.CharField(max_length=26, null=True, index=True)
+    usage = pw.TextField(default='{"input_tokens": 0, "output_tokens": 0}')
+    iterations = pw.IntegerField(default=0)
+    created_at = pw.CharField(max_length=32, index=True)  # ISO 8601 UTC, lexicographically sortable
+    finished_at = pw.CharField(max_length=32, null=True)
+    lease_expires_at = pw.FloatField(null=True)  # a running run whose lease lapsed was abandoned
+    error = pw.TextField(null=True)
+
+    class Meta:
+        table_name = "agent_runs"
+        indexes = ((("tenant_id", "idempotency_key"), True),)
+
+
+class ReactTrace(BaseModel):
+    id = pw.AutoField()
+    run_id = pw.CharField(max_length=26)
+    idx = pw.IntegerField()
+    iteration = pw.IntegerField(default=0)
+    role = pw.CharField(max_length=16)
+    content = pw.TextField()  # canonical content blocks, JSON
+    meta = pw.TextField(null=True)
+
+    class Meta:
+        table_name = "react_traces"
+        indexes = ((("run_id", "idx"), True),)
+
+
+class LlmInteractionRow(BaseModel):
+    id = pw.AutoField()
+    run_id = pw.CharField(max_length=26, index=True)
+    iteration = pw.IntegerField()
+    vendor = pw.CharField(max_length=100)
+    model = pw.CharField(max_length=200)
+    provider_request = pw.TextField()
+    request_headers = pw.TextField(null=True)
+    provider_response = pw.TextField(null=True)
+    usage = pw.TextField()
+    latency_ms = pw.FloatField()
+    error = pw.TextField(null=True)
+
+    class Meta:
+        table_name = "llm_interactions"
+
+
+class ToolCallRow(BaseModel):
+    id = pw.AutoField()
+    run_id = pw.CharField(max_length=26, index=True)
+    iteration = pw.IntegerField()
+    call_id = pw.CharField(max_length=200)
+    name = pw.CharField(max_length=200)
+    arguments = pw.TextField()
+    result = pw.TextField(null=True)
+    is_error = pw.BooleanField(default=False)
+    duration_ms = pw.FloatField()
+
+    class Meta:
+        table_name = "tool_calls"
+
+
+class RunTag(BaseModel):
+    """One top-level key of a run's app metadata, so metadata filters are plain indexed equality joins."""
+
+    id = pw.AutoField()
+    run_id = pw.CharField(max_length=26, index=True)
+    key = pw.CharField(max_length=200)
+    value = pw.TextField()  # canonical JSON of the value
+
+    class Meta:
+        table_name = "run_tags"
+        indexes = ((("key", "value"), False),)
+
+
+ALL_MODELS: list[type[BaseModel]] = [SchemaVersion, AgentRun, ReactTrace, LlmInteractionRow, ToolCallRow, RunTag]

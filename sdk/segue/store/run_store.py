@@ -1,0 +1,574 @@
+"""RunStore: where runs, their traces, provider calls and tool calls live.
+
+SQLite is the embedded default (`RunStore()` -> ./segue.db, WAL, busy timeout); `RunStore("postgresql://...")`
+runs the same code on PostgreSQL. Methods are synchronous and thread-safe; the agent calls them off the event
+loop. Every read takes a tenant and never returns another tenant's rows.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, cast
+from urllib.parse import unquote, urlparse
+
+import attrs
+import peewee as pw
+
+from segue.errors import StoreError
+from segue.generated import (
+    LlmInteraction,
+    Message,
+    ReplaySummary,
+    RunDetail,
+    RunStatus,
+    RunSummary,
+    ToolCallRecord,
+    Trace,
+    Usage,
+    get_converter,
+)
+from segue.hashing import canonical_json
+from segue.store import migrations
+from segue.store.models import AgentRun, LlmInteractionRow, ReactTrace, RunTag, ToolCallRow, database_proxy
+
+DEFAULT_URL = "sqlite:///segue.db"
+DEFAULT_TENANT = "default"
+TERMINAL: frozenset[str] = frozenset({"success", "error", "cancelled", "max_iterations"})
+REPLAY_META_KEY = "segue.replay"
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@attrs.frozen(kw_only=True)
+class NewRun:
+    """The run row written (with its first traces) in one transaction once validation has passed."""
+
+    run_id: str
+    tenant_id: str
+    agent_name: str
+    input: str
+    model: str
+    vendor: str
+    meta: dict[str, Any]
+    metadata: dict[str, Any]
+    idempotency_key: str | None = None
+    fingerprint: str | None = None
+    retry_of: str | None = None
+    continued_from: str | None = None
+    private: dict[str, Any] | None = None
+    lease_seconds: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class StoredRun:
+    """What replay, retry and resume read back: the row and its canonical traces."""
+
+    run_id: str
+    tenant_id: str
+    status: str
+    input: str
+    answer: str | None
+    meta: dict[str, Any]
+    traces: list[Trace]
+    usage: Usage
+    private: dict[str, Any] | None = None
+
+
+class IdempotencyKeyTaken(Exception):
+    """Another run of this tenant already holds the key (raised by create_run on the unique index)."""
+
+
+def _connect(url: str) -> pw.Database:
+    parsed = urlparse(url)
+    if parsed.scheme == "sqlite":
+        path = unquote(url.removeprefix("sqlite:///").removeprefix("sqlite://"))
+        if not path:
+            raise StoreError(f"no file in the SQLite URL {url!r}; use sqlite:///path/to/segue.db")
+        memory = path == ":memory:"
+        return pw.SqliteDatabase(
+            path,
+            pragmas={"journal_mode": "memory" if memory else "wal", "busy_timeout": 10_000, "foreign_keys": 1},
+            timeout=10,
+            thread_safe=not memory,
+            check_same_thread=False,
+        )
+    if parsed.scheme in ("postgresql", "postgres"):
+        return pw.PostgresqlDatabase(
+            unquote(parsed.path.lstrip("/")) or "postgres",
+            user=unquote(parsed.username) if parsed.username else None,
+            password=unquote(parsed.password) if parsed.password else None,
+            host=parsed.hostname or "localhost",
+            port=parsed.port or 5432,
+        )
+    raise StoreError(f"unsupported store URL {url!r}: use sqlite:///path.db or postgresql://user@host/db")
+
+
+def _redact(url: str) -> str:
+    parsed = urlparse(url)
+    if parsed.password:
+        return url.replace(f":{parsed.password}@", ":***@")
+    return url
+
+
+class RunStore:
+    """Runs and their traces. `RunStore()` opens ./segue.db; pass a URL for another file or PostgreSQL."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url or DEFAULT_URL
+        self.db = _connect(self.url)
+        self.is_sqlite = isinstance(self.db, pw.SqliteDatabase)
+        # SQLite has one writer; serialising this process's writes avoids "database is locked" retries, while
+        # the busy timeout covers other processes. An in-memory database has one shared connection: lock all.
+        self._write_lock = threading.RLock()
+        self._read_lock = self._write_lock if self.url.endswith(":memory:") else None
+        try:
+            with self._bound():
+                self.db.connect(reuse_if_open=True)
+                migrations.migrate(self.db, _redact(self.url))
+        except pw.OperationalError as e:
+            raise StoreError(f"cannot open the run store at {_redact(self.url)}: {e}".strip()) from None
+
+    # -- plumbing ---------------------------------------------------------------------------------------------
+
+    @contextmanager
+    def _bound(self) -> Iterator[None]:
+        database_proxy.initialize(self.db)
+        yield
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        with self._write_lock, self._bound(), self.db.connection_context(), self.db.atomic():
+            yield
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        if self._read_lock is not None:
+            with self._read_lock, self._bound():
+                yield
+            return
+        with self._bound(), self.db.connection_context():
+            yield
+
+    def close(self) -> None:
+        if not self.db.is_closed():
+            self.db.close()
+
+    # -- writes used by the agent -----------------------------------------------------------------------------
+
+    def create_run(self, run: NewRun, traces: Sequence[Message]) -> None:
+        """The run row, its tags and first traces, atomically. Raises IdempotencyKeyTaken on a key clash."""
+        now = utc_now()
+        try:
+            with self._writing():
+                AgentRun.insert(
+                    id=run.run_id,
+                    tenant_id=run.tenant_id,
+                    agent_name=run.agent_name,
+                    status="running",
+                    input=run.input,
+                    model=run.model,
+                    vendor=run.vendor,
+                    meta=canonical_json(run.meta),
+                    metadata=canonical_json(run.metadata),
+                    private=canonical_json(run.private) if run.private else None,
+                    idempotency_key=run.idempotency_key,
+                    fingerprint=run.fingerprint,
+                    retry_of=run.retry_of,
+                    continued_from=run.continued_from,
+                    created_at=now,
+                    lease_expires_at=time.time() + run.lease_seconds if run.lease_seconds else None,
+                ).execute()
+                if run.metadata:
+                    RunTag.insert_many(
+                        [{"run_id": run.run_id, "key": k, "value": canonical_json(v)} for k, v in run.metadata.items()]
+                    ).execute()
+                self._insert_traces(run.run_id, 0, 0, traces)
+        except pw.IntegrityError as e:
+            if run.idempotency_key is not None:
+                raise IdempotencyKeyTaken(run.idempotency_key) from e
+            raise
+
+    def _insert_traces(self, run_id: str, first_index: int, iteration: int, traces: Sequence[Message]) -> None:
+        if not traces:
+            return
+        conv = get_converter()
+        rows = []
+        for offset, message in enumerate(traces):
+            data = conv.unstructure(message, Message)
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "idx": first_index + offset,
+                    "iteration": iteration,
+                    "role": message.role,
+                    "content": json.dumps(data["content"], ensure_ascii=False),
+                    "meta": json.dumps(message.meta, ensure_ascii=False) if message.meta else None,
+                }
+            )
+        ReactTrace.insert_many(rows).execute()
+
+    def record_iteration(
+        self,
+        run_id: str,
+        *,
+        iteration: int,
+        first_index: int,
+        traces: Sequence[Message],
+        interaction: LlmInteraction | None,
+        tool_calls: Sequence[ToolCallRecord] = (),
+        usage: Usage,
+        lease_seconds: float | None = None,
+    ) -> None:
+        """One loop iteration's traces, provider call and tool calls, plus the running totals, atomically."""
+        conv = get_converter()
+        with self._writing():
+            self._insert_traces(run_id, first_index, iteration, traces)
+            if interaction is not None:
+                LlmInteractionRow.insert(
+                    run_id=run_id,
+                    iteration=interaction.iteration,
+                    vendor=interaction.vendor,
+                    model=interaction.model,
+                    provider_request=json.dumps(interaction.provider_request, ensure_ascii=False),
+                    request_headers=json.dumps(interaction.request_headers) if interaction.request_headers else None,
+                    provider_response=(
+                        json.dumps(interaction.provider_response, ensure_ascii=False)
+                        if interaction.provider_response is not None
+                        else None
+                    ),
+                    usage=json.dumps(conv.unstructure(interaction.usage, Usage)),
+                    latency_ms=interaction.latency_ms,
+                    error=interaction.error,
+                ).execute()
+            if tool_calls:
+                ToolCallRow.insert_many(
+                    [
+                        {
+                            "run_id": run_id,
+                            "iteration": c.iteration,
+                            "call_id": c.call_id,
+                            "name": c.name,
+                            "arguments": json.dumps(c.arguments, ensure_ascii=False),
+                            "result": c.result,
+                            "is_error": c.is_error,
+                            "duration_ms": c.duration_ms,
+                        }
+                        for c in tool_calls
+                    ]
+                ).execute()
+            update: dict[Any, Any] = {
+                AgentRun.usage: json.dumps(conv.unstructure(usage, Usage)),
+                AgentRun.iterations: iteration,
+            }
+            if lease_seconds:
+                update[AgentRun.lease_expires_at] = time.time() + lease_seconds
+            AgentRun.update(update).where(AgentRun.id == run_id).execute()
+
+    def finish_run(
+        self,
+        run_id: str,
+        *,
+        status: RunStatus,
+        answer: str | None,
+        error: str | None,
+        usage: Usage,
+        iterations: int,
+        meta_updates: dict[str, Any] | None = None,
+        model: str | None = None,
+        vendor: str | None = None,
+        private: dict[str, Any] | None = None,
+    ) -> None:
+        """Set the final (or paused) state; meta_updates merge into the run's segue.* meta."""
+        conv = get_converter()
+        with self._writing():
+            update: dict[Any, Any] = {
+                AgentRun.status: status,
+                AgentRun.answer: answer,
+                AgentRun.error: error,
+                AgentRun.usage: json.dumps(conv.unstructure(usage, Usage)),
+                AgentRun.iterations: iterations,
+                AgentRun.finished_at: utc_now() if status in TERMINAL else None,
+                AgentRun.lease_expires_at: None,
+            }
+            if private:
+                update[AgentRun.private] = canonical_json(private)
+            if model:
+                update[AgentRun.model] = model
+            if vendor:
+                update[AgentRun.vendor] = vendor
+            if meta_updates:
+                row = AgentRun.select(AgentRun.meta).where(AgentRun.id == run_id).get()
+                update[AgentRun.meta] = canonical_json({**json.loads(row.meta), **meta_updates})
+            AgentRun.update(update).where(AgentRun.id == run_id).execute()
+
+    def claim_paused(self, run_id: str, tenant_id: str, *, lease_seconds: float | None = None) -> bool:
+        """Move a waiting_approval run back to running; False when it was not waiting (e.g. resumed twice)."""
+        with self._writing():
+            changed = (
+                AgentRun.update(
+                    status="running",
+                    lease_expires_at=time.time() + lease_seconds if lease_seconds else None,
+                )
+                .where(
+                    (AgentRun.id == run_id)
+                    & (AgentRun.tenant_id == tenant_id)
+                    & (AgentRun.status == "waiting_approval")
+                )
+                .execute()
+            )
+        return bool(changed)
+
+    def sweep(self, *, now: float | None = None, reason: str = "abandoned: the run's lease expired") -> list[str]:
+        """Mark running runs whose lease lapsed as `error`; their traces stay readable and replayable."""
+        moment = time.time() if now is None else now
+        with self._writing():
+            stale = [
+                r.id
+                for r in AgentRun.select(AgentRun.id).where(
+                    (AgentRun.status == "running")
+                    & AgentRun.lease_expires_at.is_null(False)
+                    & (AgentRun.lease_expires_at < moment)
+                )
+            ]
+            if stale:
+                AgentRun.update(status="error", error=reason, finished_at=utc_now(), lease_expires_at=None).where(
+                    AgentRun.id.in_(stale)
+                ).execute()
+        return stale
+
+    # -- reads ------------------------------------------------------------------------------------------------
+
+    def find_idempotent(self, tenant_id: str, key: str) -> tuple[str, str | None] | None:
+        """(run id, fingerprint) of this tenant's run holding `key`, if any."""
+        with self._reading():
+            row = (
+                AgentRun.select(AgentRun.id, AgentRun.fingerprint)
+                .where((AgentRun.tenant_id == tenant_id) & (AgentRun.idempotency_key == key))
+                .first()
+            )
+        return (row.id, row.fingerprint) if row else None
+
+    def load_runs(self, run_ids: Sequence[str]) -> dict[str, StoredRun]:
+        """Rows and traces of `run_ids` in ONE query (a left join), for replay, retry and resume.
+
+        Tenant checks are the caller's: replay must tell `not_found` from `tenant_mismatch`.
+        """
+        if not run_ids:
+            return {}
+        query = (
+            AgentRun.select(
+                AgentRun.id,
+                AgentRun.tenant_id,
+                AgentRun.status,
+                AgentRun.input,
+                AgentRun.answer,
+                AgentRun.meta,
+                AgentRun.private,
+                AgentRun.usage,
+                ReactTrace.idx,
+                ReactTrace.iteration,
+                ReactTrace.role,
+                ReactTrace.content,
+                ReactTrace.meta,
+            )
+            .join(ReactTrace, pw.JOIN.LEFT_OUTER, on=(ReactTrace.run_id == AgentRun.id))
+            .where(AgentRun.id.in_(list(dict.fromkeys(run_ids))))
+            .order_by(AgentRun.id, ReactTrace.idx)
+            .tuples()
+        )
+        with self._reading():
+            rows = cast(list[tuple[Any, ...]], list(query))
+        heads: dict[str, tuple[Any, ...]] = {}
+        traces: dict[str, list[Trace]] = {}
+        for row in rows:
+            run_id = row[0]
+            if run_id not in heads:
+                heads[run_id] = row[:8]
+                traces[run_id] = []
+            if row[8] is not None:
+                traces[run_id].append(_trace(run_id, *row[8:13]))
+        return {
+            run_id: StoredRun(
+                run_id=run_id,
+                tenant_id=head[1],
+                status=head[2],
+                input=head[3],
+                answer=head[4],
+                meta=_loads(head[5], f"agent_runs.meta of run {run_id}"),
+                private=_loads(head[6], f"agent_runs.private of run {run_id}") if head[6] else None,
+                usage=get_converter().structure(_loads(head[7], f"agent_runs.usage of run {run_id}"), Usage),
+                traces=traces[run_id],
+            )
+            for run_id, head in heads.items()
+        }
+
+    def list_runs(
+        self,
+        *,
+        tenant_id: str = DEFAULT_TENANT,
+        status: RunStatus | None = None,
+        agent_name: str | None = None,
+        metadata_filter: dict[str, Any] | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        all_tenants: bool = False,
+    ) -> list[RunSummary]:
+        """This tenant's runs, newest first. `all_tenants=True` is for operators (CLI --admin, dashboard)."""
+        if limit < 0 or offset < 0:
+            raise ValueError(f"limit and offset must be >= 0, got limit={limit} offset={offset}")
+        query = AgentRun.select()
+        if not all_tenants:
+            query = query.where(AgentRun.tenant_id == tenant_id)
+        if status is not None:
+            query = query.where(AgentRun.status == status)
+        if agent_name is not None:
+            query = query.where(AgentRun.agent_name == agent_name)
+        for i, (key, value) in enumerate(sorted((metadata_filter or {}).items())):
+            tag = RunTag.alias(f"t{i}")
+            query = query.join(tag, on=(tag.run_id == AgentRun.id)).where(
+                (tag.key == key) & (tag.value == canonical_json(value))
+            )
+        query = query.order_by(AgentRun.id.desc()).limit(limit).offset(offset)
+        with self._reading():
+            rows = list(query)
+        return [_summary(r) for r in rows]
+
+    def get_run(self, run_id: str, *, tenant_id: str = DEFAULT_TENANT, all_tenants: bool = False) -> RunDetail | None:
+        """The run with its traces, provider calls and tool calls; None if absent or another tenant's."""
+        with self._reading():
+            row = AgentRun.get_or_none(AgentRun.id == run_id)
+            if row is None or (not all_tenants and row.tenant_id != tenant_id):
+                return None
+            trace_rows = cast(
+                list[tuple[Any, ...]],
+                list(ReactTrace.select().where(ReactTrace.run_id == run_id).order_by(ReactTrace.idx).tuples()),
+            )
+            calls = list(
+                LlmInteractionRow.select().where(LlmInteractionRow.run_id == run_id).order_by(LlmInteractionRow.id)
+            )
+            tools = list(ToolCallRow.select().where(ToolCallRow.run_id == run_id).order_by(ToolCallRow.id))
+        conv = get_converter()
+        summary = _summary(row)
+        meta = _loads(row.meta, f"agent_runs.meta of run {run_id}")
+        traces = [_trace(run_id, t[2], t[3], t[4], t[5], t[6]) for t in trace_rows]
+        return RunDetail(
+            run_id=summary.run_id,
+            status=summary.status,
+            tenant_id=summary.tenant_id,
+            agent_name=summary.agent_name,
+            model=summary.model,
+            vendor=summary.vendor,
+            created_at=summary.created_at,
+            finished_at=summary.finished_at,
+            usage=summary.usage,
+            continued_from=summary.continued_from,
+            replay=summary.replay,
+            metadata=summary.metadata,
+            error=summary.error,
+            input=row.input,
+            answer=row.answer,
+            retry_of=row.retry_of,
+            prefix=conv.structure(meta["segue.prefix"], _prefix_type()) if "segue.prefix" in meta else None,
+            meta=meta,
+            traces=traces,
+            llm_interactions=[
+                LlmInteraction(
+                    iteration=c.iteration,
+                    vendor=c.vendor,
+                    model=c.model,
+                    provider_request=_loads(c.provider_request, f"llm_interactions {c.id}"),
+                    request_headers=_loads(c.request_headers, "request_headers") if c.request_headers else None,
+                    provider_response=_loads(c.provider_response, "provider_response") if c.provider_response else None,
+                    usage=conv.structure(_loads(c.usage, "usage"), Usage),
+                    latency_ms=c.latency_ms,
+                    error=c.error,
+                )
+                for c in calls
+            ],
+            tool_calls=[
+                ToolCallRecord(
+                    call_id=t.call_id,
+                    iteration=t.iteration,
+                    name=t.name,
+                    arguments=_loads(t.arguments, f"tool_calls {t.id}"),
+                    result=t.result,
+                    is_error=bool(t.is_error),
+                    duration_ms=t.duration_ms,
+                )
+                for t in tools
+            ],
+        )
+
+    def counts(self, run_ids: Sequence[str] | None = None) -> dict[str, int]:
+        """Row counts per table (for load checks and tests)."""
+        tables: dict[str, Any] = {
+            "agent_runs": AgentRun,
+            "react_traces": ReactTrace,
+            "llm_interactions": LlmInteractionRow,
+            "tool_calls": ToolCallRow,
+        }
+        out = {}
+        with self._reading():
+            for name, model in tables.items():
+                query = model.select()
+                if run_ids is not None:
+                    column = model.id if model is AgentRun else model.run_id
+                    query = query.where(column.in_(list(run_ids)))
+                out[name] = query.count()
+        return out
+
+
+def _prefix_type() -> Any:
+    from segue.generated import PrefixDescriptor
+
+    return PrefixDescriptor
+
+
+def _loads(text: str | None, where: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise StoreError(f"corrupt JSON in {where}: {e}; the row was modified outside segue") from None
+
+
+def _trace(run_id: str, idx: int, iteration: int, role: str, content: str, meta: str | None) -> Trace:
+    where = f"react_traces run {run_id} index {idx}"
+    data: dict[str, Any] = {"role": role, "content": _loads(content, where)}
+    if meta:
+        data["meta"] = _loads(meta, where)
+    try:
+        message = get_converter().structure(data, Message)
+    except Exception as e:
+        raise StoreError(f"unreadable trace in {where}: {e}") from None
+    return Trace(index=idx, iteration=iteration, message=message)
+
+
+def _summary(row: AgentRun) -> RunSummary:
+    conv = get_converter()
+    meta = _loads(row.meta, f"agent_runs.meta of run {row.id}")
+    replay = meta.get(REPLAY_META_KEY)
+    metadata = _loads(row.metadata, f"agent_runs.metadata of run {row.id}")
+    return RunSummary(
+        run_id=row.id,
+        status=cast(RunStatus, row.status),
+        tenant_id=row.tenant_id,
+        agent_name=row.agent_name,
+        model=row.model,
+        vendor=row.vendor or None,
+        created_at=row.created_at,
+        finished_at=row.finished_at,
+        usage=conv.structure(_loads(row.usage, f"agent_runs.usage of run {row.id}"), Usage),
+        continued_from=row.continued_from,
+        replay=conv.structure(replay, ReplaySummary) if replay else None,
+        metadata=metadata or None,
+        error=row.error,
+    )
