@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,3 +27,45 @@ def require_tool(name: str, why: str) -> str:
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+def pg_url() -> str:
+    """SEGUE_TEST_PG_URL, which .ci/run sets after starting PostgreSQL; skip locally, fail in CI without it."""
+    url = os.environ.get("SEGUE_TEST_PG_URL")
+    if url:
+        return url
+    if os.environ.get("CI"):
+        pytest.fail("SEGUE_TEST_PG_URL is not set in CI; .ci/run must start PostgreSQL and export it")
+    pytest.skip("SEGUE_TEST_PG_URL not set (set it to a scratch PostgreSQL database to run these)")
+
+
+def fresh_pg_store() -> Any:
+    """A RunStore on the test PostgreSQL database with every segue table dropped first."""
+    from segue.store import RunStore
+    from segue.store.models import Bound
+
+    url = pg_url()
+    first = RunStore(url)
+    with first.db.connection_context():
+        first.db.drop_tables(Bound(first.db).all, safe=True, cascade=True)
+    first.close()
+    return RunStore(url)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """The same store tests on SQLite and, where configured, PostgreSQL."""
+    from segue.store import RunStore
+
+    s = RunStore(f"sqlite:///{tmp_path}/segue.db") if request.param == "sqlite" else fresh_pg_store()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[Any]:
+    from segue.store import RunStore
+
+    s = RunStore(f"sqlite:///{tmp_path}/segue.db")
+    yield s
+    s.close()

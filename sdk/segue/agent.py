@@ -29,7 +29,6 @@ from segue.generated import (
     RunEventType,
     RunResult,
     RunStatus,
-    TextBlock,
     ToolCallBlock,
     ToolCallRecord,
     ToolResultBlock,
@@ -160,9 +159,18 @@ class Agent:
     ) -> RunResult:
         """Run to completion (or pause). Bad input raises before anything is written."""
         spec = self._validate(
-            user_input, history, context, runs, replay_last, replay_reasoning, replay_budget_tokens,
-            tenant_id, metadata, idempotency_key, model,
-        )  # fmt: skip
+            user_input,
+            history,
+            context,
+            runs,
+            replay_last,
+            replay_reasoning,
+            replay_budget_tokens,
+            tenant_id,
+            metadata,
+            idempotency_key,
+            model,
+        )
         return await _last_result(self._drive(spec, streaming=False))
 
     async def stream(
@@ -183,9 +191,18 @@ class Agent:
         """The same run as events. Bad input arrives as one RUN_ERROR event and no row is created."""
         try:
             spec = self._validate(
-                user_input, history, context, runs, replay_last, replay_reasoning, replay_budget_tokens,
-                tenant_id, metadata, idempotency_key, model,
-            )  # fmt: skip
+                user_input,
+                history,
+                context,
+                runs,
+                replay_last,
+                replay_reasoning,
+                replay_budget_tokens,
+                tenant_id,
+                metadata,
+                idempotency_key,
+                model,
+            )
             async for event in self._drive(spec, streaming=True):
                 yield event
         except _VALIDATION_ERRORS as e:
@@ -345,8 +362,13 @@ class Agent:
         if spec.idempotency_key is not None and self.store is not None:
             existing = await self._idempotent_result(spec, fingerprint)
             if existing is not None:
-                yield _event("RUN_COMPLETED", existing.run_id, existing.iterations, result=existing,
-                             meta={"idempotent_replay": True})  # fmt: skip
+                yield _event(
+                    "RUN_COMPLETED",
+                    existing.run_id,
+                    existing.iterations,
+                    result=existing,
+                    meta={"idempotent_replay": True},
+                )
                 return
         state = _State(
             run_id=str(ULID()),
@@ -410,8 +432,13 @@ class Agent:
                 existing = await self._idempotent_result(spec, fingerprint)
                 if existing is None:
                     raise
-                yield _event("RUN_COMPLETED", existing.run_id, existing.iterations, result=existing,
-                             meta={"idempotent_replay": True})  # fmt: skip
+                yield _event(
+                    "RUN_COMPLETED",
+                    existing.run_id,
+                    existing.iterations,
+                    result=existing,
+                    meta={"idempotent_replay": True},
+                )
                 return
         replay_meta = {"replay": conv.unstructure(summary)} if summary else {}
         yield _event(
@@ -469,12 +496,20 @@ class Agent:
                     pending = {"iteration": iteration, "calls": [c.id for c in calls]}
                     await self._finish(state, "waiting_approval", None, None, {PENDING_META_KEY: pending})
                     for c in calls:
-                        yield _event("TOOL_CALL", state.run_id, iteration, tool_call=c,
-                                     meta={"requires_approval": self._needs_approval(c)})  # fmt: skip
+                        yield _event(
+                            "TOOL_CALL",
+                            state.run_id,
+                            iteration,
+                            tool_call=c,
+                            meta={"requires_approval": self._needs_approval(c)},
+                        )
                     yield _event(
-                        "RUN_PAUSED", state.run_id, iteration, result=self._result(state, "waiting_approval"),
+                        "RUN_PAUSED",
+                        state.run_id,
+                        iteration,
+                        result=self._result(state, "waiting_approval"),
                         meta={"pending": pending["calls"]},
-                    )  # fmt: skip
+                    )
                     return
                 if not calls:
                     await self._record(state, iteration, next_index, [assistant], interaction, [])
@@ -493,8 +528,12 @@ class Agent:
                 next_index += 2
             message = f"stopped after max_iterations={self.max_iterations} without a final answer"
             await self._finish(state, "max_iterations", None, message, {})
-            yield _event("RUN_COMPLETED", state.run_id, state.iteration,
-                         result=self._result(state, "max_iterations", error=message))  # fmt: skip
+            yield _event(
+                "RUN_COMPLETED",
+                state.run_id,
+                state.iteration,
+                result=self._result(state, "max_iterations", error=message),
+            )
         except asyncio.CancelledError:
             await asyncio.shield(self._finish(state, "cancelled", None, "the run was cancelled", {}))
             raise
@@ -617,9 +656,10 @@ class Agent:
         tool_message, records = await self._run_tools(state, state.iteration, calls, decisions, tool_results, events)
         for event in events:
             yield event
+        tool_index = len(state.own)
         state.own.append(tool_message)
-        await self._record(state, state.iteration, len(own), [tool_message], None, records)
-        async for event in self._loop(state, streaming=False, first_trace_index=len(own) + 1):
+        await self._record(state, state.iteration, tool_index, [tool_message], None, records)
+        async for event in self._loop(state, streaming=False, first_trace_index=tool_index + 1):
             yield event
 
     # -- record -----------------------------------------------------------------------------------------------
@@ -671,8 +711,14 @@ class Agent:
 
     async def _fail(self, state: _State, message: str, error_type: str) -> AsyncIterator[RunEvent]:
         await self._finish(state, "error", None, message, {})
-        yield _event("RUN_ERROR", state.run_id, state.iteration, error=message,
-                     result=self._result(state, "error", error=message), meta={"error_type": error_type})  # fmt: skip
+        yield _event(
+            "RUN_ERROR",
+            state.run_id,
+            state.iteration,
+            error=message,
+            result=self._result(state, "error", error=message),
+            meta={"error_type": error_type},
+        )
 
     def _result(
         self, state: _State, status: RunStatus, answer: str | None = None, error: str | None = None

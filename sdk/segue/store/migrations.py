@@ -11,29 +11,29 @@ from collections.abc import Callable
 import peewee as pw
 
 from segue.errors import StoreError
-from segue.store.models import ALL_MODELS, SchemaVersion
+from segue.store.models import Bound
 
 
-def _v1(db: pw.Database) -> None:
-    db.create_tables(ALL_MODELS)
+def _v1(db: pw.Database, models: Bound) -> None:
+    db.create_tables(models.all)
 
 
 #: version -> migration that produces it, in order.
-MIGRATIONS: list[tuple[int, Callable[[pw.Database], None]]] = [(1, _v1)]
+MIGRATIONS: list[tuple[int, Callable[[pw.Database, Bound], None]]] = [(1, _v1)]
 LATEST = MIGRATIONS[-1][0]
 
 
-def current_version(db: pw.Database) -> int:
-    if not db.table_exists(SchemaVersion._meta.table_name):
+def current_version(db: pw.Database, models: Bound) -> int:
+    if not db.table_exists(models.SchemaVersion._meta.table_name):
         return 0
-    row = SchemaVersion.select(pw.fn.MAX(SchemaVersion.version).alias("v")).scalar()
+    row = models.SchemaVersion.select(pw.fn.MAX(models.SchemaVersion.version)).scalar()
     return int(row or 0)
 
 
-def migrate(db: pw.Database, url: str) -> int:
+def migrate(db: pw.Database, models: Bound, url: str) -> int:
     """Bring the database to LATEST; returns the version found before."""
     with db.atomic():
-        found = current_version(db)
+        found = current_version(db, models)
         if found > LATEST:
             raise StoreError(
                 f"the database at {url} was written by a newer segue (store schema version {found}; this segue "
@@ -41,6 +41,6 @@ def migrate(db: pw.Database, url: str) -> int:
             )
         for version, step in MIGRATIONS:
             if version > found:
-                step(db)
-                SchemaVersion.create(version=version)
+                step(db, models)
+                models.SchemaVersion.create(version=version)
     return found

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import peewee as pw
+from typing import Any
 
-#: Bound to the real database by RunStore; models never name a backend.
-database_proxy = pw.DatabaseProxy()
+import peewee as pw
 
 
 class BaseModel(pw.Model):
+    """Unbound: each RunStore binds its own subclasses (see `bind`), so two stores never share a connection."""
+
     class Meta:
-        database = database_proxy
         legacy_table_names = False
 
 
@@ -109,3 +109,28 @@ class RunTag(BaseModel):
 
 
 ALL_MODELS: list[type[BaseModel]] = [SchemaVersion, AgentRun, ReactTrace, LlmInteractionRow, ToolCallRow, RunTag]
+
+
+class Bound:
+    """The models bound to one database. Peewee binds a model class to one database globally, so each store
+    gets fresh subclasses instead of re-binding shared classes (which would race between threads)."""
+
+    def __init__(self, db: pw.Database) -> None:
+        def sub(model: type[BaseModel]) -> Any:
+            meta = type("Meta", (), {"database": db, "table_name": model._meta.table_name})
+            return type(model.__name__, (model,), {"Meta": meta, "__module__": __name__})
+
+        self.SchemaVersion = sub(SchemaVersion)
+        self.AgentRun = sub(AgentRun)
+        self.ReactTrace = sub(ReactTrace)
+        self.LlmInteractionRow = sub(LlmInteractionRow)
+        self.ToolCallRow = sub(ToolCallRow)
+        self.RunTag = sub(RunTag)
+        self.all: list[Any] = [
+            self.SchemaVersion,
+            self.AgentRun,
+            self.ReactTrace,
+            self.LlmInteractionRow,
+            self.ToolCallRow,
+            self.RunTag,
+        ]

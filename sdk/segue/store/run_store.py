@@ -34,7 +34,7 @@ from segue.generated import (
 )
 from segue.hashing import canonical_json
 from segue.store import migrations
-from segue.store.models import AgentRun, LlmInteractionRow, ReactTrace, RunTag, ToolCallRow, database_proxy
+from segue.store.models import AgentRun, Bound
 
 DEFAULT_URL = "sqlite:///segue.db"
 DEFAULT_TENANT = "default"
@@ -123,37 +123,32 @@ class RunStore:
     def __init__(self, url: str | None = None) -> None:
         self.url = url or DEFAULT_URL
         self.db = _connect(self.url)
+        self.models = Bound(self.db)
         self.is_sqlite = isinstance(self.db, pw.SqliteDatabase)
         # SQLite has one writer; serialising this process's writes avoids "database is locked" retries, while
         # the busy timeout covers other processes. An in-memory database has one shared connection: lock all.
         self._write_lock = threading.RLock()
         self._read_lock = self._write_lock if self.url.endswith(":memory:") else None
         try:
-            with self._bound():
-                self.db.connect(reuse_if_open=True)
-                migrations.migrate(self.db, _redact(self.url))
+            self.db.connect(reuse_if_open=True)
+            migrations.migrate(self.db, self.models, _redact(self.url))
         except pw.OperationalError as e:
             raise StoreError(f"cannot open the run store at {_redact(self.url)}: {e}".strip()) from None
 
     # -- plumbing ---------------------------------------------------------------------------------------------
 
     @contextmanager
-    def _bound(self) -> Iterator[None]:
-        database_proxy.initialize(self.db)
-        yield
-
-    @contextmanager
     def _writing(self) -> Iterator[None]:
-        with self._write_lock, self._bound(), self.db.connection_context(), self.db.atomic():
+        with self._write_lock, self.db.connection_context(), self.db.atomic():
             yield
 
     @contextmanager
     def _reading(self) -> Iterator[None]:
         if self._read_lock is not None:
-            with self._read_lock, self._bound():
+            with self._read_lock:
                 yield
             return
-        with self._bound(), self.db.connection_context():
+        with self.db.connection_context():
             yield
 
     def close(self) -> None:
@@ -167,7 +162,7 @@ class RunStore:
         now = utc_now()
         try:
             with self._writing():
-                AgentRun.insert(
+                self.models.AgentRun.insert(
                     id=run.run_id,
                     tenant_id=run.tenant_id,
                     agent_name=run.agent_name,
@@ -186,7 +181,7 @@ class RunStore:
                     lease_expires_at=time.time() + run.lease_seconds if run.lease_seconds else None,
                 ).execute()
                 if run.metadata:
-                    RunTag.insert_many(
+                    self.models.RunTag.insert_many(
                         [{"run_id": run.run_id, "key": k, "value": canonical_json(v)} for k, v in run.metadata.items()]
                     ).execute()
                 self._insert_traces(run.run_id, 0, 0, traces)
@@ -212,7 +207,7 @@ class RunStore:
                     "meta": json.dumps(message.meta, ensure_ascii=False) if message.meta else None,
                 }
             )
-        ReactTrace.insert_many(rows).execute()
+        self.models.ReactTrace.insert_many(rows).execute()
 
     def record_iteration(
         self,
@@ -231,7 +226,7 @@ class RunStore:
         with self._writing():
             self._insert_traces(run_id, first_index, iteration, traces)
             if interaction is not None:
-                LlmInteractionRow.insert(
+                self.models.LlmInteractionRow.insert(
                     run_id=run_id,
                     iteration=interaction.iteration,
                     vendor=interaction.vendor,
@@ -248,7 +243,7 @@ class RunStore:
                     error=interaction.error,
                 ).execute()
             if tool_calls:
-                ToolCallRow.insert_many(
+                self.models.ToolCallRow.insert_many(
                     [
                         {
                             "run_id": run_id,
@@ -264,12 +259,12 @@ class RunStore:
                     ]
                 ).execute()
             update: dict[Any, Any] = {
-                AgentRun.usage: json.dumps(conv.unstructure(usage, Usage)),
-                AgentRun.iterations: iteration,
+                self.models.AgentRun.usage: json.dumps(conv.unstructure(usage, Usage)),
+                self.models.AgentRun.iterations: iteration,
             }
             if lease_seconds:
-                update[AgentRun.lease_expires_at] = time.time() + lease_seconds
-            AgentRun.update(update).where(AgentRun.id == run_id).execute()
+                update[self.models.AgentRun.lease_expires_at] = time.time() + lease_seconds
+            self.models.AgentRun.update(update).where(self.models.AgentRun.id == run_id).execute()
 
     def finish_run(
         self,
@@ -289,37 +284,41 @@ class RunStore:
         conv = get_converter()
         with self._writing():
             update: dict[Any, Any] = {
-                AgentRun.status: status,
-                AgentRun.answer: answer,
-                AgentRun.error: error,
-                AgentRun.usage: json.dumps(conv.unstructure(usage, Usage)),
-                AgentRun.iterations: iterations,
-                AgentRun.finished_at: utc_now() if status in TERMINAL else None,
-                AgentRun.lease_expires_at: None,
+                self.models.AgentRun.status: status,
+                self.models.AgentRun.answer: answer,
+                self.models.AgentRun.error: error,
+                self.models.AgentRun.usage: json.dumps(conv.unstructure(usage, Usage)),
+                self.models.AgentRun.iterations: iterations,
+                self.models.AgentRun.finished_at: utc_now() if status in TERMINAL else None,
+                self.models.AgentRun.lease_expires_at: None,
             }
             if private:
-                update[AgentRun.private] = canonical_json(private)
+                update[self.models.AgentRun.private] = canonical_json(private)
             if model:
-                update[AgentRun.model] = model
+                update[self.models.AgentRun.model] = model
             if vendor:
-                update[AgentRun.vendor] = vendor
+                update[self.models.AgentRun.vendor] = vendor
             if meta_updates:
-                row = AgentRun.select(AgentRun.meta).where(AgentRun.id == run_id).get()
-                update[AgentRun.meta] = canonical_json({**json.loads(row.meta), **meta_updates})
-            AgentRun.update(update).where(AgentRun.id == run_id).execute()
+                row = (
+                    self.models.AgentRun.select(self.models.AgentRun.meta)
+                    .where(self.models.AgentRun.id == run_id)
+                    .get()
+                )
+                update[self.models.AgentRun.meta] = canonical_json({**json.loads(row.meta), **meta_updates})
+            self.models.AgentRun.update(update).where(self.models.AgentRun.id == run_id).execute()
 
     def claim_paused(self, run_id: str, tenant_id: str, *, lease_seconds: float | None = None) -> bool:
         """Move a waiting_approval run back to running; False when it was not waiting (e.g. resumed twice)."""
         with self._writing():
             changed = (
-                AgentRun.update(
+                self.models.AgentRun.update(
                     status="running",
                     lease_expires_at=time.time() + lease_seconds if lease_seconds else None,
                 )
                 .where(
-                    (AgentRun.id == run_id)
-                    & (AgentRun.tenant_id == tenant_id)
-                    & (AgentRun.status == "waiting_approval")
+                    (self.models.AgentRun.id == run_id)
+                    & (self.models.AgentRun.tenant_id == tenant_id)
+                    & (self.models.AgentRun.status == "waiting_approval")
                 )
                 .execute()
             )
@@ -331,16 +330,16 @@ class RunStore:
         with self._writing():
             stale = [
                 r.id
-                for r in AgentRun.select(AgentRun.id).where(
-                    (AgentRun.status == "running")
-                    & AgentRun.lease_expires_at.is_null(False)
-                    & (AgentRun.lease_expires_at < moment)
+                for r in self.models.AgentRun.select(self.models.AgentRun.id).where(
+                    (self.models.AgentRun.status == "running")
+                    & self.models.AgentRun.lease_expires_at.is_null(False)
+                    & (self.models.AgentRun.lease_expires_at < moment)
                 )
             ]
             if stale:
-                AgentRun.update(status="error", error=reason, finished_at=utc_now(), lease_expires_at=None).where(
-                    AgentRun.id.in_(stale)
-                ).execute()
+                self.models.AgentRun.update(
+                    status="error", error=reason, finished_at=utc_now(), lease_expires_at=None
+                ).where(self.models.AgentRun.id.in_(stale)).execute()
         return stale
 
     # -- reads ------------------------------------------------------------------------------------------------
@@ -349,8 +348,8 @@ class RunStore:
         """(run id, fingerprint) of this tenant's run holding `key`, if any."""
         with self._reading():
             row = (
-                AgentRun.select(AgentRun.id, AgentRun.fingerprint)
-                .where((AgentRun.tenant_id == tenant_id) & (AgentRun.idempotency_key == key))
+                self.models.AgentRun.select(self.models.AgentRun.id, self.models.AgentRun.fingerprint)
+                .where((self.models.AgentRun.tenant_id == tenant_id) & (self.models.AgentRun.idempotency_key == key))
                 .first()
             )
         return (row.id, row.fingerprint) if row else None
@@ -363,24 +362,28 @@ class RunStore:
         if not run_ids:
             return {}
         query = (
-            AgentRun.select(
-                AgentRun.id,
-                AgentRun.tenant_id,
-                AgentRun.status,
-                AgentRun.input,
-                AgentRun.answer,
-                AgentRun.meta,
-                AgentRun.private,
-                AgentRun.usage,
-                ReactTrace.idx,
-                ReactTrace.iteration,
-                ReactTrace.role,
-                ReactTrace.content,
-                ReactTrace.meta,
+            self.models.AgentRun.select(
+                self.models.AgentRun.id,
+                self.models.AgentRun.tenant_id,
+                self.models.AgentRun.status,
+                self.models.AgentRun.input,
+                self.models.AgentRun.answer,
+                self.models.AgentRun.meta,
+                self.models.AgentRun.private,
+                self.models.AgentRun.usage,
+                self.models.ReactTrace.idx,
+                self.models.ReactTrace.iteration,
+                self.models.ReactTrace.role,
+                self.models.ReactTrace.content,
+                self.models.ReactTrace.meta,
             )
-            .join(ReactTrace, pw.JOIN.LEFT_OUTER, on=(ReactTrace.run_id == AgentRun.id))
-            .where(AgentRun.id.in_(list(dict.fromkeys(run_ids))))
-            .order_by(AgentRun.id, ReactTrace.idx)
+            .join(
+                self.models.ReactTrace,
+                pw.JOIN.LEFT_OUTER,
+                on=(self.models.ReactTrace.run_id == self.models.AgentRun.id),
+            )
+            .where(self.models.AgentRun.id.in_(list(dict.fromkeys(run_ids))))
+            .order_by(self.models.AgentRun.id, self.models.ReactTrace.idx)
             .tuples()
         )
         with self._reading():
@@ -423,19 +426,19 @@ class RunStore:
         """This tenant's runs, newest first. `all_tenants=True` is for operators (CLI --admin, dashboard)."""
         if limit < 0 or offset < 0:
             raise ValueError(f"limit and offset must be >= 0, got limit={limit} offset={offset}")
-        query = AgentRun.select()
+        query = self.models.AgentRun.select()
         if not all_tenants:
-            query = query.where(AgentRun.tenant_id == tenant_id)
+            query = query.where(self.models.AgentRun.tenant_id == tenant_id)
         if status is not None:
-            query = query.where(AgentRun.status == status)
+            query = query.where(self.models.AgentRun.status == status)
         if agent_name is not None:
-            query = query.where(AgentRun.agent_name == agent_name)
+            query = query.where(self.models.AgentRun.agent_name == agent_name)
         for i, (key, value) in enumerate(sorted((metadata_filter or {}).items())):
-            tag = RunTag.alias(f"t{i}")
-            query = query.join(tag, on=(tag.run_id == AgentRun.id)).where(
+            tag = self.models.RunTag.alias(f"tag{i}")
+            query = query.join(tag, on=(tag.run_id == self.models.AgentRun.id)).where(
                 (tag.key == key) & (tag.value == canonical_json(value))
             )
-        query = query.order_by(AgentRun.id.desc()).limit(limit).offset(offset)
+        query = query.order_by(self.models.AgentRun.id.desc()).limit(limit).offset(offset)
         with self._reading():
             rows = list(query)
         return [_summary(r) for r in rows]
@@ -443,17 +446,28 @@ class RunStore:
     def get_run(self, run_id: str, *, tenant_id: str = DEFAULT_TENANT, all_tenants: bool = False) -> RunDetail | None:
         """The run with its traces, provider calls and tool calls; None if absent or another tenant's."""
         with self._reading():
-            row = AgentRun.get_or_none(AgentRun.id == run_id)
+            row = self.models.AgentRun.get_or_none(self.models.AgentRun.id == run_id)
             if row is None or (not all_tenants and row.tenant_id != tenant_id):
                 return None
             trace_rows = cast(
                 list[tuple[Any, ...]],
-                list(ReactTrace.select().where(ReactTrace.run_id == run_id).order_by(ReactTrace.idx).tuples()),
+                list(
+                    self.models.ReactTrace.select()
+                    .where(self.models.ReactTrace.run_id == run_id)
+                    .order_by(self.models.ReactTrace.idx)
+                    .tuples()
+                ),
             )
             calls = list(
-                LlmInteractionRow.select().where(LlmInteractionRow.run_id == run_id).order_by(LlmInteractionRow.id)
+                self.models.LlmInteractionRow.select()
+                .where(self.models.LlmInteractionRow.run_id == run_id)
+                .order_by(self.models.LlmInteractionRow.id)
             )
-            tools = list(ToolCallRow.select().where(ToolCallRow.run_id == run_id).order_by(ToolCallRow.id))
+            tools = list(
+                self.models.ToolCallRow.select()
+                .where(self.models.ToolCallRow.run_id == run_id)
+                .order_by(self.models.ToolCallRow.id)
+            )
         conv = get_converter()
         summary = _summary(row)
         meta = _loads(row.meta, f"agent_runs.meta of run {run_id}")
@@ -509,17 +523,17 @@ class RunStore:
     def counts(self, run_ids: Sequence[str] | None = None) -> dict[str, int]:
         """Row counts per table (for load checks and tests)."""
         tables: dict[str, Any] = {
-            "agent_runs": AgentRun,
-            "react_traces": ReactTrace,
-            "llm_interactions": LlmInteractionRow,
-            "tool_calls": ToolCallRow,
+            "agent_runs": self.models.AgentRun,
+            "react_traces": self.models.ReactTrace,
+            "llm_interactions": self.models.LlmInteractionRow,
+            "tool_calls": self.models.ToolCallRow,
         }
         out = {}
         with self._reading():
             for name, model in tables.items():
                 query = model.select()
                 if run_ids is not None:
-                    column = model.id if model is AgentRun else model.run_id
+                    column = model.id if model is self.models.AgentRun else model.run_id
                     query = query.where(column.in_(list(run_ids)))
                 out[name] = query.count()
         return out

@@ -1,0 +1,70 @@
+"""Shared scripted conversations for runtime and replay tests."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from segue import Agent, RunResult
+from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock
+from segue.providers.base import ProviderRequest
+from segue.testing import ScriptedProvider
+
+
+class LookupPolicy:
+    """A scripted model: each new question -> (reasoning +) a `lookup` call; a tool result -> an answer."""
+
+    def __init__(self, *, reasoning: bool = True, vendor: str = "scripted", tool: str = "lookup") -> None:
+        self.reasoning = reasoning
+        self.vendor = vendor
+        self.tool = tool
+        self.ids = itertools.count(1)
+
+    def __call__(self, request: ProviderRequest) -> Message:
+        last = request.messages[-1]
+        n = next(self.ids)
+        if last.role == "user":
+            question = "".join(b.text for b in last.content if isinstance(b, TextBlock))
+            content: list[Any] = []
+            if self.reasoning:
+                content.append(
+                    ReasoningBlock(
+                        vendor=self.vendor,
+                        model=request.model or "scripted-1",
+                        format="scripted.reasoning",
+                        text=f"think {n}",
+                        signature=f"sig{n}",
+                    )
+                )
+            content.append(ToolCallBlock(id=f"call_{n}", name=self.tool, arguments={"q": question[-40:]}))
+            return Message(role="assistant", content=content)
+        return Message(role="assistant", content=[TextBlock(text=f"answer {n}")])
+
+
+def policy_provider(policy: Callable[[ProviderRequest], Message] | None = None, **kw: Any) -> ScriptedProvider:
+    p = policy or LookupPolicy()
+    return ScriptedProvider(replies=[p] * 1000, **kw)
+
+
+def lookup(q: str) -> str:
+    """Look something up.
+
+    Args:
+        q: what to look up
+    """
+    return f"facts about {q}"
+
+
+async def converse(
+    agent: Agent, questions: Sequence[str], *, runs: list[str] | None = None, **knobs: Any
+) -> list[RunResult]:
+    """Run each question replaying all earlier runs of the conversation (oldest first)."""
+    ids = list(runs or [])
+    results = []
+    for q in questions:
+        result = await agent.run(q, runs=ids or None, **knobs)
+        assert result.status == "success", result
+        results.append(result)
+        ids.append(result.run_id)
+    return results

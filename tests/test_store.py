@@ -1,0 +1,203 @@
+"""RunStore on SQLite and PostgreSQL: writes are atomic, reads are tenant-scoped, the schema is versioned."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from segue.errors import StoreError
+from segue.generated import LlmInteraction, Message, TextBlock, ToolCallRecord, Usage
+from segue.store import NewRun, RunStore
+from segue.store.run_store import IdempotencyKeyTaken
+
+
+def new_run(run_id: str, tenant: str = "t1", **kw: Any) -> NewRun:
+    base: dict[str, Any] = {
+        "run_id": run_id,
+        "tenant_id": tenant,
+        "agent_name": "sql",
+        "input": "hello",
+        "model": "m",
+        "vendor": "v",
+        "meta": {"segue.x": 1},
+        "metadata": {"team": "blue"},
+    }
+    base.update(kw)
+    return NewRun(**base)
+
+
+def user(text: str) -> Message:
+    return Message(role="user", content=[TextBlock(text=text)])
+
+
+def assistant(text: str) -> Message:
+    return Message(role="assistant", content=[TextBlock(text=text)])
+
+
+def run_ids(n: int) -> list[str]:
+    return [f"01J{i:023d}" for i in range(n)]
+
+
+def test_create_record_finish_and_read_back(store: RunStore) -> None:
+    (rid,) = run_ids(1)
+    store.create_run(new_run(rid), [user("hi")])
+    usage = Usage(input_tokens=10, output_tokens=2, cache_read_tokens=4)
+    store.record_iteration(
+        rid,
+        iteration=1,
+        first_index=1,
+        traces=[assistant("hello!")],
+        interaction=LlmInteraction(
+            iteration=1, vendor="v", model="m", provider_request={"messages": [1]}, usage=usage, latency_ms=3.5
+        ),
+        tool_calls=[
+            ToolCallRecord(call_id="c1", iteration=1, name="t", arguments={"a": 1}, is_error=False, duration_ms=1.0)
+        ],
+        usage=usage,
+    )
+    store.finish_run(rid, status="success", answer="hello!", error=None, usage=usage, iterations=1)
+
+    detail = store.get_run(rid, tenant_id="t1")
+    assert detail is not None
+    assert detail.status == "success" and detail.answer == "hello!" and detail.finished_at
+    assert [t.message.role for t in detail.traces] == ["user", "assistant"]
+    assert detail.llm_interactions[0].provider_request == {"messages": [1]}
+    assert detail.llm_interactions[0].usage == usage
+    assert detail.tool_calls[0].arguments == {"a": 1}
+    assert detail.usage == usage
+    assert detail.metadata == {"team": "blue"}
+    assert detail.meta == {"segue.x": 1}
+
+
+def test_reads_never_cross_tenants(store: RunStore) -> None:
+    a, b = run_ids(2)
+    store.create_run(new_run(a, "t1"), [user("a")])
+    store.create_run(new_run(b, "t2"), [user("b")])
+    assert [r.run_id for r in store.list_runs(tenant_id="t1")] == [a]
+    assert store.get_run(b, tenant_id="t1") is None
+    assert store.get_run(b, tenant_id="t2") is not None
+    assert {r.run_id for r in store.list_runs(all_tenants=True)} == {a, b}
+
+
+def test_list_filters_and_paging(store: RunStore) -> None:
+    ids = run_ids(5)
+    for i, rid in enumerate(ids):
+        store.create_run(new_run(rid, agent_name="a" if i % 2 else "b", metadata={"n": i, "team": "x"}), [])
+    store.finish_run(
+        ids[0], status="error", answer=None, error="boom", usage=Usage(input_tokens=0, output_tokens=0), iterations=0
+    )
+    assert [r.run_id for r in store.list_runs(tenant_id="t1", limit=2)] == [ids[4], ids[3]]
+    assert [r.run_id for r in store.list_runs(tenant_id="t1", limit=2, offset=2)] == [ids[2], ids[1]]
+    assert [r.run_id for r in store.list_runs(tenant_id="t1", status="error")] == [ids[0]]
+    assert {r.run_id for r in store.list_runs(tenant_id="t1", agent_name="a")} == {ids[1], ids[3]}
+    assert [r.run_id for r in store.list_runs(tenant_id="t1", metadata_filter={"n": 3, "team": "x"})] == [ids[3]]
+    assert store.list_runs(tenant_id="t1", metadata_filter={"n": "3"}) == []
+
+
+def test_idempotency_key_is_unique_per_tenant(store: RunStore) -> None:
+    a, b, c = run_ids(3)
+    store.create_run(new_run(a, "t1", idempotency_key="k", fingerprint="f1"), [])
+    store.create_run(new_run(b, "t2", idempotency_key="k", fingerprint="f2"), [])  # other tenant: fine
+    with pytest.raises(IdempotencyKeyTaken):
+        store.create_run(new_run(c, "t1", idempotency_key="k", fingerprint="f3"), [user("x")])
+    assert store.find_idempotent("t1", "k") == (a, "f1")
+    assert store.get_run(c, tenant_id="t1") is None, "the losing insert left nothing behind"
+    assert store.counts([c]) == {"agent_runs": 0, "react_traces": 0, "llm_interactions": 0, "tool_calls": 0}
+
+
+def test_load_runs_returns_rows_and_traces_in_order(store: RunStore) -> None:
+    a, b = run_ids(2)
+    store.create_run(new_run(a), [user("q1")])
+    store.record_iteration(
+        a,
+        iteration=1,
+        first_index=1,
+        traces=[assistant("a1")],
+        interaction=None,
+        usage=Usage(input_tokens=1, output_tokens=1),
+    )
+    store.create_run(new_run(b, "t2"), [user("q2")])
+    loaded = store.load_runs([b, a, "missing"])
+    assert set(loaded) == {a, b}
+    assert [t.message.role for t in loaded[a].traces] == ["user", "assistant"]
+    assert loaded[b].tenant_id == "t2" and loaded[a].status == "running"
+
+
+def test_claim_paused_only_once(store: RunStore) -> None:
+    (rid,) = run_ids(1)
+    store.create_run(new_run(rid), [])
+    store.finish_run(
+        rid,
+        status="waiting_approval",
+        answer=None,
+        error=None,
+        usage=Usage(input_tokens=0, output_tokens=0),
+        iterations=1,
+    )
+    assert store.claim_paused(rid, "t2") is False, "another tenant cannot resume it"
+    assert store.claim_paused(rid, "t1") is True
+    assert store.claim_paused(rid, "t1") is False
+
+
+def test_sweep_marks_abandoned_runs_error(store: RunStore) -> None:
+    a, b = run_ids(2)
+    store.create_run(new_run(a, lease_seconds=10), [user("q")])
+    store.create_run(new_run(b, lease_seconds=10_000), [user("q")])
+    import time
+
+    assert store.sweep(now=time.time() + 60) == [a]
+    detail = store.get_run(a, tenant_id="t1")
+    assert detail is not None and detail.status == "error" and "lease" in (detail.error or "")
+    assert [t.message.role for t in detail.traces] == ["user"], "traces stay readable"
+    assert store.get_run(b, tenant_id="t1").status == "running"  # type: ignore[union-attr]
+
+
+def test_corrupt_trace_json_is_a_clear_error(sqlite_store: RunStore) -> None:
+    (rid,) = run_ids(1)
+    sqlite_store.create_run(new_run(rid), [user("q")])
+    sqlite_store.db.execute_sql("UPDATE react_traces SET content = '{not json' WHERE run_id = ?", (rid,))
+    with pytest.raises(StoreError, match=rf"corrupt JSON in react_traces run {rid} index 0"):
+        sqlite_store.get_run(rid, tenant_id="t1")
+
+
+def test_newer_database_is_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/db.sqlite"
+    s = RunStore(url)
+    s.db.execute_sql("INSERT INTO segue_schema_version (version) VALUES (99)")
+    s.close()
+    with pytest.raises(StoreError, match=r"written by a newer segue .*version 99"):
+        RunStore(url)
+
+
+def test_bad_urls(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="unsupported store URL 'mysql://x'"):
+        RunStore("mysql://x")
+    with pytest.raises(StoreError, match="cannot open the run store"):
+        RunStore("postgresql://nobody:secret@127.0.0.1:1/none")
+
+
+def test_password_is_not_in_errors() -> None:
+    with pytest.raises(StoreError) as info:
+        RunStore("postgresql://nobody:hunter2@127.0.0.1:1/none")
+    assert "hunter2" not in str(info.value)
+
+
+def test_two_stores_in_one_process_do_not_mix(tmp_path: Path) -> None:
+    one = RunStore(f"sqlite:///{tmp_path}/one.db")
+    two = RunStore(f"sqlite:///{tmp_path}/two.db")
+    a, b = run_ids(2)
+    one.create_run(new_run(a), [])
+    two.create_run(new_run(b), [])
+    assert [r.run_id for r in one.list_runs(tenant_id="t1")] == [a]
+    assert [r.run_id for r in two.list_runs(tenant_id="t1")] == [b]
+
+
+def test_default_url_is_segue_db_in_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    s = RunStore()
+    s.close()
+    assert (tmp_path / "segue.db").exists()
+    assert json.loads(json.dumps(s.url)) == "sqlite:///segue.db"
