@@ -1,7 +1,7 @@
 """segue: typed, replayable, prompt-cache friendly LLM agent runs.
 
-    from segue import Agent, RunStore, tool
-    result = await agent.run(text, runs=thread.run_ids, replay_last="all", replay_reasoning=True)
+An app keeps the run ids of a conversation and passes them back: `await agent.run(text, runs=run_ids,
+replay_last="all")` replays those runs from segue's own traces ahead of the new input. See docs/replay.md.
 """
 
 from segue.agent import Agent, SingleCall

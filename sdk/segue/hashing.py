@@ -18,3 +18,24 @@ def canonical_json(value: Any) -> str:
 
 def canonical_hash(value: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+class ListHasher:
+    """canonical_hash of a growing JSON list, in O(total size) instead of re-hashing every prefix.
+
+    The canonical JSON of a list is "[" + ",".join(canonical_json(item)) + "]", so feeding the items' canonical
+    JSON one by one and closing the bracket on a copy gives exactly canonical_hash(list[:n]) for every n.
+    """
+
+    def __init__(self) -> None:
+        self._sha = hashlib.sha256(b"[")
+        self._count = 0
+
+    def add(self, item_json: str) -> None:
+        self._sha.update((b"," if self._count else b"") + item_json.encode("utf-8"))
+        self._count += 1
+
+    def digest(self) -> str:
+        closed = self._sha.copy()
+        closed.update(b"]")
+        return "sha256:" + closed.hexdigest()

@@ -32,7 +32,7 @@ from segue.generated import (
     ToolResultBlock,
     get_converter,
 )
-from segue.hashing import canonical_hash
+from segue.hashing import ListHasher, canonical_json
 from segue.providers.base import REPLAYED_META_KEY
 from segue.store.run_store import TERMINAL, StoredRun
 from segue.tokens import count_json
@@ -61,14 +61,17 @@ class ReplayPlan:
     continued_from: str | None
 
 
-def message_hash_input(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Messages as hashed: role and content only (meta never reaches a vendor)."""
-    conv = get_converter()
-    return [{"role": m.role, "content": conv.unstructure(m.content, list[Any])} for m in messages]
+def message_json(m: Message) -> str:
+    """A message as hashed: canonical JSON of its role and content (meta never reaches a vendor)."""
+    return canonical_json({"role": m.role, "content": get_converter().unstructure(m.content, list[Any])})
 
 
 def seed_of(messages: Sequence[Message]) -> str:
-    return canonical_hash(message_hash_input(messages))
+    """canonical_hash of the messages (as `message_json`): what preceded a run's user message."""
+    hasher = ListHasher()
+    for m in messages:
+        hasher.add(message_json(m))
+    return hasher.digest()
 
 
 def validate_knobs(
@@ -175,6 +178,7 @@ def plan_replay(
         modes = _fit_budget(runs, modes, full_messages, text_messages, knobs.replay_budget_tokens, warn)
 
     messages: list[Message] = []
+    hasher = ListHasher()  # hash of `messages` so far: the seed each full run is checked against
     kept: list[str] = []
     dropped: list[str] = []
     first_drop: str | None = None
@@ -182,12 +186,13 @@ def plan_replay(
         if mode == "skip":
             continue
         if mode == "text":
-            messages.extend(_mark(text_messages[run.run_id]))
+            _append(messages, hasher, text_messages[run.run_id], None)
             continue
         run_messages = full_messages[run.run_id]
+        items = _stored_items(run, run_messages)
         _warn_tools(run, run_messages, current, warn)
         if any(isinstance(b, ReasoningBlock) for m in run_messages for b in m.content):
-            cause = _drop_cause(run, messages, current, knobs, guardrails, first_drop)
+            cause = _drop_cause(run, hasher.digest(), current, knobs, guardrails, first_drop)
             if cause is None:
                 kept.append(run.run_id)
             else:
@@ -196,7 +201,8 @@ def plan_replay(
                     warn(run.run_id, cause[0], cause[1])
                 first_drop = first_drop or run.run_id
                 run_messages = [_without_reasoning(m) for m in run_messages]
-        messages.extend(_mark(run_messages))
+                items = None
+        _append(messages, hasher, run_messages, items)
 
     summary = ReplaySummary(
         schema_version=1,
@@ -210,9 +216,24 @@ def plan_replay(
     return ReplayPlan(messages=messages, summary=summary, continued_from=knobs.runs[-1])
 
 
+def _append(messages: list[Message], hasher: ListHasher, new: Sequence[Message], items: Sequence[str] | None) -> None:
+    for i, m in enumerate(new):
+        hasher.add(items[i] if items is not None else message_json(m))
+    messages.extend(_mark(new))
+
+
+def _stored_items(run: StoredRun, messages: Sequence[Message]) -> list[str] | None:
+    """The store's precomputed message_json of the run's traces, while `messages` are those traces unchanged."""
+    if len(run.hash_items) < len(messages):
+        return None
+    if any(messages[i] is not run.traces[i].message for i in range(len(messages))):
+        return None
+    return [run.hash_items[i] for i in range(len(messages))]
+
+
 def _drop_cause(
     run: StoredRun,
-    preceding: Sequence[Message],
+    seed: str,
     current: CurrentPrefix,
     knobs: ReplayKnobs,
     guardrails: bool,
@@ -224,12 +245,10 @@ def _drop_cause(
         return ("guardrails", "reasoning dropped: guardrails are configured, and reasoning is not replayed with them")
     if first_drop is not None:
         return ("follows", f"reasoning dropped: follows {first_drop}, whose reasoning was dropped")
-    return _mismatch(run, preceding, current)
+    return _mismatch(run, seed, current)
 
 
-def _mismatch(
-    run: StoredRun, preceding: Sequence[Message], current: CurrentPrefix
-) -> tuple[ReplayWarningCause, str] | None:
+def _mismatch(run: StoredRun, seed: str, current: CurrentPrefix) -> tuple[ReplayWarningCause, str] | None:
     raw = run.meta.get(PREFIX_META_KEY)
     if raw is None:
         return (
@@ -245,7 +264,7 @@ def _mismatch(
         return ("system", "reasoning dropped: the system prompt (or skills, or stable context) changed since the run")
     if d.tools_hash != current.tools_hash:
         return ("tools", "reasoning dropped: the tool definitions changed since the run")
-    if d.seed != seed_of(preceding):
+    if d.seed != seed:
         return (
             "seed",
             "reasoning dropped: the messages before this run differ from when it ran "

@@ -7,6 +7,7 @@ loop. Every read takes a tenant and never returns another tenant's rows.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -79,6 +80,9 @@ class StoredRun:
     traces: list[Trace]
     usage: Usage
     private: dict[str, Any] | None = None
+    #: canonical JSON of each trace's role + content (segue.replay.message_json), computed on first use and
+    #: remembered with the cached message.
+    hash_items: Sequence[str] = ()
 
 
 class IdempotencyKeyTaken(Exception):
@@ -124,6 +128,7 @@ class RunStore:
         self.url = url or DEFAULT_URL
         self.db = _connect(self.url)
         self.models = Bound(self.db)
+        self._messages = _MessageCache()
         self.is_sqlite = isinstance(self.db, pw.SqliteDatabase)
         # SQLite has one writer; serialising this process's writes avoids "database is locked" retries, while
         # the busy timeout covers other processes. An in-memory database has one shared connection: lock all.
@@ -137,10 +142,14 @@ class RunStore:
 
     # -- plumbing ---------------------------------------------------------------------------------------------
 
+    # Each thread keeps its own open connection (Peewee's thread-local state): reconnecting per call would
+    # redo the connection setup and pragmas every time, which dominated the cost of small writes.
     @contextmanager
     def _writing(self) -> Iterator[None]:
-        with self._write_lock, self.db.connection_context(), self.db.atomic():
-            yield
+        with self._write_lock:
+            self.db.connect(reuse_if_open=True)
+            with self.db.atomic():
+                yield
 
     @contextmanager
     def _reading(self) -> Iterator[None]:
@@ -148,8 +157,8 @@ class RunStore:
             with self._read_lock:
                 yield
             return
-        with self.db.connection_context():
-            yield
+        self.db.connect(reuse_if_open=True)
+        yield
 
     def close(self) -> None:
         if not self.db.is_closed():
@@ -361,42 +370,23 @@ class RunStore:
         """
         if not run_ids:
             return {}
-        query = (
-            self.models.AgentRun.select(
-                self.models.AgentRun.id,
-                self.models.AgentRun.tenant_id,
-                self.models.AgentRun.status,
-                self.models.AgentRun.input,
-                self.models.AgentRun.answer,
-                self.models.AgentRun.meta,
-                self.models.AgentRun.private,
-                self.models.AgentRun.usage,
-                self.models.ReactTrace.idx,
-                self.models.ReactTrace.iteration,
-                self.models.ReactTrace.role,
-                self.models.ReactTrace.content,
-                self.models.ReactTrace.meta,
-            )
-            .join(
-                self.models.ReactTrace,
-                pw.JOIN.LEFT_OUTER,
-                on=(self.models.ReactTrace.run_id == self.models.AgentRun.id),
-            )
-            .where(self.models.AgentRun.id.in_(list(dict.fromkeys(run_ids))))
-            .order_by(self.models.AgentRun.id, self.models.ReactTrace.idx)
-            .tuples()
-        )
+        ids = list(dict.fromkeys(run_ids))
         with self._reading():
-            rows = cast(list[tuple[Any, ...]], list(query))
+            cursor = self.db.execute_sql(self._load_sql(len(ids)), ids)  # type: ignore[no-untyped-call]
+            rows = cast(list[tuple[Any, ...]], cursor.fetchall())
         heads: dict[str, tuple[Any, ...]] = {}
         traces: dict[str, list[Trace]] = {}
+        items: dict[str, list[list[Any]]] = {}
         for row in rows:
             run_id = row[0]
             if run_id not in heads:
                 heads[run_id] = row[:8]
                 traces[run_id] = []
+                items[run_id] = []
             if row[8] is not None:
-                traces[run_id].append(_trace(run_id, *row[8:13]))
+                entry = self._messages.get(run_id, row[8], *row[10:13])
+                traces[run_id].append(Trace(index=row[8], iteration=row[9], message=entry[0]))
+                items[run_id].append(entry)
         return {
             run_id: StoredRun(
                 run_id=run_id,
@@ -408,9 +398,38 @@ class RunStore:
                 private=_loads(head[6], f"agent_runs.private of run {run_id}") if head[6] else None,
                 usage=get_converter().structure(_loads(head[7], f"agent_runs.usage of run {run_id}"), Usage),
                 traces=traces[run_id],
+                hash_items=_HashItems(items[run_id]),
             )
             for run_id, head in heads.items()
         }
+
+    @functools.cache  # noqa: B019 - one entry per id count, per store; the store lives as long as its SQL
+    def _load_sql(self, count: int) -> str:
+        """The replay query's SQL for `count` ids, built by Peewee once (building it dominated small reads)."""
+        m = self.models
+        query = (
+            m.AgentRun.select(
+                m.AgentRun.id,
+                m.AgentRun.tenant_id,
+                m.AgentRun.status,
+                m.AgentRun.input,
+                m.AgentRun.answer,
+                m.AgentRun.meta,
+                m.AgentRun.private,
+                m.AgentRun.usage,
+                m.ReactTrace.idx,
+                m.ReactTrace.iteration,
+                m.ReactTrace.role,
+                m.ReactTrace.content,
+                m.ReactTrace.meta,
+            )
+            .join(m.ReactTrace, pw.JOIN.LEFT_OUTER, on=(m.ReactTrace.run_id == m.AgentRun.id))
+            .where(m.AgentRun.id.in_([f"placeholder-{i}" for i in range(count)]))
+            .order_by(m.AgentRun.id, m.ReactTrace.idx)
+        )
+        sql, params = query.sql()
+        assert params == [f"placeholder-{i}" for i in range(count)], "the id list must be the only parameter"
+        return str(sql)
 
     def list_runs(
         self,
@@ -471,7 +490,9 @@ class RunStore:
         conv = get_converter()
         summary = _summary(row)
         meta = _loads(row.meta, f"agent_runs.meta of run {run_id}")
-        traces = [_trace(run_id, t[2], t[3], t[4], t[5], t[6]) for t in trace_rows]
+        traces = [
+            Trace(index=t[2], iteration=t[3], message=_message(run_id, t[2], t[4], t[5], t[6])) for t in trace_rows
+        ]
         return RunDetail(
             run_id=summary.run_id,
             status=summary.status,
@@ -554,16 +575,67 @@ def _loads(text: str | None, where: str) -> Any:
         raise StoreError(f"corrupt JSON in {where}: {e}; the row was modified outside segue") from None
 
 
-def _trace(run_id: str, idx: int, iteration: int, role: str, content: str, meta: str | None) -> Trace:
-    where = f"react_traces run {run_id} index {idx}"
-    data: dict[str, Any] = {"role": role, "content": _loads(content, where)}
-    if meta:
-        data["meta"] = _loads(meta, where)
+@functools.cache
+def _message_hook() -> Any:
+    return get_converter().get_structure_hook(Message)
+
+
+class _MessageCache:
+    """Structured trace messages keyed by their exact stored text.
+
+    Replays re-read the same (immutable, terminal) runs turn after turn; structuring and canonicalising their
+    JSON dominated planning. Keyed by the stored text itself, a hit is always the same message. When full it
+    starts over (cheaper than LRU bookkeeping on every read; single dict operations need no lock).
+    """
+
+    def __init__(self, size: int = 50_000) -> None:
+        self._size = size
+        self._entries: dict[tuple[str, str, str | None], list[Any]] = {}
+
+    def get(self, run_id: str, idx: int, role: str, content: str, meta: str | None) -> list[Any]:
+        """[message, its message_json or None until first needed]."""
+        key = (role, content, meta)
+        entry = self._entries.get(key)
+        if entry is None:
+            if len(self._entries) >= self._size:
+                self._entries = {}
+            entry = self._entries[key] = [_message(run_id, idx, role, content, meta), None]
+        return entry
+
+
+class _HashItems(Sequence[str]):
+    """message_json of a run's traces, computed when replay first asks and kept in the message cache."""
+
+    def __init__(self, entries: list[list[Any]]) -> None:
+        self._entries = entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        entry = self._entries[i]
+        if entry[1] is None:
+            from segue.replay import message_json  # replay imports the store; import here to avoid a cycle
+
+            entry[1] = message_json(entry[0])
+        return entry[1]
+
+
+def _message(run_id: str, idx: int, role: str, content: str, meta: str | None) -> Message:
     try:
-        message = get_converter().structure(data, Message)
+        data: dict[str, Any] = {"role": role, "content": json.loads(content)}
+        if meta:
+            data["meta"] = json.loads(meta)
+        message = _message_hook()(data, Message)
+    except json.JSONDecodeError as e:
+        raise StoreError(
+            f"corrupt JSON in react_traces run {run_id} index {idx}: {e}; the row was modified outside segue"
+        ) from None
     except Exception as e:
-        raise StoreError(f"unreadable trace in {where}: {e}") from None
-    return Trace(index=idx, iteration=iteration, message=message)
+        raise StoreError(f"unreadable trace in react_traces run {run_id} index {idx}: {e}") from None
+    return message  # type: ignore[no-any-return]
 
 
 def _summary(row: AgentRun) -> RunSummary:
