@@ -24,8 +24,6 @@ from segue import (
 from segue.generated import Message, TextBlock
 from segue.testing import ScriptedProvider, call, text
 
-pytestmark = pytest.mark.asyncio
-
 
 def rows(store: RunStore) -> dict[str, int]:
     return store.counts()

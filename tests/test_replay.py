@@ -12,8 +12,6 @@ from segue import Agent, ContextBlock, IdempotencyConflictError, PIIGuardrail, R
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from segue.testing import ScriptedProvider, canonical_messages, text
 
-pytestmark = pytest.mark.asyncio
-
 
 def reasoning_in(messages: list[Message]) -> list[str]:
     return [b.text or "" for m in messages for b in m.content if isinstance(b, ReasoningBlock)]

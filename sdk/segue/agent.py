@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeVar
 import attrs
 from ulid import ULID
 
+from segue.catalog import Catalog
 from segue.context import ContextBlock, fold_dynamic, render_stable_head
 from segue.conversation import ZERO_USAGE, add_usage, answer_text, as_history, tool_calls, user_message
 from segue.errors import IdempotencyConflictError, InputError, ProviderError, ReplayRunError, SegueError
@@ -37,7 +38,8 @@ from segue.generated import (
 )
 from segue.guardrails import Guardrail
 from segue.hashing import canonical_hash
-from segue.providers.base import Provider, ProviderRequest, ProviderResponse, StreamDone
+from segue.layout import LayoutMode, LayoutPolicy, RuntimeState, TrailingStateFn
+from segue.providers.base import REPLAYED_META_KEY, Provider, ProviderRequest, ProviderResponse, StreamDone
 from segue.replay import PREFIX_META_KEY, TOOLS_META_KEY, CurrentPrefix, plan_replay, seed_of, validate_knobs
 from segue.skills import Skill, render_system
 from segue.store.run_store import DEFAULT_TENANT, TERMINAL, IdempotencyKeyTaken, NewRun, RunStore, StoredRun
@@ -48,6 +50,7 @@ REQUEST_META_KEY = "segue.request"
 PENDING_META_KEY = "segue.pending"
 WARNINGS_META_KEY = "segue.vendor_warnings"
 REPLAY_META_KEY = "segue.replay"
+LAYOUT_META_KEY = "segue.layout"
 DEFAULT_MAX_INPUT_CHARS = 1_000_000
 _VALIDATION_ERRORS = (ReplayRunError, InputError, IdempotencyConflictError)
 
@@ -87,6 +90,14 @@ class _State:
     served_model: str | None = None
     served_vendor: str | None = None
     vendor_warnings: list[str] = attrs.Factory(list)
+    layout: LayoutPolicy | None = None
+    persisted: list[Message] = attrs.Factory(list)  # this run's traces as stored, in order
+
+    def stored_messages(self) -> list[Message]:
+        """This run's messages as they must be stored: with the fragments the layout keeps (appendOnly)."""
+        if self.layout is None:
+            return list(self.own)
+        return self.layout.with_kept_fragments([*self.prefix, *self.own])[len(self.prefix) :]
 
 
 class Agent:
@@ -105,6 +116,9 @@ class Agent:
         skills: Sequence[Skill] = (),
         guardrails: Sequence[Guardrail] = (),
         name: str = "agent",
+        trailing_state: TrailingStateFn | None = None,
+        trailing_state_layout: LayoutMode = "auto",
+        catalog: Catalog | None = None,
         lease_seconds: float = 300.0,
         max_input_chars: int = DEFAULT_MAX_INPUT_CHARS,
     ) -> None:
@@ -122,6 +136,15 @@ class Agent:
         self.name = name
         self.lease_seconds = lease_seconds
         self.max_input_chars = max_input_chars
+        if trailing_state_layout not in ("auto", "appendOnly", "replace"):
+            raise ValueError(
+                f"trailing_state_layout must be 'auto', 'appendOnly' or 'replace', got {trailing_state_layout!r}"
+            )
+        if trailing_state is not None and not callable(trailing_state):
+            raise TypeError(f"trailing_state must be a function of RuntimeState, got {type(trailing_state).__name__}")
+        self.trailing_state = trailing_state
+        self.trailing_state_layout: LayoutMode = trailing_state_layout
+        self._catalog = catalog
         self.system = render_system(prompt, self.skills)
         self._tools_by_name = {t.name: t for t in self.tools}
         self._tool_defs = [t.definition for t in self.tools]
@@ -137,6 +160,7 @@ class Agent:
                 "model": provider.model,
                 "max_iterations": max_iterations,
                 "guardrails": sorted(type(g).__name__ for g in self.guardrails),
+                "layout": trailing_state_layout if trailing_state else None,
             }
         )
 
@@ -243,6 +267,25 @@ class Agent:
                 yield event
         except _VALIDATION_ERRORS as e:
             yield _validation_event(e)
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog the layout policy reads (the packaged one plus SEGUE_CATALOG_PATH), loaded once."""
+        if self._catalog is None:
+            self._catalog = Catalog.load()
+        return self._catalog
+
+    def _layout_policy(self, spec: _Spec) -> LayoutPolicy | None:
+        if self.trailing_state is None:
+            return None
+        return LayoutPolicy(
+            mode=self.trailing_state_layout,
+            catalog=self.catalog,
+            trailing_state=self.trailing_state,
+            requires_stable_reasoning_prefix=self.provider.requires_stable_reasoning_prefix,
+            declares_native_tools=bool(self.tools),
+            model_override=spec.model,
+        )
 
     # -- validate ---------------------------------------------------------------------------------------------
 
@@ -378,12 +421,14 @@ class Agent:
             prefix=prefix,
             own=[],
             replay=summary,
+            layout=self._layout_policy(spec),
         )
         text = fold_dynamic(spec.context, spec.input)
         for g in self.guardrails:
             text = g.protect(text, state.pii)
         first = user_message(text)
         state.own.append(first)
+        state.persisted.append(first)
         model = spec.model or self.provider.model
         descriptor = PrefixDescriptor(
             schema_version=1,
@@ -444,11 +489,10 @@ class Agent:
         yield _event(
             "RUN_STARTED", state.run_id, 0, meta={"model": model, "vendor": self.provider.vendor, **replay_meta}
         )
-        async for event in self._loop(state, streaming=streaming, first_trace_index=1):
+        async for event in self._loop(state, streaming=streaming):
             yield event
 
-    async def _loop(self, state: _State, *, streaming: bool, first_trace_index: int) -> AsyncIterator[RunEvent]:
-        next_index = first_trace_index
+    async def _loop(self, state: _State, *, streaming: bool) -> AsyncIterator[RunEvent]:
         try:
             while state.iteration < self.max_iterations:
                 state.iteration += 1
@@ -479,6 +523,8 @@ class Agent:
                 state.usage = add_usage(state.usage, response.usage)
                 state.served_model, state.served_vendor = response.model, response.vendor
                 state.vendor_warnings.extend(response.warnings)
+                if state.layout is not None:
+                    state.layout.observe_served(iteration, response.vendor, response.model)
                 state.own.append(assistant)
                 interaction = LlmInteraction(
                     iteration=iteration,
@@ -492,7 +538,7 @@ class Agent:
                 )
                 calls = tool_calls(assistant)
                 if calls and any(self._needs_approval(c) for c in calls):
-                    await self._record(state, iteration, next_index, [assistant], interaction, [])
+                    await self._record(state, iteration, interaction, [])
                     pending = {"iteration": iteration, "calls": [c.id for c in calls]}
                     await self._finish(state, "waiting_approval", None, None, {PENDING_META_KEY: pending})
                     for c in calls:
@@ -512,7 +558,7 @@ class Agent:
                     )
                     return
                 if not calls:
-                    await self._record(state, iteration, next_index, [assistant], interaction, [])
+                    await self._record(state, iteration, interaction, [])
                     answer = self._restore(answer_text(assistant), state)
                     await self._finish(state, "success", answer, None, {})
                     yield _event(
@@ -524,8 +570,7 @@ class Agent:
                 state.own.append(tool_message)
                 for event in events:
                     yield event
-                await self._record(state, iteration, next_index, [assistant, tool_message], interaction, records)
-                next_index += 2
+                await self._record(state, iteration, interaction, records)
             message = f"stopped after max_iterations={self.max_iterations} without a final answer"
             await self._finish(state, "max_iterations", None, message, {})
             yield _event(
@@ -543,12 +588,23 @@ class Agent:
 
     def _request(self, state: _State) -> ProviderRequest:
         messages = [*state.prefix, *state.own]
+        if state.layout is not None:
+            runtime = RuntimeState(
+                run_id=state.run_id,
+                iteration=state.iteration,
+                max_iterations=self.max_iterations,
+                usage_so_far=state.usage,
+                app_state=state.spec.metadata,
+            )
+            fragment = state.layout.fragment_for(state.iteration, runtime)
+            messages = state.layout.lay_out(messages, fragment, state.iteration)
+        replayed = [i for i, m in enumerate(messages) if m.meta and m.meta.get(REPLAYED_META_KEY)]
         return ProviderRequest(
             system=state.system,
             stable_head=state.stable_head,
             messages=messages,
             tools=self._tool_defs,
-            replay_end=len(state.prefix) - 1 if state.prefix else None,
+            replay_end=replayed[-1] if replayed else None,
             model=state.spec.model,
             cache_key=state.spec.tenant_id,
         )
@@ -650,37 +706,42 @@ class Agent:
             iteration=int(pending["iteration"]),
             usage=stored.usage,
             pii=dict((stored.private or {}).get("pii", {})),
+            layout=self._layout_policy(spec),
+            persisted=list(own),
         )
         calls = tool_calls(own[-1])
         events: list[RunEvent] = []
         tool_message, records = await self._run_tools(state, state.iteration, calls, decisions, tool_results, events)
         for event in events:
             yield event
-        tool_index = len(state.own)
         state.own.append(tool_message)
-        await self._record(state, state.iteration, tool_index, [tool_message], None, records)
-        async for event in self._loop(state, streaming=False, first_trace_index=tool_index + 1):
+        await self._record(state, state.iteration, None, records)
+        async for event in self._loop(state, streaming=False):
             yield event
 
     # -- record -----------------------------------------------------------------------------------------------
 
     async def _record(
-        self,
-        state: _State,
-        iteration: int,
-        first_index: int,
-        traces: list[Message],
-        interaction: LlmInteraction | None,
-        records: list[ToolCallRecord],
+        self, state: _State, iteration: int, interaction: LlmInteraction | None, records: list[ToolCallRecord]
     ) -> None:
+        """Persist what changed in the run's traces since the last write, plus the call and tool records.
+
+        Usually that is the new tail; when the layout restores iteration 1's fragment at its boundary, the
+        traces from there on are rewritten (in the same transaction)."""
+        stored = state.stored_messages()
+        first = next(
+            (i for i, (a, b) in enumerate(zip(stored, state.persisted, strict=False)) if a is not b),
+            min(len(stored), len(state.persisted)),
+        )
+        state.persisted = stored
         if self.store is None:
             return
         await self._db(
             self.store.record_iteration,
             state.run_id,
             iteration=iteration,
-            first_index=first_index,
-            traces=traces,
+            first_index=first,
+            traces=stored[first:],
             interaction=interaction,
             tool_calls=records,
             usage=state.usage,
@@ -695,6 +756,8 @@ class Agent:
         updates = dict(meta)
         if state.vendor_warnings:
             updates[WARNINGS_META_KEY] = state.vendor_warnings
+        if state.layout is not None:
+            updates[LAYOUT_META_KEY] = state.layout.meta()
         await self._db(
             self.store.finish_run,
             state.run_id,

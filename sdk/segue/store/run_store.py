@@ -230,9 +230,15 @@ class RunStore:
         usage: Usage,
         lease_seconds: float | None = None,
     ) -> None:
-        """One loop iteration's traces, provider call and tool calls, plus the running totals, atomically."""
+        """One loop iteration's traces, provider call and tool calls, plus the running totals, atomically.
+
+        `traces` replace the run's traces from `first_index` on (normally the new tail; a layout that restores an
+        earlier fragment rewrites from there)."""
         conv = get_converter()
         with self._writing():
+            self.models.ReactTrace.delete().where(
+                (self.models.ReactTrace.run_id == run_id) & (self.models.ReactTrace.idx >= first_index)
+            ).execute()
             self._insert_traces(run_id, first_index, iteration, traces)
             if interaction is not None:
                 self.models.LlmInteractionRow.insert(
