@@ -40,7 +40,15 @@ from segue.guardrails import Guardrail
 from segue.hashing import canonical_hash
 from segue.layout import LayoutMode, LayoutPolicy, RuntimeState, TrailingStateFn
 from segue.providers.base import REPLAYED_META_KEY, Provider, ProviderRequest, ProviderResponse, StreamDone
-from segue.replay import PREFIX_META_KEY, TOOLS_META_KEY, CurrentPrefix, plan_replay, seed_of, validate_knobs
+from segue.replay import (
+    PREFIX_META_KEY,
+    TOOLS_META_KEY,
+    CurrentPrefix,
+    is_run_id,
+    plan_replay,
+    seed_of,
+    validate_knobs,
+)
 from segue.skills import Skill, render_system
 from segue.store.run_store import DEFAULT_TENANT, TERMINAL, IdempotencyKeyTaken, NewRun, RunStore, StoredRun
 from segue.tools import Tool, as_tools
@@ -518,6 +526,11 @@ class Agent:
                     async for event in self._fail(state, f"{e.kind} error from {e.vendor}: {e}", type(e).__name__):
                         yield event
                     return
+                except Exception as e:  # a driver bug or an unparseable answer: the run must not stay "running"
+                    message = f"the provider call failed with {type(e).__name__}: {e}"
+                    async for event in self._fail(state, message, type(e).__name__):
+                        yield event
+                    return
                 latency = (time.perf_counter() - started) * 1000
                 assistant = Message(role="assistant", content=list(response.message.content))
                 state.usage = add_usage(state.usage, response.usage)
@@ -585,6 +598,11 @@ class Agent:
         except SegueError as e:
             async for event in self._fail(state, str(e), type(e).__name__):
                 yield event
+        except Exception as e:
+            # A bug in segue or in app code it calls (e.g. trailing_state): record it so the run is terminal, and
+            # let it surface.
+            await asyncio.shield(self._finish(state, "error", None, f"{type(e).__name__}: {e}", {}))
+            raise
 
     def _request(self, state: _State) -> ProviderRequest:
         messages = [*state.prefix, *state.own]
@@ -813,8 +831,8 @@ class Agent:
         return await asyncio.to_thread(fn, *args, **kwargs)
 
     async def _load_own_run(self, run_id: Any, tenant_id: str, action: str) -> StoredRun:
-        if not isinstance(run_id, str) or not run_id:
-            raise InputError(f"{action} needs a run id string, got {run_id!r}")
+        if not is_run_id(run_id):
+            raise InputError(f"{action} needs a run id (a ULID: 26 characters of Crockford base32), got {run_id!r:.60}")
         stored = (await self._db(self._store().load_runs, [run_id])).get(run_id)
         if stored is None or stored.tenant_id != tenant_id:
             # Never reveal that another tenant's run exists.

@@ -13,6 +13,7 @@ per run naming the cause.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -38,6 +39,13 @@ from segue.store.run_store import TERMINAL, StoredRun
 from segue.tokens import count_json
 
 log = logging.getLogger("segue.replay")
+_ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$", re.IGNORECASE)
+
+
+def is_run_id(value: object) -> bool:
+    """Run ids are ULIDs: 26 Crockford base32 characters."""
+    return isinstance(value, str) and _ULID.match(value) is not None
+
 
 PREFIX_META_KEY = "segue.prefix"
 TOOLS_META_KEY = "segue.tools"
@@ -116,8 +124,12 @@ def validate_knobs(
         )
     seen: set[str] = set()
     for run_id in runs:
-        if not isinstance(run_id, str) or not run_id:
-            raise ReplayRunError(f"runs must hold run id strings, got {run_id!r}", run_id=None, reason="invalid")
+        if not is_run_id(run_id):
+            raise ReplayRunError(
+                f"runs must hold run ids (ULIDs: 26 characters of Crockford base32), got {run_id!r:.60}",
+                run_id=None,
+                reason="invalid",
+            )
         if run_id in seen:
             raise ReplayRunError(
                 f"run {run_id} appears twice in runs=; pass each run once, oldest first",
@@ -151,6 +163,13 @@ def check_runs(stored: Mapping[str, StoredRun], run_ids: Sequence[str], tenant_i
                 f"run {run_id} is still {run.status}; replay it once it has finished",
                 run_id=run_id,
                 reason="not_terminal",
+            )
+        if not run.traces:
+            raise ReplayRunError(
+                f"run {run_id} has no stored traces (deleted outside segue?); leave it out of runs= "
+                "or restore its traces",
+                run_id=run_id,
+                reason="not_found",
             )
 
 
