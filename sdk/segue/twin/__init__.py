@@ -1,0 +1,52 @@
+"""segue's twin: an offline emulator of the Anthropic and OpenAI HTTP APIs and their prompt-cache rules.
+
+The official `anthropic` and `openai` clients talk to it unchanged, in-process (`Twin.anthropic_client()`,
+`Twin.openai_client()`, `Twin.transport()`) or over loopback HTTP (`segue.twin.server.serve`). A pluggable
+`Policy` plays the model; `DatabaseChatPolicy` answers questions about the sample shop database in
+`segue.twin.sample_db`. See docs/twin.md.
+"""
+
+from segue.twin.cache import BlockCache, BlockUsage, CacheBlock, PrefixCache
+from segue.twin.core import DEFAULT_MAX_BODY_BYTES, TWIN_API_KEY, TWIN_BASE_URL, Exchange, Twin, TwinResponse
+from segue.twin.db_policy import DatabaseChatPolicy, QueryPlan, plan_question
+from segue.twin.errors import TwinHTTPError
+from segue.twin.rules import CacheRules, rules_for
+from segue.twin.scripted import ScriptedPolicy
+from segue.twin.view import (
+    AssistantTurn,
+    ConversationView,
+    PlannedCall,
+    Policy,
+    PolicyError,
+    ToolCall,
+    ToolResult,
+    Turn,
+)
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "TWIN_API_KEY",
+    "TWIN_BASE_URL",
+    "AssistantTurn",
+    "BlockCache",
+    "BlockUsage",
+    "CacheBlock",
+    "CacheRules",
+    "ConversationView",
+    "DatabaseChatPolicy",
+    "Exchange",
+    "PlannedCall",
+    "Policy",
+    "PolicyError",
+    "PrefixCache",
+    "QueryPlan",
+    "ScriptedPolicy",
+    "ToolCall",
+    "ToolResult",
+    "Turn",
+    "Twin",
+    "TwinHTTPError",
+    "TwinResponse",
+    "plan_question",
+    "rules_for",
+]

@@ -1,0 +1,58 @@
+"""Errors the twin returns, rendered in the shape of the vendor whose endpoint was called."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+ErrorVendor = Literal["anthropic", "openai"]
+
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    411: "invalid_request_error",
+    413: "request_too_large",
+    415: "invalid_request_error",
+    500: "api_error",
+}
+
+
+class TwinHTTPError(Exception):
+    """A request the twin rejects; `body(vendor)` renders it as that vendor would.
+
+    ``kind`` is the OpenAI ``type`` (and the Anthropic ``type`` when it differs from the status default);
+    ``param``/``code`` are OpenAI-only fields.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        kind: str | None = None,
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.kind = kind
+        self.param = param
+        self.code = code
+
+    def body(self, vendor: ErrorVendor) -> dict[str, Any]:
+        if vendor == "anthropic":
+            kind = self.kind or _ANTHROPIC_TYPES.get(self.status, "invalid_request_error")
+            return {"type": "error", "error": {"type": kind, "message": self.message}}
+        kind = self.kind or ("server_error" if self.status >= 500 else "invalid_request_error")
+        return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
+
+    def body_bytes(self, vendor: ErrorVendor) -> bytes:
+        return json.dumps(self.body(vendor)).encode("utf-8")
+
+
+def bad_request(message: str, *, param: str | None = None, code: str | None = None) -> TwinHTTPError:
+    return TwinHTTPError(400, message, param=param, code=code)
