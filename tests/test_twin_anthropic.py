@@ -189,7 +189,7 @@ async def test_thinking_signature_is_bound_to_its_prefix() -> None:
     assert message.startswith("messages.1.content.0: Invalid `signature` in `thinking` block: the conversation before")
 
     message = await _rejects(
-        client, model="claude-opus-5", system="You are an analyst.", tools=TOOLS, thinking=THINKING, messages=messages
+        client, model="claude-opus-4-8", system="You are an analyst.", tools=TOOLS, thinking=THINKING, messages=messages
     )
     assert "the model that produced it differs" in message
 

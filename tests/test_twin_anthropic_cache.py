@@ -6,12 +6,16 @@ with segue.tokens (4 UTF-8 bytes per token over each block's canonical JSON, cac
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import anthropic
 
+from segue.catalog import Catalog
 from segue.tokens import count_json
 from segue.twin import ScriptedPolicy, Twin
+from segue.twin.rules import catalog_rules
 from segue.twin.testing import FakeClock
 
 MODEL = "claude-sonnet-4-6"  # minimum cacheable prompt: 1024 tokens
@@ -102,12 +106,50 @@ async def test_lookback_finds_entries_at_most_20_blocks_back() -> None:
         assert miss["cache_creation_input_tokens"] > prefix
 
 
-async def test_minimum_cacheable_length_depends_on_the_model() -> None:
+MODELS_512_AND_4096 = {
+    "$schema": "../schemas/catalog.schema.json",
+    "version": 1,
+    "models": [
+        {
+            "id": "claude-opus-5",
+            "model_type": "llm",
+            "developer": "anthropic",
+            "configuration": {"llm": {"cache_kind": "block", "cache_min_tokens": 512}},
+        },
+        {
+            "id": "claude-opus-4-6",
+            "model_type": "llm",
+            "developer": "anthropic",
+            "configuration": {"llm": {"cache_kind": "block", "cache_min_tokens": 4096}},
+        },
+    ],
+    "model_vendors": [
+        {
+            "model": "claude-opus-5",
+            "vendor": "anthropic",
+            "role": "inference_provider",
+            "priority": 100,
+            "api_name": "claude-opus-5",
+        },
+        {
+            "model": "claude-opus-4-6",
+            "vendor": "anthropic",
+            "role": "inference_provider",
+            "priority": 100,
+            "api_name": "claude-opus-4-6",
+        },
+    ],
+}
+
+
+async def test_minimum_cacheable_length_depends_on_the_model(tmp_path: Path) -> None:
     """Below the model's minimum (512 / 1024 / 2048 / 4096 tokens) nothing is written and no error is returned.
+    The minimums are catalog data: two models come from an app catalog directory layered over the packaged one.
 
     https://platform.claude.com/docs/en/build-with-claude/prompt-caching
     """
-    _, client = _twin()
+    (tmp_path / "extra.json").write_text(json.dumps(MODELS_512_AND_4096))
+    client = Twin(rules=catalog_rules(Catalog.load([tmp_path]))).anthropic_client()
     system = _text(SYSTEM, cache=True)  # ~1500 tokens
     assert 1024 <= _tokens(system) < 2048
     sonnet = await _usage(

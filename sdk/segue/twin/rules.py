@@ -1,17 +1,21 @@
-"""The vendors' prompt-cache numbers, as data: one `CacheRules` per (vendor, model).
+"""The vendors' prompt-cache numbers, as data: one `CacheRules` per (vendor, model), read from the catalog.
 
-Defaults come from /work/shared/reference/wire-formats.md (Anthropic prompt caching:
+The numbers (minimum cacheable tokens per model, 128-token steps, 4 breakpoints, 20-block lookback) live in
+catalogs/*.json with their sources (Anthropic prompt caching:
 https://platform.claude.com/docs/en/build-with-claude/prompt-caching; OpenAI prompt caching:
-https://developers.openai.com/api/docs/guides/prompt-caching). The twin's logic reads only `CacheRules`
-fields, so a catalog can later supply different numbers through `Twin(rules=...)` without code changes.
+https://developers.openai.com/api/docs/guides/prompt-caching). Only the TTL names and lengths, which are part of
+each wire protocol, are here. `Twin(rules=...)` can supply other numbers without code changes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from typing import Literal
 
 import attrs
+
+from segue.catalog import Catalog, CatalogError, Resolved
 
 Vendor = Literal["anthropic", "openai"]
 CacheStyle = Literal["block", "prefix"]
@@ -63,45 +67,52 @@ ANTHROPIC_TTLS: Mapping[str, float] = {"5m": 300.0, "1h": 3600.0}
 #: OpenAI retention: "in_memory" (~5-10 min of inactivity; the twin uses 10) and "24h" (extended).
 OPENAI_TTLS: Mapping[str, float] = {"in_memory": 600.0, "24h": 86400.0}
 
-#: Minimum cacheable prompt length per Anthropic model id (matched as the id or id + "-suffix", longest first).
-ANTHROPIC_MIN_CACHEABLE: Mapping[str, int] = {
-    "claude-opus-5": 512,
-    "claude-opus-5-5": 512,
-    "claude-fable-5": 512,
-    "claude-fable-5-1": 512,
-    "claude-mythos-5": 512,
-    "claude-mythos-5-1": 512,
-    "claude-opus-4-8": 1024,
-    "claude-sonnet-5": 1024,
-    "claude-sonnet-4-6": 1024,
-    "claude-sonnet-4-5": 1024,
-    "claude-opus-4-1": 1024,
-    "claude-opus-4": 1024,
-    "claude-sonnet-4": 1024,
-    "claude-opus-4-7": 2048,
-    "claude-mythos-preview": 2048,
-    "claude-3-5-haiku": 2048,
-    "claude-haiku-3-5": 2048,
-    "claude-opus-4-6": 4096,
-    "claude-opus-4-5": 4096,
-    "claude-haiku-4-5": 4096,
-}
-#: Used for Anthropic model ids missing from the table.
-ANTHROPIC_DEFAULT_MIN_CACHEABLE = 1024
 
-#: OpenAI (models before GPT-5.6): cached from 1024 tokens, then in 128-token steps.
-OPENAI_MIN_CACHEABLE = 1024
-OPENAI_INCREMENT = 128
-
-#: OpenAI model-id prefixes that reason (emit reasoning items) unless reasoning.effort is "none".
-OPENAI_REASONING_PREFIXES: tuple[str, ...] = ("gpt-5", "o1", "o3", "o4")
+@functools.cache
+def _catalog() -> Catalog:
+    return Catalog.load()
 
 
-def _lookup(table: Mapping[str, int], model: str) -> int | None:
-    for key in sorted(table, key=len, reverse=True):
-        if model == key or model.startswith(key + "-"):
-            return table[key]
-    return None
+def catalog_rules(catalog: Catalog) -> Callable[[str, str], CacheRules]:
+    """A `Twin(rules=...)` source reading another catalog (e.g. `Catalog.load([app_dir])`)."""
+    return lambda model, vendor: rules_from(_resolved(model, vendor, catalog))
+
+
+def _resolved(model: str, vendor: str, catalog: Catalog | None = None) -> Resolved:
+    catalog = catalog or _catalog()
+    try:
+        return catalog.resolve(catalog.model_for(model, vendor), vendor)
+    except CatalogError as e:
+        raise ValueError(
+            f"the twin has no cache rules for model {model!r} served by {vendor!r}: {e}; add the model to the "
+            "catalog (an app catalog directory in SEGUE_CATALOG_PATH works) or pass Twin(rules=...)"
+        ) from None
+
+
+def rules_from(resolved: Resolved) -> CacheRules:
+    """CacheRules from a resolved catalog entry: the numbers are catalog data, not twin code."""
+    kind = resolved.get("llm", "cache_kind", default=None)
+    if kind not in ("block", "prefix"):
+        raise ValueError(f"{resolved.label}: catalog llm.cache_kind is {kind!r}; the twin emulates 'block' or 'prefix'")
+    minimum = resolved.get("llm", "cache_min_tokens", default=None)
+    if not isinstance(minimum, int):
+        raise ValueError(f"{resolved.label}: catalog llm.cache_min_tokens is missing; the twin needs it")
+    if kind == "block":
+        return CacheRules(
+            style="block",
+            min_cacheable_tokens=minimum,
+            lookback_blocks=resolved.get("llm", "cache_lookback_blocks", default=20),
+            max_breakpoints=resolved.get("llm", "cache_max_breakpoints", default=4),
+            ttl_seconds=ANTHROPIC_TTLS,
+            default_ttl="5m",
+        )
+    return CacheRules(
+        style="prefix",
+        min_cacheable_tokens=minimum,
+        increment_tokens=resolved.get("llm", "cache_increment_tokens", default=1),
+        ttl_seconds=OPENAI_TTLS,
+        default_ttl="in_memory",
+    )
 
 
 def vendor_of(model: str) -> Vendor:
@@ -110,27 +121,10 @@ def vendor_of(model: str) -> Vendor:
 
 
 def rules_for(model: str, vendor: str | None = None) -> CacheRules:
-    """The cache rules for ``model`` served by ``vendor`` (inferred from the id when None)."""
-    chosen = vendor or vendor_of(model)
-    if chosen == "anthropic":
-        found = _lookup(ANTHROPIC_MIN_CACHEABLE, model)
-        return CacheRules(
-            style="block",
-            min_cacheable_tokens=ANTHROPIC_DEFAULT_MIN_CACHEABLE if found is None else found,
-            ttl_seconds=ANTHROPIC_TTLS,
-            default_ttl="5m",
-        )
-    if chosen == "openai":
-        return CacheRules(
-            style="prefix",
-            min_cacheable_tokens=OPENAI_MIN_CACHEABLE,
-            increment_tokens=OPENAI_INCREMENT,
-            ttl_seconds=OPENAI_TTLS,
-            default_ttl="in_memory",
-        )
-    raise ValueError(f"unknown vendor {chosen!r}; expected 'anthropic' or 'openai'")
+    """The cache rules for ``model`` served by ``vendor`` (inferred from the id when None), from the catalog."""
+    return rules_from(_resolved(model, vendor or vendor_of(model)))
 
 
 def openai_model_reasons(model: str) -> bool:
-    """Whether an OpenAI model id reasons by default (o-series and GPT-5 family)."""
-    return model.startswith(OPENAI_REASONING_PREFIXES)
+    """Whether an OpenAI model emits reasoning items (catalog llm.supports_reasoning)."""
+    return _resolved(model, "openai").get("llm", "supports_reasoning", default=False) is True
