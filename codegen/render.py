@@ -54,6 +54,9 @@ def render_all(model: Model) -> dict[str, str]:
     out[f"{GENERATED_DIR}/typescript/index.d.ts"] = _env.get_template("index.d.ts.jinja").render(
         header=header(files, "//"), files=files
     )
+    from codegen.wire import render_wire  # vendor wire serializers from schemas/wire/ (codegen/wire.py)
+
+    out.update(render_wire(model))
     py = {k: v for k, v in out.items() if k.endswith(".py")}
     out.update(format_python(py))
     return {k: v.replace("\r\n", "\n") for k, v in sorted(out.items())}

@@ -1,0 +1,237 @@
+"""What the four official-SDK drivers share: the call / stream skeleton and SDK exception -> ProviderError.
+
+A driver supplies the wire (build, parse, stream assembler) and the two SDK calls; this module turns the result
+into a ProviderResponse and every failure into a ProviderError that says what happened and what to do. The
+official clients are imported only by the driver constructors, never at `import segue.providers`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Mapping
+from types import ModuleType
+from typing import Any, Protocol
+
+from segue.errors import ProviderError, ProviderErrorKind
+from segue.providers.base import ProviderRequest, ProviderResponse, StreamDelta, StreamDone, StreamEvent
+from segue.wire.common import MalformedResponseError, ParsedResponse, WireRequest
+
+_CONTEXT = re.compile(
+    r"context[ _-]?length|context window|prompt is too long|maximum context|too many (input )?tokens"
+    r"|input is too long|reduce the length|exceeds? the (model'?s? )?(maximum|context)",
+    re.IGNORECASE,
+)
+_ADVICE: dict[str, str] = {
+    "rate_limit": "the vendor is throttling this key; retry later, lower concurrency, or add a fallback with Failover",
+    "server": "the vendor failed or is overloaded; retry later or add a fallback with Failover",
+    "timeout": "no answer in time after the client's retries; retry, or raise the client's timeout",
+    "connection": "the vendor could not be reached; check network access and base_url",
+    "context_length": "the prompt is longer than the model accepts: replay fewer runs (lower replay_last), "
+    "trim history, or use a model with a larger context window",
+    "bad_request": "the vendor rejected the request; the exact body is in ProviderResponse.request_body "
+    "(llm_interactions.provider_request) of the last successful call for comparison",
+    "auth": "check the API key (the client's usual environment variable) or the client you passed",
+    "stream": "the stream was malformed or cut off; retry the call",
+    "other": "see the vendor's message",
+}
+
+
+class Assembler(Protocol):
+    def feed(self, event: Mapping[str, Any]) -> list[StreamDelta]: ...
+
+    def result(self) -> dict[str, Any]: ...
+
+
+class SdkDriver:
+    """The call and stream skeleton every official-SDK driver shares; subclasses provide the vendor hooks."""
+
+    vendor: str
+    model: str
+    requires_stable_reasoning_prefix: bool
+    #: The official SDK module (anthropic / openai), for its exception classes.
+    _sdk: ModuleType
+
+    def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
+        raise NotImplementedError
+
+    def _parse(self, data: Mapping[str, Any], request: ProviderRequest, wire: WireRequest) -> ParsedResponse:
+        raise NotImplementedError
+
+    async def _post(self, kwargs: dict[str, Any]) -> Any:
+        """The raw-response call (`client.….with_raw_response.create`)."""
+        raise NotImplementedError
+
+    async def _open_stream(self, kwargs: dict[str, Any]) -> Any:
+        """The SDK's async stream of events (`client.….create(stream=True)`)."""
+        raise NotImplementedError
+
+    def _assembler(self) -> Assembler:
+        raise NotImplementedError
+
+    def _model(self, request: ProviderRequest) -> str:
+        return request.model or self.model
+
+    async def complete(self, request: ProviderRequest) -> ProviderResponse:
+        wire = self._wire(request, stream=False)
+        try:
+            raw = await self._post(wire.sdk_kwargs())
+        except self._sdk.APIError as e:
+            raise provider_error(e, self.vendor, self._sdk) from e
+        try:
+            data = raw.http_response.json()
+        except ValueError as e:
+            raise ProviderError(
+                f"{self.vendor} answered with a body that is not JSON: {e}", vendor=self.vendor, kind="other"
+            ) from e
+        return self._response(data, request, wire, kind="other")
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+        wire = self._wire(request, stream=True)
+        assembler = self._assembler()
+        try:
+            async with await self._open_stream(wire.sdk_kwargs()) as events:
+                async for event in events:
+                    for delta in assembler.feed(event.to_dict()):
+                        yield delta
+            data = assembler.result()
+        except ProviderError:
+            raise
+        except self._sdk.APIError as e:
+            raise provider_error(e, self.vendor, self._sdk) from e
+        except (MalformedResponseError, ValueError, TypeError, KeyError, AttributeError) as e:
+            raise stream_error(self.vendor, e) from e
+        except Exception as e:
+            mapped = transport_error(self.vendor, e)
+            if mapped is None:
+                raise
+            raise mapped from e
+        yield StreamDone(response=self._response(data, request, wire, kind="stream"))
+
+    def _response(
+        self, data: Any, request: ProviderRequest, wire: WireRequest, *, kind: ProviderErrorKind
+    ) -> ProviderResponse:
+        if not isinstance(data, dict):
+            raise ProviderError(
+                f"{self.vendor} answered with {type(data).__name__}, not a JSON object", vendor=self.vendor, kind=kind
+            )
+        try:
+            parsed = self._parse(data, request, wire)
+        except MalformedResponseError as e:
+            if kind == "stream":
+                raise stream_error(self.vendor, e) from e
+            raise ProviderError(
+                f"{self.vendor} response could not be read: {e}", vendor=self.vendor, kind=kind, vendor_message=str(e)
+            ) from e
+        return ProviderResponse(
+            message=parsed.message,
+            usage=parsed.usage,
+            stop_reason=parsed.stop_reason,
+            vendor=self.vendor,
+            model=self._model(request),
+            request_body=wire.body,
+            response_body=data,
+            request_headers=dict(wire.headers),
+            input_transformations=parsed.input_transformations,
+            warnings=[*wire.warnings, *parsed.warnings],
+        )
+
+
+def stream_error(vendor: str, e: Exception) -> ProviderError:
+    return ProviderError(
+        f"{vendor} stream could not be read: {e}. {_ADVICE['stream']}",
+        vendor=vendor,
+        kind="stream",
+        vendor_message=str(e),
+    )
+
+
+def transport_error(vendor: str, e: Exception) -> ProviderError | None:
+    """A failure while reading the stream body, after the SDK returned (httpx2 read errors are not wrapped)."""
+    import httpx2
+
+    if isinstance(e, httpx2.TimeoutException):
+        kind: ProviderErrorKind = "timeout"
+    elif isinstance(e, httpx2.TransportError):
+        kind = "connection"
+    else:
+        return None
+    return ProviderError(f"{vendor} {kind} error while streaming: {e}. {_ADVICE[kind]}", vendor=vendor, kind=kind)
+
+
+def provider_error(e: Exception, vendor: str, sdk: ModuleType) -> ProviderError:
+    """An SDK exception (raised after the client's own retries) as a ProviderError with the vendor's message."""
+    message = vendor_message(e)
+    status: int | None = getattr(e, "status_code", None)
+    kind: ProviderErrorKind
+    if isinstance(e, sdk.APITimeoutError):
+        kind = "timeout"
+    elif isinstance(e, sdk.APIConnectionError):
+        kind = "connection"
+    elif status is not None and status >= 400:
+        kind = _status_kind(status, message, e)
+    else:  # an error event inside a stream (the HTTP status was 200): classify by the vendor's error type
+        kind = _body_kind(e, message)
+        status = None
+    shown = f"HTTP {status} " if status is not None else ""
+    return ProviderError(
+        f"{vendor} {shown}{kind} error: {message}. What to do: {_ADVICE[kind]}",
+        vendor=vendor,
+        kind=kind,
+        status_code=status,
+        vendor_message=message,
+    )
+
+
+def vendor_message(e: Exception) -> str:
+    body = getattr(e, "body", None)
+    if isinstance(body, Mapping):
+        err = body.get("error", body)
+        if isinstance(err, Mapping) and isinstance(err.get("message"), str):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+    return str(getattr(e, "message", None) or e)
+
+
+def _code(e: Exception) -> str:
+    body = getattr(e, "body", None)
+    if isinstance(body, Mapping):
+        err = body.get("error", body)
+        if isinstance(err, Mapping):
+            return str(err.get("code") or err.get("type") or "")
+    return str(getattr(e, "code", None) or "")
+
+
+def _status_kind(status: int, message: str, e: Exception) -> ProviderErrorKind:
+    if status == 429:
+        return "rate_limit"
+    if status in (401, 403):
+        return "auth"
+    if status == 413 or _code(e) == "context_length_exceeded" or (status in (400, 422) and _CONTEXT.search(message)):
+        return "context_length"
+    if status == 408:
+        return "timeout"
+    if status >= 500:
+        return "server"
+    return "bad_request" if 400 <= status < 500 else "other"
+
+
+_BODY_KINDS: dict[str, ProviderErrorKind] = {
+    "overloaded_error": "server",
+    "api_error": "server",
+    "server_error": "server",
+    "rate_limit_error": "rate_limit",
+    "rate_limit_exceeded": "rate_limit",
+    "authentication_error": "auth",
+    "permission_error": "auth",
+    "request_too_large": "context_length",
+    "context_length_exceeded": "context_length",
+    "invalid_request_error": "bad_request",
+}
+
+
+def _body_kind(e: Exception, message: str) -> ProviderErrorKind:
+    kind = _BODY_KINDS.get(_code(e), "stream")
+    if kind == "bad_request" and _CONTEXT.search(message):
+        return "context_length"
+    return kind

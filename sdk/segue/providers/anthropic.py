@@ -1,0 +1,77 @@
+"""AnthropicProvider: the Messages API through the official `anthropic` client."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from segue.providers._common import Assembler, SdkDriver
+from segue.providers.base import ProviderRequest
+from segue.wire import anthropic as wire
+from segue.wire.common import ParsedResponse, WireRequest
+from segue.wire.streams import AnthropicStream
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+
+
+class AnthropicProvider(SdkDriver):
+    """Claude models over the Messages API.
+
+    - `cache_ttl`: "5m" (default) or "1h" for the four cache breakpoints (system, stable head, last replayed
+      message, last message); None sends no cache_control.
+    - `thinking`: Anthropic's own thinking configuration, sent as is, e.g. {"type": "enabled",
+      "budget_tokens": 2048} or {"type": "adaptive"}. Thinking blocks are replayed verbatim; with replayed
+      thinking on the wire segue asks for block binding with prefix_mismatch_behavior="drop_block" and compares
+      the vendor's `input_transformations` with its own prediction.
+    - `client`: an `anthropic.AsyncAnthropic`; by default one is built from ANTHROPIC_API_KEY.
+    """
+
+    vendor = "anthropic"
+    requires_stable_reasoning_prefix = True
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        cache_ttl: wire.CacheTTL | None = "5m",
+        thinking: Mapping[str, Any] | None = None,
+        max_tokens: int = 4096,
+        client: AsyncAnthropic | None = None,
+    ) -> None:
+        import anthropic
+
+        if cache_ttl not in ("5m", "1h", None):
+            raise ValueError(f"cache_ttl must be '5m', '1h' or None, got {cache_ttl!r}")
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {max_tokens!r}")
+        self.model = model
+        self.cache_ttl = cache_ttl
+        self.thinking = dict(thinking) if thinking is not None else None
+        self.max_tokens = max_tokens
+        self.client = client if client is not None else anthropic.AsyncAnthropic()
+        self._sdk = anthropic
+
+    def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
+        return wire.build_request(
+            request,
+            model=self._model(request),
+            max_tokens=request.max_tokens or self.max_tokens,
+            cache_ttl=self.cache_ttl,
+            thinking=self.thinking,
+            stream=stream,
+        )
+
+    def _parse(self, data: Mapping[str, Any], request: ProviderRequest, w: WireRequest) -> ParsedResponse:
+        binding = "block_binding" in (w.body.get("thinking") or {})
+        expected = request.expected_reasoning_drops if binding else None
+        return wire.parse_response(data, model=self._model(request), expected_drops=expected)
+
+    async def _post(self, kwargs: dict[str, Any]) -> Any:
+        return await self.client.messages.with_raw_response.create(**kwargs)
+
+    async def _open_stream(self, kwargs: dict[str, Any]) -> Any:
+        return await self.client.messages.create(**kwargs)
+
+    def _assembler(self) -> Assembler:
+        return AnthropicStream()

@@ -1,0 +1,63 @@
+"""OpenAIChatProvider: Chat Completions through the official `openai` client, for OpenAI and compatible servers."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from segue.providers._common import Assembler, SdkDriver
+from segue.providers.base import ProviderRequest
+from segue.wire import openai_chat as wire
+from segue.wire.common import ParsedResponse, WireRequest
+from segue.wire.streams import ChatStream
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+
+class OpenAIChatProvider(SdkDriver):
+    """Chat Completions: OpenAI itself, or vLLM, SGLang, llama.cpp, Cerebras... at `base_url`.
+
+    - `vendor`: the catalog vendor id of the serving path ("openai", "vllm", "cerebras", ...), which decides the
+      catalog rows (cache behaviour, pricing) that apply.
+    - Reasoning comes back as `reasoning` (or the older `reasoning_content`) and is kept for display; Chat
+      Completions has no way to replay it, so it is not sent back.
+    - Cached tokens come from `usage.prompt_tokens_details` or llama.cpp's `timings.cache_n`; when a server
+      reports neither, cache_read_tokens is None (unknown), not 0.
+    - `client`: an `openai.AsyncOpenAI`; by default one is built for `base_url` with OPENAI_API_KEY (local
+      servers without authentication need no key).
+    """
+
+    requires_stable_reasoning_prefix = False
+
+    def __init__(
+        self, model: str, *, base_url: str | None = None, vendor: str = "openai", client: AsyncOpenAI | None = None
+    ) -> None:
+        import openai
+
+        if not vendor:
+            raise ValueError("vendor must name the catalog vendor of the serving path, e.g. 'openai' or 'vllm'")
+        self.model = model
+        self.vendor = vendor
+        if client is None:
+            # Self-hosted servers usually run without authentication; the client still insists on some key.
+            key = os.environ.get("OPENAI_API_KEY") or ("unused" if base_url else None)
+            client = openai.AsyncOpenAI(base_url=base_url, api_key=key)
+        self.client = client
+        self._sdk = openai
+
+    def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
+        return wire.build_request(request, model=self._model(request), vendor=self.vendor, stream=stream)
+
+    def _parse(self, data: Mapping[str, Any], request: ProviderRequest, w: WireRequest) -> ParsedResponse:
+        return wire.parse_response(data, model=self._model(request))
+
+    async def _post(self, kwargs: dict[str, Any]) -> Any:
+        return await self.client.chat.completions.with_raw_response.create(**kwargs)
+
+    async def _open_stream(self, kwargs: dict[str, Any]) -> Any:
+        return await self.client.chat.completions.create(**kwargs)
+
+    def _assembler(self) -> Assembler:
+        return ChatStream()

@@ -1,0 +1,70 @@
+"""OpenAIResponsesProvider: the Responses API through the official `openai` client."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from segue.providers._common import Assembler, SdkDriver
+from segue.providers.base import ProviderRequest
+from segue.wire import openai_responses as wire
+from segue.wire.common import ParsedResponse, WireRequest
+from segue.wire.streams import ResponsesStream
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+
+class OpenAIResponsesProvider(SdkDriver):
+    """OpenAI models over the Responses API, stateless by default (`store=False`).
+
+    - `reasoning`: OpenAI's own reasoning configuration, e.g. {"effort": "medium", "summary": "auto"}. When set,
+      `include=["reasoning.encrypted_content"]` asks for the encrypted reasoning, and reasoning items are
+      replayed in their original position (before the function_call they led to).
+    - `cache_key_prefix`: combined with the request's cache key (per user or customer, never per run) into
+      `prompt_cache_key`, so one customer's requests route to the same cache.
+    - `client`: an `openai.AsyncOpenAI`; by default one is built from OPENAI_API_KEY.
+    """
+
+    vendor = "openai"
+    requires_stable_reasoning_prefix = False
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        cache_key_prefix: str | None = None,
+        reasoning: Mapping[str, Any] | None = None,
+        store: bool = False,
+        client: AsyncOpenAI | None = None,
+    ) -> None:
+        import openai
+
+        self.model = model
+        self.cache_key_prefix = cache_key_prefix
+        self.reasoning = dict(reasoning) if reasoning is not None else None
+        self.store = store
+        self.client = client if client is not None else openai.AsyncOpenAI()
+        self._sdk = openai
+
+    def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
+        return wire.build_request(
+            request,
+            model=self._model(request),
+            reasoning=self.reasoning,
+            store=self.store,
+            cache_key_prefix=self.cache_key_prefix,
+            stream=stream,
+        )
+
+    def _parse(self, data: Mapping[str, Any], request: ProviderRequest, w: WireRequest) -> ParsedResponse:
+        return wire.parse_response(data, model=self._model(request))
+
+    async def _post(self, kwargs: dict[str, Any]) -> Any:
+        return await self.client.responses.with_raw_response.create(**kwargs)
+
+    async def _open_stream(self, kwargs: dict[str, Any]) -> Any:
+        return await self.client.responses.create(**kwargs)
+
+    def _assembler(self) -> Assembler:
+        return ResponsesStream()

@@ -1,0 +1,96 @@
+"""OpenRouterProvider: OpenRouter's Chat Completions endpoint through the official `openai` client."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from segue.errors import ProviderError
+from segue.providers._common import Assembler, SdkDriver
+from segue.providers.base import ProviderRequest
+from segue.wire import openrouter as wire
+from segue.wire.common import ParsedResponse, WireRequest
+from segue.wire.streams import ChatStream
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+BASE_URL = "https://openrouter.ai/api/v1"
+
+
+class OpenRouterProvider(SdkDriver):
+    """Any OpenRouter model, with routing pinned when asked and context compression off unless asked for.
+
+    - `provider_order` / `allow_fallbacks`: sent as `provider: {order, allow_fallbacks}` (note: OpenRouter's
+      sticky cache routing is not used when an order is set).
+    - `plugins`: sent as given; when None, `[{"id": "context-compression", "enabled": false}]` is sent so an
+      account default cannot compress the replayed conversation.
+    - `reasoning`: OpenRouter's reasoning configuration ({"effort": ...} or {"max_tokens": ...}), sent as is.
+      `reasoning_details` are kept verbatim and replayed unmodified.
+    - `cache_ttl`: for `anthropic/*` models, per-block cache_control on system, stable head, last replayed and
+      last message ("5m" default, "1h", or None for none).
+    - `client`: an `openai.AsyncOpenAI` for OpenRouter; by default one is built from OPENROUTER_API_KEY.
+    """
+
+    vendor = "openrouter"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        provider_order: Sequence[str] | None = None,
+        allow_fallbacks: bool = True,
+        plugins: Sequence[Mapping[str, Any]] | None = None,
+        reasoning: Mapping[str, Any] | None = None,
+        cache_ttl: Literal["5m", "1h"] | None = "5m",
+        client: AsyncOpenAI | None = None,
+    ) -> None:
+        import openai
+
+        if isinstance(provider_order, str):
+            raise ValueError(f"provider_order must be a list of provider names, got the string {provider_order!r}")
+        self.model = model
+        self.provider_order = list(provider_order) if provider_order is not None else None
+        self.allow_fallbacks = allow_fallbacks
+        self.plugins = [dict(p) for p in plugins] if plugins is not None else None
+        self.reasoning = dict(reasoning) if reasoning is not None else None
+        self.cache_ttl = cache_ttl
+        # Anthropic models bind replayed reasoning signatures to the prefix, as on Anthropic's own API.
+        self.requires_stable_reasoning_prefix = model.startswith("anthropic/")
+        if client is None:
+            key = os.environ.get("OPENROUTER_API_KEY")
+            if not key:
+                raise ProviderError(
+                    "no OpenRouter API key: set OPENROUTER_API_KEY or pass client=openai.AsyncOpenAI("
+                    f"base_url={BASE_URL!r}, api_key=...)",
+                    vendor="openrouter",
+                    kind="auth",
+                )
+            client = openai.AsyncOpenAI(base_url=BASE_URL, api_key=key)
+        self.client = client
+        self._sdk = openai
+
+    def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
+        return wire.build_request(
+            request,
+            model=self._model(request),
+            provider_order=self.provider_order,
+            allow_fallbacks=self.allow_fallbacks,
+            plugins=self.plugins,
+            reasoning=self.reasoning,
+            cache_ttl=self.cache_ttl,
+            stream=stream,
+        )
+
+    def _parse(self, data: Mapping[str, Any], request: ProviderRequest, w: WireRequest) -> ParsedResponse:
+        return wire.parse_response(data, model=self._model(request))
+
+    async def _post(self, kwargs: dict[str, Any]) -> Any:
+        return await self.client.chat.completions.with_raw_response.create(**kwargs)
+
+    async def _open_stream(self, kwargs: dict[str, Any]) -> Any:
+        return await self.client.chat.completions.create(**kwargs)
+
+    def _assembler(self) -> Assembler:
+        return ChatStream()

@@ -1,0 +1,201 @@
+"""What every vendor wire shares: the request a driver sends, the two wire errors, and the small typed readers the
+generated parsers use so a malformed vendor payload fails with the vendor, the block and the key, never a KeyError.
+
+Nothing here imports a vendor SDK.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import attrs
+
+from segue.errors import SegueError
+from segue.generated import Message, ReasoningBlock, Usage
+from segue.providers.base import FRAGMENT_META_KEY, ProviderRequest
+
+T = TypeVar("T")
+
+
+class WireError(SegueError, ValueError):
+    """A canonical message cannot be put on this vendor's wire (e.g. a thinking block without its signature)."""
+
+
+class MalformedResponseError(SegueError, ValueError):
+    """The vendor's JSON does not have the shape its API documents. Drivers turn it into a ProviderError."""
+
+
+@attrs.frozen(kw_only=True)
+class WireRequest:
+    """One vendor request, ready for the official client.
+
+    `body` is the exact JSON the vendor receives. `headers` are only the headers segue sets (never credentials).
+    `extra_body` names the top-level keys the SDK's `create()` has no keyword for: drivers pass them through the
+    client's `extra_body`. `warnings` say what segue left off the wire and why.
+    """
+
+    body: dict[str, Any]
+    headers: dict[str, str] = attrs.field(factory=dict)
+    extra_body: frozenset[str] = frozenset()
+    warnings: list[str] = attrs.field(factory=list)
+
+    def sdk_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for the client's `create()`: typed keys directly, the rest through `extra_body`."""
+        kwargs = {k: v for k, v in self.body.items() if k not in self.extra_body}
+        extra = {k: self.body[k] for k in self.extra_body if k in self.body}
+        if extra:
+            kwargs["extra_body"] = extra
+        if self.headers:
+            kwargs["extra_headers"] = dict(self.headers)
+        return kwargs
+
+
+@attrs.frozen(kw_only=True)
+class ParsedResponse:
+    """A vendor response turned canonical: the assistant message, usage, normalised stop reason, warnings."""
+
+    message: Message
+    usage: Usage
+    stop_reason: str
+    warnings: list[str] = attrs.field(factory=list)
+    input_transformations: list[dict[str, Any]] = attrs.field(factory=list)
+
+
+def is_fragment(message: Message) -> bool:
+    """True for the trailing runtime-state fragment: never a cache anchor."""
+    return message.meta is not None and FRAGMENT_META_KEY in message.meta
+
+
+def cache_anchor(anchors: list[Any], messages: list[Message], end: int | None) -> Any:
+    """The wire block for a breakpoint at canonical message `end`: its anchor, or the nearest earlier one.
+
+    `anchors[i]` is the last cacheable wire block canonical message i produced (None if it produced none). The
+    trailing runtime-state fragment is skipped: a breakpoint there would be rewritten on every iteration.
+    """
+    if end is None:
+        return None
+    for i in range(min(end, len(messages) - 1), -1, -1):
+        if anchors[i] is not None and not is_fragment(messages[i]):
+            return anchors[i]
+    return None
+
+
+def breakpoint_blocks(fixed: list[Any], anchors: list[Any], request: ProviderRequest) -> list[Any]:
+    """Where block-cache vendors put cache_control (at most four): the `fixed` system/stable-head blocks, the last
+    replayed message, the last message (each falling back to the nearest earlier non-fragment anchor)."""
+    marks = list(fixed)
+    for end in (request.replay_end, len(request.messages) - 1):
+        anchor = cache_anchor(anchors, request.messages, end)
+        if anchor is not None and not any(anchor is m for m in marks):
+            marks.append(anchor)
+    return marks
+
+
+def foreign_reasoning(block: object, reasoning_vendor: str | None) -> bool:
+    """Reasoning this wire must not carry: another vendor's (never rendered as text), or any when it replays none."""
+    return isinstance(block, ReasoningBlock) and (reasoning_vendor is None or block.vendor != reasoning_vendor)
+
+
+def dumps_arguments(arguments: Mapping[str, Any]) -> str:
+    """Tool arguments as the JSON text OpenAI-style wires carry: compact, key order kept, so replays stay stable."""
+    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+
+
+def loads_arguments(text: str, where: str) -> dict[str, Any]:
+    """Parse a tool call's JSON arguments; truncated or non-object JSON is a clear error, not a crash later."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        shown = text if len(text) <= 200 else text[:200] + "…"
+        raise MalformedResponseError(
+            f"{where}: tool arguments are not valid JSON ({e.msg} at char {e.pos}; truncated output?): {shown!r}"
+        ) from None
+    if not isinstance(value, dict):
+        raise MalformedResponseError(f"{where}: tool arguments must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def need(value: T | None, what: str, field: str, wire: str) -> T:
+    """A field the vendor requires but the canonical block may lack: a WireError naming both and what to do."""
+    if value is None:
+        raise WireError(
+            f"{what} has no {field!r}, which the {wire} wire requires to send it; keep the value the vendor "
+            f"returned when storing the block, or drop the block (e.g. replay_reasoning=False)"
+        )
+    return value
+
+
+# Readers used by the generated parsers. `where` names the vendor and block, e.g. "anthropic 'tool_use' block".
+
+
+def _get(d: Mapping[str, Any], key: str, where: str) -> Any:
+    if not isinstance(d, Mapping):
+        raise MalformedResponseError(f"{where}: expected a JSON object, got {type(d).__name__}")
+    if key not in d:
+        raise MalformedResponseError(f"{where}: missing required key {key!r} (got keys {sorted(d)})")
+    return d[key]
+
+
+def _typed(value: Any, kind: type[T], key: str, where: str) -> T:
+    # bool is an int subclass: a count of True is a malformed payload, not 1.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise MalformedResponseError(f"{where}: {key!r} must be {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def as_map(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise MalformedResponseError(f"{where}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def req_str(d: Mapping[str, Any], key: str, where: str) -> str:
+    return _typed(_get(d, key, where), str, key, where)
+
+
+def opt_str(d: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = as_map(d, where).get(key)
+    return None if value is None else _typed(value, str, key, where)
+
+
+def req_obj(d: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
+    return dict(_typed(_get(d, key, where), dict, key, where))
+
+
+def opt_obj(d: Mapping[str, Any], key: str, where: str) -> dict[str, Any] | None:
+    value = as_map(d, where).get(key)
+    return None if value is None else dict(_typed(value, dict, key, where))
+
+
+def req_list(d: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    return _typed(_get(d, key, where), list, key, where)
+
+
+def opt_list(d: Mapping[str, Any], key: str, where: str) -> list[Any] | None:
+    value = as_map(d, where).get(key)
+    return None if value is None else _typed(value, list, key, where)
+
+
+def opt_bool(d: Mapping[str, Any], key: str, where: str) -> bool | None:
+    value = as_map(d, where).get(key)
+    return None if value is None else _typed(value, bool, key, where)
+
+
+def opt_int(d: Mapping[str, Any], key: str, where: str) -> int | None:
+    value = as_map(d, where).get(key)
+    return None if value is None else _typed(value, int, key, where)
+
+
+def req_map(d: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    return as_map(_get(d, key, where), f"{where} {key!r}")
+
+
+def stop_reason(raw: str | None, table: Mapping[str, str]) -> str:
+    """The vendor's stop reason in segue's vocabulary (end_turn, tool_use, max_tokens, ...); unknown ones pass."""
+    if raw is None:
+        return "end_turn"
+    return table.get(raw, raw)

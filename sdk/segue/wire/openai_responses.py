@@ -1,0 +1,192 @@
+"""OpenAI Responses wire: canonical messages -> input items, and output items -> canonical blocks.
+
+Every canonical block becomes one item, in order, so reasoning items stay exactly where they were produced:
+before the function_call they led to. User and system text/images become one message item per canonical
+message; assistant text becomes an assistant message item; tool results become function_call_output items.
+Reasoning of another vendor is dropped. With `store=False` nothing is kept server-side, so a reasoning item is
+only replayable with its `encrypted_content` (requested through `include`); one without it is left off the wire
+with a warning instead of failing the call with "Item with id 'rs_…' not found".
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock, Usage
+from segue.generated.wire import openai_responses as g
+from segue.providers.base import ProviderRequest
+from segue.wire.common import (
+    ParsedResponse,
+    WireRequest,
+    as_map,
+    foreign_reasoning,
+    opt_int,
+    opt_obj,
+    req_list,
+)
+
+if TYPE_CHECKING:
+    from openai.types.responses import ResponseInputImageParam, ResponseInputItemParam, ResponseInputTextParam
+
+    Part = ResponseInputTextParam | ResponseInputImageParam
+
+WIRE = "openai_responses"
+REASONING_VENDOR = "openai"
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
+#: OpenAI rejects longer prompt_cache_key values.
+MAX_CACHE_KEY = 64
+
+
+def build_request(
+    request: ProviderRequest,
+    *,
+    model: str,
+    reasoning: Mapping[str, Any] | None,
+    store: bool,
+    cache_key_prefix: str | None,
+    stream: bool = False,
+) -> WireRequest:
+    warnings: list[str] = []
+    items: list[ResponseInputItemParam] = []
+    if request.stable_head:
+        head = g.input_text(TextBlock(text=request.stable_head))
+        items.append({"type": "message", "role": "developer", "content": [head]})
+    for m in request.messages:
+        items.extend(message_items(m, store=store, warnings=warnings))
+    body: dict[str, Any] = {"model": model}
+    if request.system:
+        body["instructions"] = request.system
+    body["input"] = items
+    if request.tools:
+        body["tools"] = [g.tool(t) for t in request.tools]
+    if reasoning is not None:
+        body["reasoning"] = dict(reasoning)
+        body["include"] = [ENCRYPTED_REASONING]
+    body["store"] = store
+    key = cache_key(cache_key_prefix, request.cache_key)
+    if key is not None:
+        body["prompt_cache_key"] = key
+    if request.max_tokens is not None:
+        body["max_output_tokens"] = request.max_tokens
+    if stream:
+        body["stream"] = True
+    return WireRequest(body=body, warnings=warnings)
+
+
+def cache_key(prefix: str | None, key: str | None) -> str | None:
+    """prompt_cache_key per user or customer (never per run), so their requests share a cache routing key.
+
+    Keys longer than OpenAI accepts keep the prefix and replace the rest with a stable hash.
+    """
+    if prefix is None and key is None:
+        return None
+    joined = ":".join(part for part in (prefix, key) if part)
+    if len(joined) <= MAX_CACHE_KEY:
+        return joined
+    digest = hashlib.sha256(joined.encode()).hexdigest()[:24]
+    head = (prefix or "")[: MAX_CACHE_KEY - len(digest) - 1]
+    return f"{head}:{digest}" if head else digest
+
+
+def message_items(m: Message, *, store: bool, warnings: list[str]) -> list[ResponseInputItemParam]:
+    """The input items for one canonical message, in block order."""
+    items: list[ResponseInputItemParam] = []
+    parts: list[Part] = []
+    role: Literal["user", "system", "developer", "assistant"] = "user" if m.role == "tool" else m.role
+    for b in m.content:
+        if isinstance(b, ToolResultBlock):
+            _flush(items, parts, role)
+            items.append(g.function_call_output(b))
+        elif isinstance(b, ToolCallBlock):
+            _flush(items, parts, role)
+            items.append(g.function_call(b))
+        elif isinstance(b, ReasoningBlock):
+            if foreign_reasoning(b, REASONING_VENDOR):
+                continue
+            if not store and b.encrypted_content is None:
+                warnings.append(
+                    f"openai reasoning item {b.id!r} has no encrypted_content and store=False, so OpenAI cannot "
+                    "resolve it; left off the wire (request it with reasoning=... so include asks for it)"
+                )
+                continue
+            _flush(items, parts, role)
+            items.append(g.reasoning_item(b))
+        elif role == "assistant" and isinstance(b, TextBlock):
+            items.append(g.assistant_text(b))
+        else:
+            parts.append(g.user_part(b))
+    _flush(items, parts, role)
+    return items
+
+
+def _flush(
+    items: list[ResponseInputItemParam], parts: list[Part], role: Literal["user", "system", "developer", "assistant"]
+) -> None:
+    if parts:
+        # Only assistant text goes out as items of its own, so an assistant message collects no parts.
+        items.append({"type": "message", "role": "user" if role == "assistant" else role, "content": list(parts)})
+        parts.clear()
+
+
+_INCOMPLETE = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
+
+
+def parse_response(data: Mapping[str, Any], *, model: str | None = None) -> ParsedResponse:
+    """A Response (or one assembled from a stream) as canonical blocks in output order."""
+    where = "openai response"
+    model = model or data.get("model")
+    content: list[Any] = []
+    warnings: list[str] = []
+    for raw in req_list(data, "output", where):
+        item = as_map(raw, f"{where} output item")
+        if item.get("type") == "message":
+            content.extend(_message_blocks(item, model, warnings))
+            continue
+        block = g.parse_output_item(item, model)
+        if block is None:
+            warnings.append(f"openai returned a {item.get('type')!r} output item segue does not keep; dropped")
+        else:
+            content.append(block)
+    if any(isinstance(b, ToolCallBlock) for b in content):
+        stop = "tool_use"
+    elif data.get("status") == "incomplete":
+        reason = (data.get("incomplete_details") or {}).get("reason")
+        stop = _INCOMPLETE.get(str(reason), str(reason))
+    else:
+        stop = "end_turn"
+    return ParsedResponse(
+        message=Message(role="assistant", content=content),
+        usage=parse_usage(as_map(data.get("usage"), f"{where} usage")),
+        stop_reason=stop,
+        warnings=warnings,
+    )
+
+
+def _message_blocks(item: Mapping[str, Any], model: str | None, warnings: list[str]) -> list[TextBlock]:
+    content = item.get("content")
+    if isinstance(content, str):  # an input-style assistant message (as segue sends them)
+        return [TextBlock(text=content)]
+    blocks = []
+    for raw in req_list(item, "content", "openai message item"):
+        block = g.parse_message_part(as_map(raw, "openai message part"), model)
+        if block is None:
+            warnings.append(f"openai returned a {raw.get('type')!r} message part segue does not keep; dropped")
+        else:
+            blocks.append(block)
+    return blocks
+
+
+def parse_usage(u: Mapping[str, Any]) -> Usage:
+    """input_tokens is already the whole prompt; cached_tokens and cache_write_tokens are parts of it."""
+    where = "openai usage"
+    inputs = opt_obj(u, "input_tokens_details", where)
+    outputs = opt_obj(u, "output_tokens_details", where)
+    return Usage(
+        input_tokens=opt_int(u, "input_tokens", where) or 0,
+        output_tokens=opt_int(u, "output_tokens", where) or 0,
+        cache_read_tokens=None if inputs is None else opt_int(inputs, "cached_tokens", where),
+        cache_write_tokens=None if inputs is None else opt_int(inputs, "cache_write_tokens", where),
+        reasoning_tokens=None if outputs is None else opt_int(outputs, "reasoning_tokens", where),
+    )

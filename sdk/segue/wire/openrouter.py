@@ -1,0 +1,97 @@
+"""OpenRouter wire: the Chat Completions wire plus routing, compression and reasoning_details replay.
+
+- `reasoning_details` come back as a list of typed entries; each becomes a ReasoningBlock holding the entry
+  verbatim (`native`), and they are replayed unmodified, in order, on the assistant message next to its
+  tool_calls (OpenRouter: "you cannot rearrange or modify the sequence").
+- Context compression is turned off explicitly (`plugins: [{"id": "context-compression", "enabled": false}]`)
+  unless the app passes its own plugins: account-default plugins apply to any request that does not name them,
+  and a compressed middle would silently change the replayed prefix.
+- `provider: {order, allow_fallbacks}` pins routing when the app asks for it.
+- For `anthropic/*` models content goes as parts with per-block `cache_control`, on the same four positions
+  as the Anthropic driver: system, stable head, last replayed message, last non-fragment message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from segue.generated import ReasoningBlock, TextBlock
+from segue.generated.wire import openrouter as g
+from segue.providers.base import ProviderRequest
+from segue.wire import openai_chat as chat
+from segue.wire.common import ParsedResponse, WireRequest, as_map, breakpoint_blocks
+
+WIRE = "openrouter"
+REASONING_VENDOR = "openrouter"
+NO_COMPRESSION = ({"id": "context-compression", "enabled": False},)
+#: Top-level keys the OpenAI SDK's create() has no keyword for.
+EXTRA_BODY = frozenset({"provider", "plugins", "reasoning"})
+
+
+def build_request(
+    request: ProviderRequest,
+    *,
+    model: str,
+    provider_order: Sequence[str] | None,
+    allow_fallbacks: bool,
+    plugins: Sequence[Mapping[str, Any]] | None,
+    reasoning: Mapping[str, Any] | None,
+    cache_ttl: Literal["5m", "1h"] | None,
+    stream: bool = False,
+) -> WireRequest:
+    cache = None
+    if model.startswith("anthropic/") and cache_ttl is not None:
+        cache = {"type": "ephemeral", "ttl": "1h"} if cache_ttl == "1h" else {"type": "ephemeral"}
+    messages, anchors = chat.build_messages(
+        request.messages, replay=_replay, reasoning_vendor=REASONING_VENDOR, parts=cache is not None
+    )
+    texts = [text for text in (request.system, request.stable_head) if text]
+    if cache is not None:
+        system = [g.text_part(TextBlock(text=t)) for t in texts]
+        if system:
+            messages.insert(0, {"role": "system", "content": system})
+        for block in breakpoint_blocks(system, anchors, request):
+            block["cache_control"] = dict(cache)
+    elif texts:
+        messages.insert(0, {"role": "system", "content": "\n\n".join(texts)})
+    body: dict[str, Any] = {"model": model, "messages": messages}
+    if request.tools:
+        body["tools"] = [g.tool(t) for t in request.tools]
+    if request.max_tokens is not None:
+        body["max_tokens"] = request.max_tokens
+    routing: dict[str, Any] = {}
+    if provider_order:
+        routing["order"] = list(provider_order)
+    if provider_order or not allow_fallbacks:
+        routing["allow_fallbacks"] = allow_fallbacks
+    if routing:
+        body["provider"] = routing
+    body["plugins"] = [dict(p) for p in (NO_COMPRESSION if plugins is None else plugins)]
+    if reasoning is not None:
+        body["reasoning"] = dict(reasoning)
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    return WireRequest(body=body, extra_body=EXTRA_BODY)
+
+
+def _replay(block: ReasoningBlock) -> dict[str, Any] | None:
+    if block.format != "openrouter.reasoning_details":
+        return None  # plain `reasoning` text carries no signature: OpenRouter cannot take it back
+    return g.replayed_reasoning(block)
+
+
+def parse_response(data: Mapping[str, Any], *, model: str | None = None) -> ParsedResponse:
+    return chat.parse_response(data, model=model, reasoning=reasoning_blocks)
+
+
+def reasoning_blocks(message: Mapping[str, Any], model: str | None) -> list[ReasoningBlock]:
+    """One block per reasoning_details entry (verbatim); plain `reasoning` text only when there are none."""
+    details = message.get("reasoning_details")
+    if details:
+        return [g.parse_reasoning_detail(as_map(d, "openrouter reasoning_details entry"), model) for d in details]
+    text = message.get("reasoning")
+    if isinstance(text, str) and text:
+        return [ReasoningBlock(vendor=REASONING_VENDOR, model=model, format="openrouter.reasoning_text", text=text)]
+    return []

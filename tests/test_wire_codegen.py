@@ -1,0 +1,177 @@
+"""codegen/wire.py: the mapping files are validated (file + JSON pointer + reason) and the generated serializers
+are fresh, importable without the SDKs, and behave as the mapping says."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codegen.errors import SchemaError
+from codegen.model import load_model
+from codegen.render import REPO_ROOT
+from codegen.wire import MAPPING_SCHEMA, WIRE_DIR, iter_wire_files, load_mappings, render_wire
+from segue.generated import ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock
+from segue.generated.wire import anthropic, openai_chat, openai_responses, openrouter
+from segue.wire.common import MalformedResponseError, WireError
+
+
+@pytest.fixture(scope="module")
+def model() -> Any:
+    return load_model(REPO_ROOT / "schemas")
+
+
+def test_generated_wire_modules_are_fresh(model: Any) -> None:
+    rendered = render_wire(model)
+    assert sorted(rendered) == sorted(
+        f"sdk/segue/generated/wire/{name}.py" for name in ["__init__", *(p.stem for p in iter_wire_files())]
+    )
+    # render_all formats these with ruff; compare after the same formatting.
+    from codegen.render import format_python
+
+    for path, text in format_python(rendered).items():
+        assert (REPO_ROOT / path).read_text(encoding="utf-8") == text, f"{path} is stale: run python -m codegen"
+
+
+def _mapping(name: str = "anthropic") -> dict[str, Any]:
+    return json.loads((WIRE_DIR / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def _load(tmp_path: Path, model: Any, *files: dict[str, Any]) -> Any:
+    shutil.copy(WIRE_DIR / MAPPING_SCHEMA, tmp_path / MAPPING_SCHEMA)
+    for f in files:
+        (tmp_path / f"{f['wire']}.json").write_text(json.dumps(f), encoding="utf-8")
+    return load_mappings(tmp_path, model)
+
+
+def _break(edit: Any, name: str = "anthropic") -> dict[str, Any]:
+    m = copy.deepcopy(_mapping(name))
+    edit(m)
+    return m
+
+
+BAD = [
+    (
+        lambda m: m["to_vendor"]["text"]["shape"]["text"].update(fild="text"),
+        "/to_vendor/text/shape/text",
+        "invalid wire mapping",
+    ),
+    (
+        lambda m: m["to_vendor"]["text"]["shape"]["text"].update(field="txt"),
+        "/to_vendor/text/shape/text/field",
+        "TextBlock has no field 'txt'",
+    ),
+    (
+        lambda m: m["to_vendor"]["thinking"]["shape"].pop("signature"),
+        "/to_vendor/thinking/shape",
+        "requires keys ['signature']",
+    ),
+    (
+        lambda m: m["to_vendor"]["text"]["shape"].update(cache_controll={"const": None}),
+        "/to_vendor/text/shape",
+        "keys ['cache_controll'] are not in anthropic.types.TextBlockParam",
+    ),
+    (
+        lambda m: m["to_vendor"]["text"].update(vendor_type="anthropic.types.TextBlokParam"),
+        "/to_vendor/text/vendor_type",
+        "cannot import 'anthropic.types.TextBlokParam'",
+    ),
+    (
+        lambda m: m["from_vendor"]["tool_use"]["fields"].pop("arguments"),
+        "/from_vendor/tool_use/fields",
+        "ToolCallBlock requires ['arguments']",
+    ),
+    (
+        lambda m: m["from_vendor"]["text"]["fields"]["text"].update(decode="json"),
+        "/from_vendor/text/fields/text",
+        "cannot read TextBlock.text",
+    ),
+    (
+        lambda m: m["dispatch"]["content_block"].append("nope"),
+        "/dispatch/content_block/6",
+        "no to_vendor rule named 'nope'",
+    ),
+    (
+        lambda m: m["to_vendor"]["image"]["shape"]["source"].update(rule="missing"),
+        "/to_vendor/image/shape/source/rule",
+        "no to_vendor rule or dispatch named 'missing'",
+    ),
+    (
+        lambda m: m["to_vendor"]["text"].update(canonical="TextBlok"),
+        "/to_vendor/text/canonical",
+        "'TextBlok' is not a canonical object type",
+    ),
+]
+
+
+@pytest.mark.parametrize(("edit", "pointer", "reason"), BAD)
+def test_bad_mappings_fail_with_file_pointer_and_reason(
+    tmp_path: Path, model: Any, edit: Any, pointer: str, reason: str
+) -> None:
+    with pytest.raises(SchemaError) as caught:
+        _load(tmp_path, model, _break(edit))
+    assert caught.value.file.endswith("anthropic.json")
+    assert caught.value.pointer == pointer
+    assert reason in caught.value.reason
+
+
+def test_wire_name_must_match_the_file_and_parents_must_exist(tmp_path: Path, model: Any) -> None:
+    orphan = _break(lambda m: m.update(extends="nowhere"), "openrouter")
+    with pytest.raises(SchemaError, match="extends unknown wire 'nowhere'"):
+        _load(tmp_path, model, orphan)
+    (tmp_path / "openrouter.json").unlink()
+    renamed = _mapping()
+    (tmp_path / "claude.json").write_text(json.dumps(renamed), encoding="utf-8")
+    with pytest.raises(SchemaError, match="must equal the file name 'claude'"):
+        load_mappings(tmp_path, model)
+
+
+def test_generated_serializers_follow_the_mappings() -> None:
+    assert anthropic.tool_result(ToolResultBlock(tool_call_id="t", content="x", is_error=True)) == {
+        "type": "tool_result",
+        "tool_use_id": "t",
+        "content": "x",
+        "is_error": True,
+    }
+    assert anthropic.tool_result(ToolResultBlock(tool_call_id="t", content="x")) == {
+        "type": "tool_result",
+        "tool_use_id": "t",
+        "content": "x",
+    }
+    call = ToolCallBlock(id="c", name="f", arguments={"b": 1, "a": "é"})
+    assert openai_responses.function_call(call) == {
+        "type": "function_call",
+        "call_id": "c",
+        "name": "f",
+        "arguments": '{"b":1,"a":"é"}',
+    }
+    assert openai_chat.tool_call(call) == {
+        "id": "c",
+        "type": "function",
+        "function": {"name": "f", "arguments": '{"b":1,"a":"é"}'},
+    }
+    assert openai_chat.tool(ToolDefinition(name="f", description="d", parameters={})) == {
+        "type": "function",
+        "function": {"name": "f", "description": "d", "parameters": {}, "strict": False},
+    }
+    native = {"type": "reasoning.text", "text": "t", "index": 0}
+    block = ReasoningBlock(vendor="openrouter", format="openrouter.reasoning_details", native=native)
+    sent = openrouter.replayed_reasoning(block)
+    assert sent == native and sent is not native
+
+
+def test_generated_dispatch_refuses_unknown_formats_and_missing_fields() -> None:
+    with pytest.raises(WireError, match=r"format='anthropic\.mystery' has no anthropic wire shape"):
+        anthropic.content_block(ReasoningBlock(vendor="anthropic", format="anthropic.mystery"))
+    with pytest.raises(WireError, match="has no 'id'"):
+        openai_responses.reasoning_item(ReasoningBlock(vendor="openai", format="openai.reasoning_item"))
+    assert anthropic.parse_content_block({"type": "server_tool_use"}, None) is None
+    with pytest.raises(MalformedResponseError, match="anthropic 'tool_use' item: missing required key 'input'"):
+        anthropic.parse_content_block({"type": "tool_use", "id": "t", "name": "f"}, None)
+    with pytest.raises(MalformedResponseError, match="'text' must be str, got int"):
+        anthropic.parse_text({"type": "text", "text": 3}, None)
+    assert anthropic.text(TextBlock(text="x")) == {"type": "text", "text": "x"}
