@@ -195,3 +195,11 @@ def test_database_policy_is_a_policy() -> None:
 
     assert isinstance(DatabaseChatPolicy(), Policy)
     assert isinstance(ScriptedPolicy([]), Policy)
+
+
+def test_a_whole_schema_question_describes_every_table() -> None:
+    from segue.twin.db_policy import plan_question
+
+    plan = plan_question("Which tables are there, and what columns do they have?")
+    assert plan is not None and plan.whole_schema
+    assert plan_question("Which tables are there?") == plan_question("list the tables")

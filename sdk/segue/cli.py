@@ -367,6 +367,18 @@ def _runs_explain(args: argparse.Namespace) -> int:
 # -- dashboard ----------------------------------------------------------------------------------------------
 
 
+def _catalog_cost() -> Callable[[Usage, str, str | None], float | None]:
+    """Dollar cost of a run from the catalog's prices (the model name may be the vendor's API name)."""
+    from segue.catalog import Catalog
+
+    catalog = Catalog.load()
+
+    def cost(usage: Usage, model: str, vendor: str | None) -> float | None:
+        return catalog.cost(usage, catalog.model_for(model, vendor), vendor)
+
+    return cost
+
+
 def _dashboard(args: argparse.Namespace) -> int:
     from segue.dashboard import create_app, serve
     from segue.dashboard.app import LOOPBACK_HOSTS
@@ -375,7 +387,7 @@ def _dashboard(args: argparse.Namespace) -> int:
     # On loopback, requests naming another host are refused (DNS rebinding); elsewhere any Host is served.
     hosts = LOOPBACK_HOSTS if loopback else None
     with _store(args) as store:
-        app = create_app(store, tenant=args.tenant, admin=bool(args.admin), allowed_hosts=hosts)
+        app = create_app(store, tenant=args.tenant, admin=bool(args.admin), allowed_hosts=hosts, cost=_catalog_cost())
         try:
             server = serve(app, host=args.host, port=args.port)
         except OSError as e:
@@ -502,6 +514,10 @@ def build_parser() -> argparse.ArgumentParser:
     _store_options(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
     p.add_argument("--port", type=_port, default=8710, help="port to listen on (default: 8710; 0 = any free port)")
+
+    from segue.cli_tools import add_commands
+
+    add_commands(commands, _command, _port)
 
     schema = _command(commands, "schema", None, "segue's JSON Schemas and TypeScript declarations")
     schema_cmds = schema.add_subparsers(dest="schema_command", required=True, metavar="SUBCOMMAND")

@@ -31,11 +31,15 @@ class QueryPlan:
     title: str
     tables: tuple[str, ...] = ()
     sql: str | None = None
+    #: Describe every table (a question about the whole schema), then answer from the descriptions.
+    whole_schema: bool = False
 
 
 def plan_question(question: str) -> QueryPlan | None:
     """The plan for a demo question, or None when no template matches."""
     q = question.lower()
+    if "table" in q and any(w in q for w in ("column", "schema")):
+        return QueryPlan(title="schema", whole_schema=True)
     if "table" in q and any(w in q for w in ("which", "what", "list", "show")):
         return QueryPlan(title="tables")
     if "customer" in q and "countr" in q:
@@ -168,6 +172,15 @@ class DatabaseChatPolicy:
         if known.tables is None:
             return self._call(
                 view, known, PlannedCall(name=LIST_TABLES), reasoning="I do not know the tables yet; list them."
+            )
+        if plan.whole_schema:
+            undescribed = [t for t in known.tables if t not in known.described]
+            if undescribed:
+                calls = [PlannedCall(name=DESCRIBE_TABLE, arguments={"table": t}) for t in undescribed]
+                return self._call(view, known, *calls, reasoning="Describe every table to learn the whole schema.")
+            return AssistantTurn(
+                text=f"The database has {len(known.tables)} tables, all described above: {', '.join(known.tables)}.",
+                reasoning="Every table is described in my context, so I can answer directly.",
             )
         if plan.sql is None:
             return AssistantTurn(
