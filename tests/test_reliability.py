@@ -179,3 +179,30 @@ async def test_stream_error_event_carries_the_error_type(sqlite_store: RunStore)
     events = [e async for e in Agent(provider, "p", [lookup], sqlite_store).stream("go")]
     assert events[-1].type == "RUN_ERROR" and events[-1].meta["error_type"] == "ProviderError"
     assert "rate_limit error from v: rate limited" == events[-1].error
+
+
+async def test_store_calls_never_run_on_the_event_loop_thread(tmp_path: Path) -> None:
+    """The store is synchronous (Peewee); the agent must call it from worker threads so runs never block."""
+    import threading
+
+    loop_thread = threading.get_ident()
+    seen: list[tuple[str, int]] = []
+
+    class Watched(RunStore):
+        pass
+
+    store = Watched(f"sqlite:///{tmp_path}/w.db")
+    for name in ("create_run", "record_iteration", "finish_run", "load_runs", "find_idempotent", "get_run"):
+        original = getattr(store, name)
+
+        def wrapper(*args: object, __name: str = name, __original: object = original, **kwargs: object) -> object:
+            seen.append((__name, threading.get_ident()))
+            return __original(*args, **kwargs)  # type: ignore[operator]
+
+        setattr(store, name, wrapper)
+    agent = Agent(policy_provider(), "p", [lookup], store)
+    first = await agent.run("a", idempotency_key="k1")
+    await agent.run("b", runs=[first.run_id], replay_last="all")
+    names = {n for n, _ in seen}
+    assert {"create_run", "record_iteration", "finish_run", "load_runs", "find_idempotent"} <= names
+    assert all(thread != loop_thread for _, thread in seen), seen

@@ -26,6 +26,9 @@ _READ_CHUNK = 1 << 16
 class _TwinHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's default listen backlog is 5: many clients connecting at once (a load test, an app's
+    # worker pool) would be refused before a thread could accept them.
+    request_queue_size = 256
 
     def __init__(self, address: tuple[str, int], twin: Twin) -> None:
         super().__init__(address, _Handler)

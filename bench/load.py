@@ -1,0 +1,201 @@
+"""Load: 50 concurrent conversations x 5 replayed turns against the twin, on one SQLite file and on PostgreSQL.
+
+Each conversation is the demo's database chat (Anthropic driver on a shared twin, thinking on), every turn
+replaying all earlier runs of its conversation; each conversation is its own tenant. Afterwards it checks that
+every run is terminal, that every trace and llm interaction is in the store (counted against what the model
+was sent), and that no "database is locked" escaped. It prints runs/s, p50/p95 per-run overhead excluding the
+model's time (run wall time minus the provider calls' time), and how long the event loop was ever blocked
+(a 1 ms ticker measures its own lateness while the runs share one event loop).
+
+Run: python bench/load.py [--conversations 50] [--turns 5] [--pg postgresql://...]
+(PostgreSQL runs when --pg or SEGUE_TEST_PG_URL is given; .ci/run passes the server it starts.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+
+from segue import Agent, RunStore
+from segue.demo import PROMPT, QUESTIONS, demo_tools
+from segue.providers import AnthropicProvider
+from segue.providers.base import Provider, ProviderRequest, ProviderResponse, StreamEvent
+from segue.twin import Twin
+from segue.twin.server import serve
+
+
+class Timed:
+    """Wraps a provider: counts calls and sums the time spent inside them (the 'model time')."""
+
+    def __init__(self, inner: Provider) -> None:
+        self.inner = inner
+        self.vendor = inner.vendor
+        self.model = inner.model
+        self.requires_stable_reasoning_prefix = inner.requires_stable_reasoning_prefix
+        self.calls = 0
+        self.seconds: dict[str, float] = {}
+        self.current: str | None = None
+
+    async def complete(self, request: ProviderRequest) -> ProviderResponse:
+        started = time.perf_counter()
+        try:
+            return await self.inner.complete(request)
+        finally:
+            self.calls += 1
+            key = request.cache_key or ""
+            self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - started
+
+    def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+        return self.inner.stream(request)
+
+
+async def conversation(index: int, agent: Agent, turns: int, overheads: list[float], timed: Timed) -> list[str]:
+    tenant = f"tenant-{index:03d}"
+    ids: list[str] = []
+    for question in QUESTIONS[:turns]:
+        before = timed.seconds.get(tenant, 0.0)
+        started = time.perf_counter()
+        result = await agent.run(question, runs=ids or None, replay_last="all", tenant_id=tenant)
+        wall = time.perf_counter() - started
+        overheads.append(wall - (timed.seconds.get(tenant, 0.0) - before))
+        if result.status != "success":
+            raise RuntimeError(f"{tenant} turn {len(ids) + 1}: {result.status}: {result.error}")
+        ids.append(result.run_id)
+    return ids
+
+
+async def ticker(lags: list[float], stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        started = time.perf_counter()
+        await asyncio.sleep(0.001)
+        lags.append(time.perf_counter() - started - 0.001)
+
+
+async def load(url: str, conversations: int, turns: int) -> dict[str, Any]:
+    # The twin runs as a loopback HTTP server in its own thread, like a vendor: its work is the "model time",
+    # and it never runs on the event loop the agents share.
+    server = serve("127.0.0.1", 0, twin=Twin())
+    client = anthropic.AsyncAnthropic(api_key="load-test", base_url=server.url, max_retries=0)
+    store = RunStore(url)
+    timed = Timed(
+        AnthropicProvider(
+            "claude-sonnet-4-6", cache_ttl="1h", thinking={"type": "enabled", "budget_tokens": 1024}, client=client
+        )
+    )
+    agent = Agent(timed, PROMPT, demo_tools(), store, name="load", max_iterations=8)
+    # One conversation alone first: it warms up imports, converters and the twin, and gives the per-run overhead
+    # without contention (with 50 runs sharing one event loop, each run also waits for the others' CPU slices).
+    solo: list[float] = []
+    await conversation(conversations, agent, turns, solo, timed)
+    timed.calls = 0
+    overheads: list[float] = []
+    lags: list[float] = []
+    stop = asyncio.Event()
+    tick = asyncio.create_task(ticker(lags, stop))
+    started = time.perf_counter()
+    results = await asyncio.gather(
+        *(conversation(i, agent, turns, overheads, timed) for i in range(conversations)), return_exceptions=True
+    )
+    elapsed = time.perf_counter() - started
+    stop.set()
+    await tick
+    errors = [r for r in results if isinstance(r, BaseException)]
+    locked = [e for e in errors if "locked" in str(e)]
+    run_ids = [run_id for r in results if isinstance(r, list) for run_id in r]
+    # Every run terminal; every trace and provider call stored (2 traces per iteration: the user message and
+    # the answer, plus assistant + tool for each tool-calling iteration).
+    details = [store.get_run(run_id, all_tenants=True) for run_id in run_ids]
+    terminal = sum(1 for d in details if d is not None and d.status in ("success", "error", "max_iterations"))
+    expected_traces = sum(2 * len(d.llm_interactions) for d in details if d is not None)
+    counts = store.counts(run_ids)
+    store.close()
+    await client.close()
+    server.close()
+    return {
+        "runs": len(run_ids),
+        "errors": errors,
+        "locked": locked,
+        "terminal": terminal,
+        "traces_ok": counts["react_traces"] == expected_traces,
+        "traces": counts["react_traces"],
+        "interactions_ok": counts["llm_interactions"] == timed.calls,
+        "interactions": counts["llm_interactions"],
+        "calls": timed.calls,
+        "runs_per_s": len(run_ids) / elapsed,
+        "solo_p50": statistics.median(solo) * 1000,
+        "solo_max": max(solo) * 1000,
+        "p50": statistics.median(overheads) * 1000,
+        "p95": statistics.quantiles(overheads, n=20)[18] * 1000,
+        "model_s": sum(timed.seconds.values()),
+        "elapsed": elapsed,
+        "lag_max": max(lags) * 1000,
+        "lag_p99": statistics.quantiles(lags, n=100)[98] * 1000,
+    }
+
+
+def report(name: str, r: dict[str, Any], conversations: int, turns: int) -> bool:
+    ok = (
+        not r["errors"]
+        and r["terminal"] == r["runs"] == conversations * turns
+        and r["traces_ok"]
+        and r["interactions_ok"]
+    )
+    print(
+        f"{name}: {r['runs']} runs ({conversations} conversations x {turns} turns) in {r['elapsed']:.1f} s, "
+        f"{r['runs_per_s']:.1f} runs/s; model time {r['model_s']:.1f} s"
+    )
+    print(
+        f"  per-run overhead excluding the model, {conversations} at once: p50 {r['p50']:.1f} ms, "
+        f"p95 {r['p95']:.1f} ms; one conversation alone: p50 {r['solo_p50']:.1f} ms, max {r['solo_max']:.1f} ms"
+    )
+    print(
+        f"  event loop lateness under load: max {r['lag_max']:.1f} ms, p99 {r['lag_p99']:.2f} ms "
+        "(store calls run in worker threads; this is segue's own CPU work between awaits)"
+    )
+    print(
+        f"  terminal runs {r['terminal']}/{r['runs']}; traces {r['traces']} (as sent: {r['traces_ok']}); "
+        f"llm interactions {r['interactions']} = provider calls {r['calls']}: {r['interactions_ok']}; "
+        f"'database is locked' escaped: {len(r['locked'])}"
+    )
+    for e in r["errors"][:3]:
+        print(f"  error: {type(e).__name__}: {e}")
+    return ok
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--conversations", type=int, default=50)
+    parser.add_argument("--turns", type=int, default=5)
+    parser.add_argument("--pg", default=os.environ.get("SEGUE_TEST_PG_URL"), help="PostgreSQL URL (scratch DB)")
+    args = parser.parse_args()
+    logging.getLogger("segue").setLevel(logging.ERROR)
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{Path(tmp) / 'load.db'}"
+        ok &= report("SQLite", asyncio.run(load(url, args.conversations, args.turns)), args.conversations, args.turns)
+    if args.pg:
+        from segue.store.models import Bound
+
+        scratch = RunStore(args.pg)
+        scratch.db.drop_tables(Bound(scratch.db).all, safe=True, cascade=True)
+        scratch.close()
+        ok &= report(
+            "PostgreSQL", asyncio.run(load(args.pg, args.conversations, args.turns)), args.conversations, args.turns
+        )
+    else:
+        print("PostgreSQL: skipped (pass --pg URL or set SEGUE_TEST_PG_URL)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
