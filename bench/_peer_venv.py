@@ -14,9 +14,10 @@ from pathlib import Path
 CACHE = Path.home() / ".cache" / "segue-bench"
 
 
-def peer_python(package: str, version: str) -> Path | None:
-    """Path of a Python that can import `package==version`, or None when it cannot be installed."""
-    home = CACHE / f"{package}-{version}"
+def peer_python(package: str, version: str, extras: str | None = None) -> Path | None:
+    """Path of a Python that can import `package==version` (with `extras`), or None when it cannot be installed."""
+    home = CACHE / f"{package}-{version}" if extras is None else CACHE / f"{package}-{extras}-{version}"
+    requirement = f"{package}[{extras}]=={version}" if extras else f"{package}=={version}"
     python = home / "bin" / "python"
     probe = [str(python), "-c", f"import {package}"]
     if python.exists() and subprocess.run(probe, capture_output=True, check=False).returncode == 0:
@@ -24,7 +25,7 @@ def peer_python(package: str, version: str) -> Path | None:
     try:
         venv.create(home, with_pip=True, clear=True)
         subprocess.run(
-            [str(python), "-m", "pip", "install", "-q", f"{package}=={version}"],
+            [str(python), "-m", "pip", "install", "-q", requirement],
             check=True,
             capture_output=True,
             timeout=600,
