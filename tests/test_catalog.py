@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import segue.catalog as catalog_mod
+import segue.catalog.files as catalog_mod
 from segue.catalog import (
     Catalog,
     CatalogError,
@@ -168,7 +168,7 @@ def test_merge_semantics_objects_arrays_null_and_no_aliasing() -> None:
 
 
 def test_object_layer_replacing_a_scalar_moves_provenance() -> None:
-    from segue.catalog import _cascade
+    from segue.catalog.cascade import _cascade
 
     s1, s2, s3 = (Source(file="f", pointer=f"/{i}", layer=f"l{i}") for i in range(3))
     config, prov = _cascade([({"a": 1}, s1), ({"a": {"b": 2, "c": 3}}, s2), ({"a": {"b": None}}, s3)])

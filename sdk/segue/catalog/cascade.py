@@ -1,0 +1,227 @@
+"""Provenance, the configuration merge, and resolved serving paths (`Resolved`)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Generic
+
+import attrs
+
+from segue._hooks import UNSET
+from segue.catalog.errors import (
+    _T,
+    CatalogLookupError,
+    KeyPath,
+    _ptr,
+)
+from segue.generated import Usage
+
+# --- provenance and merge ------------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Source:
+    """Where a resolved value came from: a file, the JSON pointer of the value, and the cascade layer."""
+
+    file: str
+    pointer: str
+    layer: str
+
+    def at(self, key: str) -> Source:
+        return attrs.evolve(self, pointer=self.pointer + _ptr(key))
+
+    def __str__(self) -> str:
+        return f"{self.file}#{self.pointer}"
+
+
+def _merge_into(
+    target: dict[str, Any], layer: Mapping[str, Any], src: Source, prefix: KeyPath, prov: dict[KeyPath, Source]
+) -> None:
+    for key, value in layer.items():
+        if value is UNSET:  # absent: inherit
+            continue
+        path = (*prefix, key)
+        if isinstance(value, Mapping):
+            existing = target.get(key)
+            if not isinstance(existing, dict):
+                _forget(prov, path)
+                existing = target[key] = {}
+            _merge_into(existing, value, src.at(key), path, prov)
+        else:
+            _forget(prov, path)
+            target[key] = copy.deepcopy(value)  # arrays must not alias the layer
+            prov[path] = src.at(key)
+
+
+def _forget(prov: dict[KeyPath, Source], path: KeyPath) -> None:
+    for p in [p for p in prov if p[: len(path)] == path]:
+        del prov[p]
+
+
+def _cascade(layers: Sequence[tuple[Any, Source]]) -> tuple[dict[str, Any], dict[KeyPath, Source]]:
+    merged: dict[str, Any] = {}
+    prov: dict[KeyPath, Source] = {}
+    for bag, src in layers:
+        if isinstance(bag, Mapping):  # non-object and null layers contribute nothing
+            _merge_into(merged, bag, src, (), prov)
+    return merged, prov
+
+
+def merge_configs(*layers: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Merge configuration bags, later wins: objects per key, arrays/scalars/null replace, absent inherits.
+
+    Returns None when no layer contributes. Inputs are never mutated, and the result shares no containers
+    with them."""
+    anon = Source(file="<memory>", pointer="", layer="")
+    merged, _ = _cascade([(layer, anon) for layer in layers])
+    return merged if any(isinstance(layer, Mapping) for layer in layers) else None
+
+
+# --- resolved serving paths --------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Prices:
+    """Dollars per million tokens. A missing cache_read or cache_write_5m price is the input price (no
+    discount known); a missing cache_write_1h price is the cache_write_5m price."""
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write_5m: float
+    cache_write_1h: float
+
+    def cost(self, usage: Usage) -> float:
+        """Dollars for one usage record (input_tokens is the whole prompt; missing cache counts are 0)."""
+        read = usage.cache_read_tokens or 0
+        write = usage.cache_write_tokens or 0
+        write_1h = min(usage.cache_write_1h_tokens or 0, write)
+        if read + write > usage.input_tokens:
+            raise ValueError(
+                f"usage.cache_read_tokens + cache_write_tokens ({read} + {write}) exceed input_tokens "
+                f"({usage.input_tokens}); input_tokens must count the whole prompt, cached parts included"
+            )
+        uncached = usage.input_tokens - read - write
+        return (
+            uncached * self.input
+            + read * self.cache_read
+            + (write - write_1h) * self.cache_write_5m
+            + write_1h * self.cache_write_1h
+            + usage.output_tokens * self.output
+        ) / 1_000_000
+
+
+@attrs.frozen(kw_only=True)
+class ExplainedKey:
+    """One resolved leaf: its key path, value, and the file + JSON pointer + layer that supplied it."""
+
+    path: KeyPath
+    value: Any
+    file: str
+    pointer: str
+    layer: str
+
+
+def _read_only(prov: Mapping[KeyPath, Source]) -> Mapping[KeyPath, Source]:
+    return MappingProxyType(dict(prov))
+
+
+class _LlmKey(Generic[_T]):
+    """A typed read of the `llm` key of the same name: None when absent, null or of another type."""
+
+    def __init__(self, kind: type[_T]) -> None:
+        self.kind = kind
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> _T | None:
+        if obj is None:  # looked up on the class (help(), introspection)
+            return None
+        v = obj.get("llm", self.key)
+        ok = isinstance(v, self.kind) and (self.kind is bool or not isinstance(v, bool))
+        return v if ok else None
+
+
+@attrs.frozen(kw_only=True)
+class Resolved:
+    """The cascade resolved for one serving path (vendor None = model type and model layers only).
+
+    `config` returns a fresh copy, so callers can never change the catalog; `get` reads without copying."""
+
+    model: str
+    vendor: str | None
+    api_name: str | None
+    wire: str | None
+    priority: int | None
+    layers: tuple[str, ...]
+    _config: dict[str, Any] = attrs.field(alias="config", repr=False)
+    provenance: Mapping[KeyPath, Source] = attrs.field(converter=_read_only, repr=False)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return copy.deepcopy(self._config)
+
+    def get(self, *path: str, default: Any = None) -> Any:
+        node: Any = self._config
+        for key in path:
+            if not isinstance(node, dict) or key not in node:
+                return default
+            node = node[key]
+        return copy.deepcopy(node) if isinstance(node, dict | list) else node
+
+    def source(self, *path: str) -> Source | None:
+        return self.provenance.get(path)
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}@{self.vendor}" if self.vendor else self.model
+
+    @property
+    def prefix_prompt_cache(self) -> bool:
+        """Only a literal true counts: null, absent, "yes" or 1 all read as False."""
+        return self.get("llm", "prefix_prompt_cache") is True
+
+    cache_kind = _LlmKey(str)
+    cache_min_tokens = _LlmKey(int)
+    cache_increment_tokens = _LlmKey(int)
+    cache_max_breakpoints = _LlmKey(int)
+    cache_lookback_blocks = _LlmKey(int)
+    context_window = _LlmKey(int)
+    supports_native_tools = _LlmKey(bool)
+    supports_reasoning = _LlmKey(bool)
+
+    @property
+    def pricing(self) -> Prices | None:
+        """The five prices, or None when the input or output price is unknown for this path."""
+        p = self.get("pricing") or {}
+        num = {k: v for k, v in p.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+        if "input" not in num or "output" not in num:
+            return None
+        w5m = float(num.get("cache_write_5m", num["input"]))
+        return Prices(
+            input=float(num["input"]),
+            output=float(num["output"]),
+            cache_read=float(num.get("cache_read", num["input"])),
+            cache_write_5m=w5m,
+            cache_write_1h=float(num.get("cache_write_1h", w5m)),
+        )
+
+    def cost(self, usage: Usage) -> float:
+        prices = self.pricing
+        if prices is None:
+            raise CatalogLookupError(
+                f"no pricing for {self.label}: the catalog has no input/output price for this serving path; add "
+                "`pricing` to its model or model-vendor row in a catalog layer",
+                file=None,
+                expected="pricing.input and pricing.output",
+            )
+        return prices.cost(usage)
+
+    def explain(self) -> list[ExplainedKey]:
+        return [
+            ExplainedKey(path=p, value=self.get(*p), file=s.file, pointer=s.pointer, layer=s.layer)
+            for p, s in sorted(self.provenance.items())
+        ]
