@@ -39,10 +39,17 @@ from segue.generated import (
 from segue.guardrails import Guardrail
 from segue.hashing import canonical_hash
 from segue.layout import LayoutMode, LayoutPolicy, RuntimeState, TrailingStateFn
+from segue.meta import (
+    LAYOUT_META_KEY,
+    PENDING_META_KEY,
+    PREFIX_META_KEY,
+    REPLAY_META_KEY,
+    REQUEST_META_KEY,
+    TOOLS_META_KEY,
+    VENDOR_WARNINGS_META_KEY,
+)
 from segue.providers.base import REPLAYED_META_KEY, Provider, ProviderRequest, ProviderResponse, StreamDone
 from segue.replay import (
-    PREFIX_META_KEY,
-    TOOLS_META_KEY,
     CurrentPrefix,
     is_run_id,
     plan_replay,
@@ -54,11 +61,6 @@ from segue.store.run_store import DEFAULT_TENANT, TERMINAL, IdempotencyKeyTaken,
 from segue.tools import Tool, as_tools
 
 T = TypeVar("T")
-REQUEST_META_KEY = "segue.request"
-PENDING_META_KEY = "segue.pending"
-WARNINGS_META_KEY = "segue.vendor_warnings"
-REPLAY_META_KEY = "segue.replay"
-LAYOUT_META_KEY = "segue.layout"
 DEFAULT_MAX_INPUT_CHARS = 1_000_000
 _VALIDATION_ERRORS = (ReplayRunError, InputError, IdempotencyConflictError)
 
@@ -773,7 +775,7 @@ class Agent:
             return
         updates = dict(meta)
         if state.vendor_warnings:
-            updates[WARNINGS_META_KEY] = state.vendor_warnings
+            updates[VENDOR_WARNINGS_META_KEY] = state.vendor_warnings
         if state.layout is not None:
             updates[LAYOUT_META_KEY] = state.layout.meta()
         await self._db(

@@ -34,6 +34,7 @@ from segue.generated import (
     get_converter,
 )
 from segue.hashing import ListHasher, canonical_json
+from segue.meta import PREFIX_META_KEY, TOOLS_META_KEY
 from segue.providers.base import REPLAYED_META_KEY
 from segue.store.run_store import TERMINAL, StoredRun
 from segue.tokens import count_json
@@ -45,10 +46,6 @@ _ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$", re.IGNORECASE)
 def is_run_id(value: object) -> bool:
     """Run ids are ULIDs: 26 Crockford base32 characters."""
     return isinstance(value, str) and _ULID.match(value) is not None
-
-
-PREFIX_META_KEY = "segue.prefix"
-TOOLS_META_KEY = "segue.tools"
 
 
 @attrs.frozen(kw_only=True)

@@ -24,7 +24,6 @@ from segue.errors import StoreError
 from segue.generated import (
     LlmInteraction,
     Message,
-    ReplaySummary,
     RunDetail,
     RunStatus,
     RunSummary,
@@ -35,12 +34,19 @@ from segue.generated import (
 )
 from segue.hashing import canonical_json
 from segue.store import migrations
-from segue.store.models import AgentRun, Bound
+from segue.store.models import Bound
+from segue.store.rows import (
+    HashItems,
+    MessageCache,
+    loads,
+    message_from_row,
+    prefix_type,
+    summary_from_row,
+)
 
 DEFAULT_URL = "sqlite:///segue.db"
 DEFAULT_TENANT = "default"
 TERMINAL: frozenset[str] = frozenset({"success", "error", "cancelled", "max_iterations"})
-REPLAY_META_KEY = "segue.replay"
 
 
 def utc_now() -> str:
@@ -128,7 +134,7 @@ class RunStore:
         self.url = url or DEFAULT_URL
         self.db = _connect(self.url)
         self.models = Bound(self.db)
-        self._messages = _MessageCache()
+        self._messages = MessageCache()
         self.is_sqlite = isinstance(self.db, pw.SqliteDatabase)
         # SQLite has one writer; serialising this process's writes avoids "database is locked" retries, while
         # the busy timeout covers other processes. An in-memory database has one shared connection: lock all.
@@ -400,11 +406,11 @@ class RunStore:
                 status=head[2],
                 input=head[3],
                 answer=head[4],
-                meta=_loads(head[5], f"agent_runs.meta of run {run_id}"),
-                private=_loads(head[6], f"agent_runs.private of run {run_id}") if head[6] else None,
-                usage=get_converter().structure(_loads(head[7], f"agent_runs.usage of run {run_id}"), Usage),
+                meta=loads(head[5], f"agent_runs.meta of run {run_id}"),
+                private=loads(head[6], f"agent_runs.private of run {run_id}") if head[6] else None,
+                usage=get_converter().structure(loads(head[7], f"agent_runs.usage of run {run_id}"), Usage),
                 traces=traces[run_id],
-                hash_items=_HashItems(items[run_id]),
+                hash_items=HashItems(items[run_id]),
             )
             for run_id, head in heads.items()
         }
@@ -466,7 +472,7 @@ class RunStore:
         query = query.order_by(self.models.AgentRun.id.desc()).limit(limit).offset(offset)
         with self._reading():
             rows = list(query)
-        return [_summary(r) for r in rows]
+        return [summary_from_row(r) for r in rows]
 
     def get_run(self, run_id: str, *, tenant_id: str = DEFAULT_TENANT, all_tenants: bool = False) -> RunDetail | None:
         """The run with its traces, provider calls and tool calls; None if absent or another tenant's."""
@@ -494,10 +500,11 @@ class RunStore:
                 .order_by(self.models.ToolCallRow.id)
             )
         conv = get_converter()
-        summary = _summary(row)
-        meta = _loads(row.meta, f"agent_runs.meta of run {run_id}")
+        summary = summary_from_row(row)
+        meta = loads(row.meta, f"agent_runs.meta of run {run_id}")
         traces = [
-            Trace(index=t[2], iteration=t[3], message=_message(run_id, t[2], t[4], t[5], t[6])) for t in trace_rows
+            Trace(index=t[2], iteration=t[3], message=message_from_row(run_id, t[2], t[4], t[5], t[6]))
+            for t in trace_rows
         ]
         return RunDetail(
             run_id=summary.run_id,
@@ -516,7 +523,7 @@ class RunStore:
             input=row.input,
             answer=row.answer,
             retry_of=row.retry_of,
-            prefix=conv.structure(meta["segue.prefix"], _prefix_type()) if "segue.prefix" in meta else None,
+            prefix=conv.structure(meta["segue.prefix"], prefix_type()) if "segue.prefix" in meta else None,
             meta=meta,
             traces=traces,
             llm_interactions=[
@@ -524,10 +531,10 @@ class RunStore:
                     iteration=c.iteration,
                     vendor=c.vendor,
                     model=c.model,
-                    provider_request=_loads(c.provider_request, f"llm_interactions {c.id}"),
-                    request_headers=_loads(c.request_headers, "request_headers") if c.request_headers else None,
-                    provider_response=_loads(c.provider_response, "provider_response") if c.provider_response else None,
-                    usage=conv.structure(_loads(c.usage, "usage"), Usage),
+                    provider_request=loads(c.provider_request, f"llm_interactions {c.id}"),
+                    request_headers=loads(c.request_headers, "request_headers") if c.request_headers else None,
+                    provider_response=loads(c.provider_response, "provider_response") if c.provider_response else None,
+                    usage=conv.structure(loads(c.usage, "usage"), Usage),
                     latency_ms=c.latency_ms,
                     error=c.error,
                 )
@@ -538,7 +545,7 @@ class RunStore:
                     call_id=t.call_id,
                     iteration=t.iteration,
                     name=t.name,
-                    arguments=_loads(t.arguments, f"tool_calls {t.id}"),
+                    arguments=loads(t.arguments, f"tool_calls {t.id}"),
                     result=t.result,
                     is_error=bool(t.is_error),
                     duration_ms=t.duration_ms,
@@ -564,103 +571,3 @@ class RunStore:
                     query = query.where(column.in_(list(run_ids)))
                 out[name] = query.count()
         return out
-
-
-def _prefix_type() -> Any:
-    from segue.generated import PrefixDescriptor
-
-    return PrefixDescriptor
-
-
-def _loads(text: str | None, where: str) -> Any:
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise StoreError(f"corrupt JSON in {where}: {e}; the row was modified outside segue") from None
-
-
-@functools.cache
-def _message_hook() -> Any:
-    return get_converter().get_structure_hook(Message)
-
-
-class _MessageCache:
-    """Structured trace messages keyed by their exact stored text.
-
-    Replays re-read the same (immutable, terminal) runs turn after turn; structuring and canonicalising their
-    JSON dominated planning. Keyed by the stored text itself, a hit is always the same message. When full it
-    starts over (cheaper than LRU bookkeeping on every read; single dict operations need no lock).
-    """
-
-    def __init__(self, size: int = 50_000) -> None:
-        self._size = size
-        self._entries: dict[tuple[str, str, str | None], list[Any]] = {}
-
-    def get(self, run_id: str, idx: int, role: str, content: str, meta: str | None) -> list[Any]:
-        """[message, its message_json or None until first needed]."""
-        key = (role, content, meta)
-        entry = self._entries.get(key)
-        if entry is None:
-            if len(self._entries) >= self._size:
-                self._entries = {}
-            entry = self._entries[key] = [_message(run_id, idx, role, content, meta), None]
-        return entry
-
-
-class _HashItems(Sequence[str]):
-    """message_json of a run's traces, computed when replay first asks and kept in the message cache."""
-
-    def __init__(self, entries: list[list[Any]]) -> None:
-        self._entries = entries
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __getitem__(self, i: Any) -> Any:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        entry = self._entries[i]
-        if entry[1] is None:
-            from segue.replay import message_json  # replay imports the store; import here to avoid a cycle
-
-            entry[1] = message_json(entry[0])
-        return entry[1]
-
-
-def _message(run_id: str, idx: int, role: str, content: str, meta: str | None) -> Message:
-    try:
-        data: dict[str, Any] = {"role": role, "content": json.loads(content)}
-        if meta:
-            data["meta"] = json.loads(meta)
-        message = _message_hook()(data, Message)
-    except json.JSONDecodeError as e:
-        raise StoreError(
-            f"corrupt JSON in react_traces run {run_id} index {idx}: {e}; the row was modified outside segue"
-        ) from None
-    except Exception as e:
-        raise StoreError(f"unreadable trace in react_traces run {run_id} index {idx}: {e}") from None
-    return message  # type: ignore[no-any-return]
-
-
-def _summary(row: AgentRun) -> RunSummary:
-    conv = get_converter()
-    meta = _loads(row.meta, f"agent_runs.meta of run {row.id}")
-    replay = meta.get(REPLAY_META_KEY)
-    metadata = _loads(row.metadata, f"agent_runs.metadata of run {row.id}")
-    return RunSummary(
-        run_id=row.id,
-        status=cast(RunStatus, row.status),
-        tenant_id=row.tenant_id,
-        agent_name=row.agent_name,
-        model=row.model,
-        vendor=row.vendor or None,
-        created_at=row.created_at,
-        finished_at=row.finished_at,
-        usage=conv.structure(_loads(row.usage, f"agent_runs.usage of run {row.id}"), Usage),
-        continued_from=row.continued_from,
-        replay=conv.structure(replay, ReplaySummary) if replay else None,
-        metadata=metadata or None,
-        error=row.error,
-    )

@@ -1,0 +1,18 @@
+"""The keys segue writes into `agent_runs.meta`, kept apart from the app's own `metadata` by their `segue.` prefix."""
+
+from __future__ import annotations
+
+#: PrefixDescriptor of the run (written with the run row): what its reasoning is bound to.
+PREFIX_META_KEY = "segue.prefix"
+#: {tool name: hash of its definition} offered to the run, to warn when a replayed call's tool changed.
+TOOLS_META_KEY = "segue.tools"
+#: ReplaySummary (with the knobs) when the run used runs=.
+REPLAY_META_KEY = "segue.replay"
+#: What retry() and resume() need to rebuild the request: history, context, model override, replay knobs.
+REQUEST_META_KEY = "segue.request"
+#: The tool calls a paused (waiting_approval) run waits on.
+PENDING_META_KEY = "segue.pending"
+#: Warnings drivers raised, e.g. the vendor dropped more reasoning than segue predicted.
+VENDOR_WARNINGS_META_KEY = "segue.vendor_warnings"
+#: The trailing runtime-state layout decision and its reason.
+LAYOUT_META_KEY = "segue.layout"
