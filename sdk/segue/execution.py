@@ -1,0 +1,635 @@
+"""How one run executes: plan the replay, create the run row, loop over provider calls and tools, record.
+
+`Execution` holds the machinery `Agent` runs on (the public API and argument validation live in segue.agent).
+Data flows left to right, once: idempotency -> replay plan (one store query) -> conversation (system + stable
+head, replayed runs, history, new input) -> loop (provider call, tools, record each iteration atomically) ->
+finish. Every step yields RunEvents; `run()` keeps the last result, `stream()` passes them on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from ulid import ULID
+
+from segue.catalog import Catalog
+from segue.context import ContextBlock, fold_dynamic, render_stable_head
+from segue.conversation import add_usage, answer_text, as_history, tool_calls, user_message
+from segue.errors import IdempotencyConflictError, InputError, ProviderError, SegueError
+from segue.generated import (
+    LlmInteraction,
+    Message,
+    PrefixDescriptor,
+    ReplayKnobs,
+    ReplaySummary,
+    RunEvent,
+    RunEventType,
+    RunResult,
+    RunStatus,
+    ToolCallBlock,
+    ToolCallRecord,
+    ToolDefinition,
+    ToolResultBlock,
+    get_converter,
+)
+from segue.guardrails import Guardrail
+from segue.hashing import canonical_hash
+from segue.layout import LayoutMode, LayoutPolicy, RuntimeState, TrailingStateFn
+from segue.meta import (
+    LAYOUT_META_KEY,
+    PENDING_META_KEY,
+    PREFIX_META_KEY,
+    REPLAY_META_KEY,
+    REQUEST_META_KEY,
+    TOOLS_META_KEY,
+    VENDOR_WARNINGS_META_KEY,
+)
+from segue.providers.base import REPLAYED_META_KEY, Provider, ProviderRequest, ProviderResponse, StreamDone
+from segue.replay import (
+    CurrentPrefix,
+    is_run_id,
+    plan_replay,
+    seed_of,
+)
+from segue.run_state import RunSpec, RunState, make_event
+from segue.store.run_store import IdempotencyKeyTaken, NewRun, RunStore, StoredRun
+from segue.tools import Tool
+
+T = TypeVar("T")
+
+
+class Execution:
+    """The run machinery of an Agent; the attributes below are set by Agent.__init__."""
+
+    single_call: bool = False
+    provider: Provider
+    store: RunStore | None
+    tools: list[Tool]
+    max_iterations: int
+    guardrails: list[Guardrail]
+    name: str
+    lease_seconds: float
+    trailing_state: TrailingStateFn | None
+    trailing_state_layout: LayoutMode
+    system: str
+    config_hash: str
+    _catalog: Catalog | None
+    _tools_by_name: dict[str, Tool]
+    _tool_defs: list[ToolDefinition]
+    _tool_hashes: dict[str, str]
+    _tools_hash: str
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog the layout policy reads (the packaged one plus SEGUE_CATALOG_PATH), loaded once."""
+        if self._catalog is None:
+            self._catalog = Catalog.load()
+        return self._catalog
+
+    def _layout_policy(self, spec: RunSpec) -> LayoutPolicy | None:
+        if self.trailing_state is None:
+            return None
+        return LayoutPolicy(
+            mode=self.trailing_state_layout,
+            catalog=self.catalog,
+            trailing_state=self.trailing_state,
+            requires_stable_reasoning_prefix=self.provider.requires_stable_reasoning_prefix,
+            declares_native_tools=bool(self.tools),
+            model_override=spec.model,
+        )
+
+    def _fingerprint(self, spec: RunSpec) -> str:
+        conv = get_converter()
+        return canonical_hash(
+            {
+                "input": spec.input,
+                "history": [conv.unstructure(m, Message) for m in spec.history],
+                "context": [[b.text, b.placement, b.source] for b in spec.context],
+                "runs": spec.knobs.runs if spec.knobs else [],
+                "replay_last": spec.replay_last,
+                "replay_reasoning": spec.replay_reasoning,
+                "replay_budget_tokens": spec.replay_budget_tokens,
+                "tenant": spec.tenant_id,
+                "model": spec.model,
+                "agent": self.config_hash,
+            }
+        )
+
+    # -- plan -------------------------------------------------------------------------------------------------
+
+    def _current_prefix(self, model: str | None, stable_head: str | None) -> CurrentPrefix:
+        return CurrentPrefix(
+            vendor=self.provider.vendor,
+            model=model or self.provider.model,
+            system_hash=canonical_hash({"system": self.system, "stable_head": stable_head}),
+            tools_hash=self._tools_hash,
+            tool_hashes=self._tool_hashes,
+        )
+
+    async def _plan(self, spec: RunSpec) -> tuple[list[Message], ReplaySummary | None, str | None, str | None]:
+        """(replayed + history messages, replay summary, continued_from, stable head)."""
+        stable_head = render_stable_head(spec.context)
+        if spec.knobs is None:
+            return list(spec.history), None, None, stable_head
+        stored = await self._db(self._store().load_runs, spec.knobs.runs)
+        plan = plan_replay(
+            stored,
+            spec.knobs,
+            spec.tenant_id,
+            self._current_prefix(spec.model, stable_head),
+            guardrails=bool(self.guardrails),
+        )
+        return [*plan.messages, *spec.history], plan.summary, plan.continued_from, stable_head
+
+    # -- drive ------------------------------------------------------------------------------------------------
+
+    async def _drive(self, spec: RunSpec, *, streaming: bool) -> AsyncIterator[RunEvent]:
+        prefix, summary, continued_from, stable_head = await self._plan(spec)
+        fingerprint = self._fingerprint(spec)
+        if spec.idempotency_key is not None and self.store is not None:
+            existing = await self._idempotent_result(spec, fingerprint)
+            if existing is not None:
+                yield make_event(
+                    "RUN_COMPLETED",
+                    existing.run_id,
+                    existing.iterations,
+                    result=existing,
+                    meta={"idempotent_replay": True},
+                )
+                return
+        state = RunState(
+            run_id=str(ULID()),
+            spec=spec,
+            system=self.system,
+            stable_head=stable_head,
+            prefix=prefix,
+            own=[],
+            replay=summary,
+            layout=self._layout_policy(spec),
+        )
+        text = fold_dynamic(spec.context, spec.input)
+        for g in self.guardrails:
+            text = g.protect(text, state.pii)
+        first = user_message(text)
+        state.own.append(first)
+        state.persisted.append(first)
+        model = spec.model or self.provider.model
+        descriptor = PrefixDescriptor(
+            schema_version=1,
+            vendor=self.provider.vendor,
+            model=model,
+            system_hash=self._current_prefix(spec.model, stable_head).system_hash,
+            tools_hash=self._tools_hash,
+            seed=seed_of(prefix),
+        )
+        conv = get_converter()
+        meta: dict[str, Any] = {
+            PREFIX_META_KEY: conv.unstructure(descriptor),
+            TOOLS_META_KEY: self._tool_hashes,
+            REQUEST_META_KEY: {
+                "history": [conv.unstructure(m, Message) for m in spec.history],
+                "context": [{"text": b.text, "placement": b.placement, "source": b.source} for b in spec.context],
+                "model": spec.model,
+                "replay_last": spec.replay_last,
+                "replay_reasoning": spec.replay_reasoning,
+                "replay_budget_tokens": spec.replay_budget_tokens,
+            },
+        }
+        if summary is not None:
+            meta[REPLAY_META_KEY] = conv.unstructure(summary)
+        new_run = NewRun(
+            run_id=state.run_id,
+            tenant_id=spec.tenant_id,
+            agent_name=self.name,
+            input=spec.input,
+            model=model,
+            vendor=self.provider.vendor,
+            meta=meta,
+            metadata=spec.metadata,
+            idempotency_key=spec.idempotency_key,
+            fingerprint=fingerprint,
+            retry_of=spec.retry_of,
+            continued_from=continued_from,
+            private={"pii": state.pii} if state.pii else None,
+            lease_seconds=self.lease_seconds,
+        )
+        if self.store is not None:
+            try:
+                await self._db(self.store.create_run, new_run, [first])
+            except IdempotencyKeyTaken:
+                # Another request with the same key won the race: answer like the idempotency check would.
+                existing = await self._idempotent_result(spec, fingerprint)
+                if existing is None:
+                    raise
+                yield make_event(
+                    "RUN_COMPLETED",
+                    existing.run_id,
+                    existing.iterations,
+                    result=existing,
+                    meta={"idempotent_replay": True},
+                )
+                return
+        replay_meta = {"replay": conv.unstructure(summary)} if summary else {}
+        yield make_event(
+            "RUN_STARTED", state.run_id, 0, meta={"model": model, "vendor": self.provider.vendor, **replay_meta}
+        )
+        async for event in self._loop(state, streaming=streaming):
+            yield event
+
+    async def _loop(self, state: RunState, *, streaming: bool) -> AsyncIterator[RunEvent]:
+        try:
+            while state.iteration < self.max_iterations:
+                state.iteration += 1
+                iteration = state.iteration
+                request = self._request(state)
+                started = time.perf_counter()
+                response: ProviderResponse | None = None
+                try:
+                    if streaming:
+                        async for item in self.provider.stream(request):
+                            if isinstance(item, StreamDone):
+                                response = item.response
+                            elif item.kind in ("text", "reasoning"):
+                                kind: RunEventType = "TEXT_DELTA" if item.kind == "text" else "REASONING_DELTA"
+                                yield make_event(kind, state.run_id, iteration, text=item.text)
+                        if response is None:
+                            raise ProviderError(
+                                "the stream ended without a final message", vendor=self.provider.vendor, kind="stream"
+                            )
+                    else:
+                        response = await self.provider.complete(request)
+                except ProviderError as e:
+                    async for event in self._fail(state, f"{e.kind} error from {e.vendor}: {e}", type(e).__name__):
+                        yield event
+                    return
+                except Exception as e:  # a driver bug or an unparseable answer: the run must not stay "running"
+                    message = f"the provider call failed with {type(e).__name__}: {e}"
+                    async for event in self._fail(state, message, type(e).__name__):
+                        yield event
+                    return
+                latency = (time.perf_counter() - started) * 1000
+                assistant = Message(role="assistant", content=list(response.message.content))
+                state.usage = add_usage(state.usage, response.usage)
+                state.served_model, state.served_vendor = response.model, response.vendor
+                state.vendor_warnings.extend(response.warnings)
+                if state.layout is not None:
+                    state.layout.observe_served(iteration, response.vendor, response.model)
+                state.own.append(assistant)
+                interaction = LlmInteraction(
+                    iteration=iteration,
+                    vendor=response.vendor,
+                    model=response.model,
+                    provider_request=response.request_body,
+                    request_headers=response.request_headers or None,
+                    provider_response=response.response_body,
+                    usage=response.usage,
+                    latency_ms=latency,
+                )
+                calls = tool_calls(assistant)
+                if calls and any(self._needs_approval(c) for c in calls):
+                    await self._record(state, iteration, interaction, [])
+                    pending = {"iteration": iteration, "calls": [c.id for c in calls]}
+                    await self._finish(state, "waiting_approval", None, None, {PENDING_META_KEY: pending})
+                    for c in calls:
+                        yield make_event(
+                            "TOOL_CALL",
+                            state.run_id,
+                            iteration,
+                            tool_call=c,
+                            meta={"requires_approval": self._needs_approval(c)},
+                        )
+                    yield make_event(
+                        "RUN_PAUSED",
+                        state.run_id,
+                        iteration,
+                        result=self._result(state, "waiting_approval"),
+                        meta={"pending": pending["calls"]},
+                    )
+                    return
+                if not calls:
+                    await self._record(state, iteration, interaction, [])
+                    answer = self._restore(answer_text(assistant), state)
+                    await self._finish(state, "success", answer, None, {})
+                    yield make_event(
+                        "RUN_COMPLETED", state.run_id, iteration, result=self._result(state, "success", answer)
+                    )
+                    return
+                events: list[RunEvent] = []
+                tool_message, records = await self._run_tools(state, iteration, calls, {}, None, events)
+                state.own.append(tool_message)
+                for event in events:
+                    yield event
+                await self._record(state, iteration, interaction, records)
+            message = f"stopped after max_iterations={self.max_iterations} without a final answer"
+            await self._finish(state, "max_iterations", None, message, {})
+            yield make_event(
+                "RUN_COMPLETED",
+                state.run_id,
+                state.iteration,
+                result=self._result(state, "max_iterations", error=message),
+            )
+        except asyncio.CancelledError:
+            await asyncio.shield(self._finish(state, "cancelled", None, "the run was cancelled", {}))
+            raise
+        except SegueError as e:
+            async for event in self._fail(state, str(e), type(e).__name__):
+                yield event
+        except Exception as e:
+            # A bug in segue or in app code it calls (e.g. trailing_state): record it so the run is terminal, and
+            # let it surface.
+            await asyncio.shield(self._finish(state, "error", None, f"{type(e).__name__}: {e}", {}))
+            raise
+
+    def _request(self, state: RunState) -> ProviderRequest:
+        messages = [*state.prefix, *state.own]
+        if state.layout is not None:
+            runtime = RuntimeState(
+                run_id=state.run_id,
+                iteration=state.iteration,
+                max_iterations=self.max_iterations,
+                usage_so_far=state.usage,
+                app_state=state.spec.metadata,
+            )
+            fragment = state.layout.fragment_for(state.iteration, runtime)
+            messages = state.layout.lay_out(messages, fragment, state.iteration)
+        replayed = [i for i, m in enumerate(messages) if m.meta and m.meta.get(REPLAYED_META_KEY)]
+        return ProviderRequest(
+            system=state.system,
+            stable_head=state.stable_head,
+            messages=messages,
+            tools=self._tool_defs,
+            replay_end=replayed[-1] if replayed else None,
+            model=state.spec.model,
+            cache_key=state.spec.tenant_id,
+        )
+
+    def _needs_approval(self, call: ToolCallBlock) -> bool:
+        tool = self._tools_by_name.get(call.name)
+        return tool is not None and tool.requires_approval
+
+    async def _run_tools(
+        self,
+        state: RunState,
+        iteration: int,
+        calls: Sequence[ToolCallBlock],
+        decisions: Mapping[str, bool],
+        supplied: Mapping[str, str] | None,
+        events: list[RunEvent],
+    ) -> tuple[Message, list[ToolCallRecord]]:
+        """Execute (or deny) each call; results go through the guardrails before the model sees them."""
+
+        async def one(call: ToolCallBlock) -> tuple[ToolResultBlock, float]:
+            if supplied is not None and call.id in supplied:
+                return ToolResultBlock(tool_call_id=call.id, content=supplied[call.id]), 0.0
+            tool = self._tools_by_name.get(call.name)
+            if tool is None:
+                known = ", ".join(sorted(self._tools_by_name)) or "none"
+                text = f"unknown tool {call.name!r}; the tools available are: {known}"
+                return ToolResultBlock(tool_call_id=call.id, content=text, is_error=True), 0.0
+            if tool.requires_approval and not decisions.get(call.id, False):
+                text = f"the user did not approve calling {call.name}; do not retry it without asking"
+                return ToolResultBlock(tool_call_id=call.id, content=text, is_error=True), 0.0
+            arguments = _restore_args(call.arguments, self, state)
+            outcome = await tool.invoke(call.id, arguments)
+            return outcome.result, outcome.duration_ms
+
+        for call in calls:
+            events.append(make_event("TOOL_CALL", state.run_id, iteration, tool_call=call))
+        outcomes = await asyncio.gather(*(one(c) for c in calls))
+        results: list[ToolResultBlock] = []
+        records: list[ToolCallRecord] = []
+        for call, (result, duration) in zip(calls, outcomes, strict=True):
+            content = result.content
+            for g in self.guardrails:
+                content = g.protect(content, state.pii)
+            result = ToolResultBlock(tool_call_id=call.id, content=content, is_error=result.is_error)
+            results.append(result)
+            records.append(
+                ToolCallRecord(
+                    call_id=call.id,
+                    iteration=iteration,
+                    name=call.name,
+                    arguments=call.arguments,
+                    result=content,
+                    is_error=bool(result.is_error),
+                    duration_ms=duration,
+                )
+            )
+            events.append(make_event("TOOL_RESULT", state.run_id, iteration, tool_result=result))
+        return Message(role="tool", content=list(results)), records
+
+    # -- resume -----------------------------------------------------------------------------------------------
+
+    async def _resume_events(
+        self,
+        run_id: str,
+        approved: bool | Mapping[str, bool],
+        tool_results: Mapping[str, str] | None,
+        tenant_id: str,
+    ) -> AsyncIterator[RunEvent]:
+        stored = await self._load_own_run(run_id, tenant_id, "resume")
+        pending = stored.meta.get(PENDING_META_KEY)
+        if stored.status != "waiting_approval" or not pending:
+            raise InputError(f"run {run_id} is {stored.status}, not waiting_approval; only paused runs resume")
+        if isinstance(approved, bool):
+            decisions = dict.fromkeys(pending["calls"], approved)
+        elif isinstance(approved, Mapping):
+            unknown = sorted(set(approved) - set(pending["calls"]))
+            if unknown:
+                raise InputError(f"approved names calls {unknown} that are not pending; pending: {pending['calls']}")
+            decisions = {c: bool(approved.get(c, False)) for c in pending["calls"]}
+        else:
+            raise InputError(f"approved must be a bool or a {{call_id: bool}} mapping, got {approved!r}")
+        if tool_results is not None:
+            unknown = sorted(set(tool_results) - set(pending["calls"]))
+            if unknown:
+                raise InputError(f"tool_results names calls {unknown} that are not pending: {pending['calls']}")
+        if not await self._db(self._store().claim_paused, run_id, tenant_id, lease_seconds=self.lease_seconds):
+            raise InputError(f"run {run_id} was resumed by another request already")
+        spec = self._spec_from_meta(stored)
+        prefix, summary, _, stable_head = await self._plan(spec)
+        own = [t.message for t in stored.traces]
+        state = RunState(
+            run_id=run_id,
+            spec=spec,
+            system=self.system,
+            stable_head=stable_head,
+            prefix=prefix,
+            own=own,
+            replay=summary,
+            iteration=int(pending["iteration"]),
+            usage=stored.usage,
+            pii=dict((stored.private or {}).get("pii", {})),
+            layout=self._layout_policy(spec),
+            persisted=list(own),
+        )
+        calls = tool_calls(own[-1])
+        events: list[RunEvent] = []
+        tool_message, records = await self._run_tools(state, state.iteration, calls, decisions, tool_results, events)
+        for event in events:
+            yield event
+        state.own.append(tool_message)
+        await self._record(state, state.iteration, None, records)
+        async for event in self._loop(state, streaming=False):
+            yield event
+
+    # -- record -----------------------------------------------------------------------------------------------
+
+    async def _record(
+        self, state: RunState, iteration: int, interaction: LlmInteraction | None, records: list[ToolCallRecord]
+    ) -> None:
+        """Persist what changed in the run's traces since the last write, plus the call and tool records.
+
+        Usually that is the new tail; when the layout restores iteration 1's fragment at its boundary, the
+        traces from there on are rewritten (in the same transaction)."""
+        stored = state.stored_messages()
+        first = next(
+            (i for i, (a, b) in enumerate(zip(stored, state.persisted, strict=False)) if a is not b),
+            min(len(stored), len(state.persisted)),
+        )
+        state.persisted = stored
+        if self.store is None:
+            return
+        await self._db(
+            self.store.record_iteration,
+            state.run_id,
+            iteration=iteration,
+            first_index=first,
+            traces=stored[first:],
+            interaction=interaction,
+            tool_calls=records,
+            usage=state.usage,
+            lease_seconds=self.lease_seconds,
+        )
+
+    async def _finish(
+        self, state: RunState, status: RunStatus, answer: str | None, error: str | None, meta: dict[str, Any]
+    ) -> None:
+        if self.store is None:
+            return
+        updates = dict(meta)
+        if state.vendor_warnings:
+            updates[VENDOR_WARNINGS_META_KEY] = state.vendor_warnings
+        if state.layout is not None:
+            updates[LAYOUT_META_KEY] = state.layout.meta()
+        await self._db(
+            self.store.finish_run,
+            state.run_id,
+            status=status,
+            answer=answer,
+            error=error,
+            usage=state.usage,
+            iterations=state.iteration,
+            meta_updates=updates,
+            model=state.served_model,
+            vendor=state.served_vendor,
+            private={"pii": state.pii} if state.pii else None,
+        )
+
+    async def _fail(self, state: RunState, message: str, error_type: str) -> AsyncIterator[RunEvent]:
+        await self._finish(state, "error", None, message, {})
+        yield make_event(
+            "RUN_ERROR",
+            state.run_id,
+            state.iteration,
+            error=message,
+            result=self._result(state, "error", error=message),
+            meta={"error_type": error_type},
+        )
+
+    def _result(
+        self, state: RunState, status: RunStatus, answer: str | None = None, error: str | None = None
+    ) -> RunResult:
+        return RunResult(
+            run_id=state.run_id,
+            status=status,
+            answer=answer,
+            usage=state.usage,
+            iterations=state.iteration,
+            replay=state.replay,
+            error=error,
+        )
+
+    def _restore(self, text: str, state: RunState) -> str:
+        for g in reversed(self.guardrails):
+            text = g.restore(text, state.pii)
+        return text
+
+    # -- store helpers ----------------------------------------------------------------------------------------
+
+    def _store(self) -> RunStore:
+        if self.store is None:
+            raise InputError("this needs a store: create the agent with store=RunStore(...)")
+        return self.store
+
+    async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Store calls run in a worker thread so the event loop never waits on the database."""
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    async def _load_own_run(self, run_id: Any, tenant_id: str, action: str) -> StoredRun:
+        if not is_run_id(run_id):
+            raise InputError(f"{action} needs a run id (a ULID: 26 characters of Crockford base32), got {run_id!r:.60}")
+        stored = (await self._db(self._store().load_runs, [run_id])).get(run_id)
+        if stored is None or stored.tenant_id != tenant_id:
+            # Never reveal that another tenant's run exists.
+            raise InputError(f"no run {run_id} for tenant {tenant_id!r}; check the run id and tenant")
+        return stored
+
+    def _spec_from_meta(self, stored: StoredRun) -> RunSpec:
+        request = stored.meta.get(REQUEST_META_KEY, {})
+        replay = stored.meta.get(REPLAY_META_KEY)
+        knobs = get_converter().structure(replay["knobs"], ReplayKnobs) if replay and "knobs" in replay else None
+        return RunSpec(
+            input=stored.input,
+            history=as_history(request.get("history", [])),
+            context=[ContextBlock(c["text"], c["placement"], c.get("source")) for c in request.get("context", [])],
+            knobs=knobs,
+            replay_last=request.get("replay_last", 0),
+            replay_reasoning=request.get("replay_reasoning", True),
+            replay_budget_tokens=request.get("replay_budget_tokens"),
+            tenant_id=stored.tenant_id,
+            metadata={},
+            idempotency_key=None,
+            model=request.get("model"),
+        )
+
+    async def _idempotent_result(self, spec: RunSpec, fingerprint: str) -> RunResult | None:
+        assert spec.idempotency_key is not None
+        found = await self._db(self._store().find_idempotent, spec.tenant_id, spec.idempotency_key)
+        if found is None:
+            return None
+        run_id, stored_fingerprint = found
+        if stored_fingerprint != fingerprint:
+            raise IdempotencyConflictError(spec.idempotency_key)
+        detail = await self._db(self._store().get_run, run_id, tenant_id=spec.tenant_id)
+        assert detail is not None
+        return RunResult(
+            run_id=detail.run_id,
+            status=detail.status,
+            answer=detail.answer,
+            usage=detail.usage,
+            iterations=len(detail.llm_interactions),
+            replay=detail.replay,
+            error=detail.error,
+        )
+
+
+def _restore_args(arguments: dict[str, Any], agent: Execution, state: RunState) -> dict[str, Any]:
+    """Placeholders the guardrail put in front of the model become real values again for the tool."""
+    if not agent.guardrails or not state.pii:
+        return arguments
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return agent._restore(value, state)
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        return value
+
+    restored: dict[str, Any] = walk(arguments)
+    return restored

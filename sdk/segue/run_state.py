@@ -1,0 +1,92 @@
+"""The data of one run: its validated arguments (RunSpec), its progress (RunState), and its events."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+
+from segue.context import ContextBlock
+from segue.conversation import ZERO_USAGE
+from segue.generated import (
+    Message,
+    ReplayKnobs,
+    ReplaySummary,
+    RunEvent,
+    RunEventType,
+    RunResult,
+    ToolCallBlock,
+    ToolResultBlock,
+    Usage,
+)
+from segue.layout import LayoutPolicy
+
+
+@attrs.frozen(kw_only=True)
+class RunSpec:
+    """One run's validated arguments (what the fingerprint covers, plus app metadata)."""
+
+    input: str
+    history: list[Message]
+    context: list[ContextBlock]
+    knobs: ReplayKnobs | None
+    replay_last: int | Literal["all"]
+    replay_reasoning: bool
+    replay_budget_tokens: int | None
+    tenant_id: str
+    metadata: dict[str, Any]
+    idempotency_key: str | None
+    model: str | None
+    retry_of: str | None = None
+
+
+@attrs.define(kw_only=True)
+class RunState:
+    """Mutable bookkeeping of one run in progress."""
+
+    run_id: str
+    spec: RunSpec
+    system: str
+    stable_head: str | None
+    prefix: list[Message]  # replayed runs + history: sent, never re-persisted
+    own: list[Message]  # this run's messages, persisted as traces
+    replay: ReplaySummary | None
+    iteration: int = 0
+    usage: Usage = ZERO_USAGE
+    pii: dict[str, str] = attrs.Factory(dict)
+    served_model: str | None = None
+    served_vendor: str | None = None
+    vendor_warnings: list[str] = attrs.Factory(list)
+    layout: LayoutPolicy | None = None
+    persisted: list[Message] = attrs.Factory(list)  # this run's traces as stored, in order
+
+    def stored_messages(self) -> list[Message]:
+        """This run's messages as they must be stored: with the fragments the layout keeps (appendOnly)."""
+        if self.layout is None:
+            return list(self.own)
+        return self.layout.with_kept_fragments([*self.prefix, *self.own])[len(self.prefix) :]
+
+
+def make_event(
+    type: RunEventType,
+    run_id: str,
+    iteration: int,
+    *,
+    text: str | None = None,
+    tool_call: ToolCallBlock | None = None,
+    tool_result: ToolResultBlock | None = None,
+    result: RunResult | None = None,
+    error: str | None = None,
+    meta: dict[str, Any] | None = None,
+) -> RunEvent:
+    return RunEvent(
+        type=type,
+        run_id=run_id,
+        iteration=iteration,
+        text=text,
+        tool_call=tool_call,
+        tool_result=tool_result,
+        result=result,
+        error=error,
+        meta=meta or {},
+    )
