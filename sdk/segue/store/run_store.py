@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -131,6 +132,11 @@ class RunStore:
     """Runs and their traces. `RunStore()` opens ./segue.db; pass a URL for another file or PostgreSQL."""
 
     def __init__(self, url: str | None = None) -> None:
+        # Peewee logs every statement with its parameters at DEBUG: run inputs and the PII guardrail's mapping
+        # would reach an app's DEBUG logs. Unless the app chose a level for the "peewee" logger, keep it at INFO.
+        peewee_log = logging.getLogger("peewee")
+        if peewee_log.level == logging.NOTSET:
+            peewee_log.setLevel(logging.INFO)
         self.url = url or DEFAULT_URL
         self.db = _connect(self.url)
         self.models = Bound(self.db)
