@@ -45,8 +45,12 @@ SUPPORTED_KEYWORDS = frozenset(
         "maxLength",
         "pattern",
         "minItems",
+        "protocol",
     }
 )
+#: Keywords allowed only at a schema file's top level. `protocol` holds the JSON-RPC method table that
+#: codegen/protocol.py validates and renders (it is an annotation to JSON Schema validators).
+TOP_LEVEL_ONLY_KEYWORDS = frozenset({"protocol"})
 CONSTRAINT_KEYWORDS = ("minimum", "maximum", "minLength", "maxLength", "pattern", "minItems")
 PRIMITIVES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
 TAG = "type"
@@ -227,10 +231,12 @@ class _Loader:
 
     def load_types(self) -> Iterable[NamedType]:
         self._check_keywords(self.raw, "")
-        extra_top = set(self.raw) - {"$schema", "$id", "$comment", "title", "description", "$defs"}
+        extra_top = set(self.raw) - {"$schema", "$id", "$comment", "title", "description", "$defs", "protocol"}
         if extra_top:
             raise self.fail(
-                "/", f"top level may only hold $schema, $id, title, description and $defs; found {sorted(extra_top)}"
+                "/",
+                f"top level may only hold $schema, $id, title, description, $defs and protocol; "
+                f"found {sorted(extra_top)}",
             )
         for name, node in self.raw.get("$defs", {}).items():
             yield self.load_named(name, node, f"/$defs/{name}")
@@ -239,6 +245,9 @@ class _Loader:
         if not isinstance(node, dict):
             return
         unknown = sorted(set(node) - SUPPORTED_KEYWORDS)
+        misplaced = sorted(set(node) & TOP_LEVEL_ONLY_KEYWORDS) if pointer else []
+        if misplaced:
+            raise self.fail(pointer, f"keyword {misplaced[0]!r} is only allowed at the top level of a schema file")
         if unknown:
             raise self.fail(
                 pointer,

@@ -86,7 +86,8 @@ def expr_validators(e: TypeExpr, model: Model) -> list[str]:
         inner = expr_validators(e.item, model)
         if inner:
             member = inner[0] if len(inner) == 1 else "_v.and_(" + ", ".join(inner) + ")"
-            out.append(f"_v.deep_iterable(member_validator={member})")
+            # The iterable validator pins attrs' type variable, so mypy accepts it inside optional().
+            out.append(f"_v.deep_iterable(member_validator={member}, iterable_validator=_v.instance_of(list))")
     return out
 
 
@@ -107,6 +108,9 @@ def field_validator(f: Field, model: Model) -> str | None:
         return one
     if f.type.nullable:
         return f"unset_or({one})"
+    if one.startswith("_v.or_("):
+        # attrs types or_() as a validator of Never, which optional() refuses under mypy; None joins the or_.
+        return "_v.or_(_v.in_((None,)), " + one.removeprefix("_v.or_(")
     return f"_v.optional({one})"
 
 

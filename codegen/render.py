@@ -54,9 +54,11 @@ def render_all(model: Model) -> dict[str, str]:
     out[f"{GENERATED_DIR}/typescript/index.d.ts"] = _env.get_template("index.d.ts.jinja").render(
         header=header(files, "//"), files=files
     )
+    from codegen.protocol import render_protocol  # JSON-RPC method table (codegen/protocol.py)
     from codegen.wire import render_wire  # vendor wire serializers from schemas/wire/ (codegen/wire.py)
 
     out.update(render_wire(model))
+    out.update(render_protocol(model))
     py = {k: v for k, v in out.items() if k.endswith(".py")}
     out.update(format_python(py))
     return {k: v.replace("\r\n", "\n") for k, v in sorted(out.items())}

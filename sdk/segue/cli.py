@@ -421,6 +421,18 @@ def _schema_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- serve (JSON-RPC for apps in other languages; segue/protocol) -------------------------------------------
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from segue.protocol import ServeError, serve
+
+    try:
+        return serve(args.config, http=args.http, host=args.host, port=args.port)
+    except ServeError as e:
+        raise CommandError(str(e)) from None
+
+
 # -- parser -------------------------------------------------------------------------------------------------
 
 
@@ -523,6 +535,14 @@ def build_parser() -> argparse.ArgumentParser:
     schema_cmds = schema.add_subparsers(dest="schema_command", required=True, metavar="SUBCOMMAND")
     p = _command(schema_cmds, "export", _schema_export, "write the bundle for clients in other languages")
     p.add_argument("dir", type=Path, help="folder to write (created if missing)")
+
+    p = _command(commands, "serve", _serve, "drive agents over JSON-RPC 2.0: stdio (LSP framing) or HTTP + SSE")
+    transport = p.add_mutually_exclusive_group(required=True)
+    transport.add_argument("--stdio", action="store_true", help="Content-Length framed JSON-RPC on stdin/stdout")
+    transport.add_argument("--http", action="store_true", help="POST /rpc for requests, GET /events for notifications")
+    p.add_argument("--config", type=Path, required=True, metavar="FILE", help="agents file (schemas/serve.schema.json)")
+    p.add_argument("--host", default="127.0.0.1", help="--http: address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=_port, default=8711, help="--http: port (default: 8711; 0 = any free port)")
     return parser
 
 

@@ -2,8 +2,10 @@
 # Schema: schemas/catalog.schema.json (sha256:f660df82e33c2c78663a21490dc6b699a9fc67fc502d0b7057811c789a8d5817)
 # Schema: schemas/message.schema.json (sha256:585fe7f09701a1efa3f19debbd8c00c8b6991acdf9cf9fe7d57c986c38c84ff6)
 # Schema: schemas/prefix.schema.json (sha256:5aa8167099221451a093dfe93474113c85667bbb4863a2afe5f91ae59d70f35a)
+# Schema: schemas/protocol.schema.json (sha256:6675378b152c08726fc55956602f111733ec7bcba2004cefe44f2a2d8f316623)
 # Schema: schemas/replay.schema.json (sha256:bb2eb47e11bdb599de25d174896582fb2b7885992b421afa90bdfd1333832153)
 # Schema: schemas/runs.schema.json (sha256:dca9aa3df52820cb790eb297bca7297b0d60363bec6e2e5cfd5e818acc8439e8)
+# Schema: schemas/serve.schema.json (sha256:5190450536c8ba1a13e132091a2a53333a4026baca9385f45fa53adec5f2d78f)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """The one cattrs converter for every generated type: tagged unions dispatch on their tag, None is omitted."""
 
@@ -15,7 +17,7 @@ from typing import Any
 import cattrs
 
 from segue._hooks import configure_converter
-from segue.generated import catalog, message, prefix, replay, runs, tool
+from segue.generated import catalog, message, prefix, protocol, replay, runs, serve, tool
 
 #: Every generated attrs class.
 CLASSES: tuple[type, ...] = (
@@ -37,6 +39,31 @@ CLASSES: tuple[type, ...] = (
     message.Message,
     message.Usage,
     prefix.PrefixDescriptor,
+    protocol.ContextItem,
+    protocol.RunParams,
+    protocol.RetryParams,
+    protocol.ApprovalDecision,
+    protocol.ClientToolResult,
+    protocol.ResumeParams,
+    protocol.PendingToolCall,
+    protocol.RunResponse,
+    protocol.RunsListParams,
+    protocol.RunsListResult,
+    protocol.RunsGetParams,
+    protocol.RunsGetResult,
+    protocol.CatalogExplainParams,
+    protocol.CatalogKey,
+    protocol.CatalogExplainResult,
+    protocol.CancelParams,
+    protocol.RunEventParams,
+    protocol.ToolCallParams,
+    protocol.ToolCallResult,
+    protocol.ReplayRunErrorData,
+    protocol.IdempotencyConflictData,
+    protocol.RequestInFlightData,
+    protocol.RunNotFoundData,
+    protocol.ParamError,
+    protocol.InvalidParamsData,
     replay.ReplayKnobs,
     replay.ReplayWarning,
     replay.ReplaySummary,
@@ -47,6 +74,10 @@ CLASSES: tuple[type, ...] = (
     runs.ToolCallRecord,
     runs.RunDetail,
     runs.RunEvent,
+    serve.ServeConfig,
+    serve.AgentConfig,
+    serve.ProviderConfig,
+    serve.ToolConfig,
     tool.ToolDefinition,
 )
 

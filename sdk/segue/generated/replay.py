@@ -35,7 +35,9 @@ ReplayLast: TypeAlias = int | Literal["all"]
 class ReplayKnobs:
     """ReplayKnobs"""
 
-    runs: list[str] = attrs.field(validator=_v.deep_iterable(member_validator=_v.min_len(1)))
+    runs: list[str] = attrs.field(
+        validator=_v.deep_iterable(member_validator=_v.min_len(1), iterable_validator=_v.instance_of(list))
+    )
     replay_last: ReplayLast = attrs.field(validator=_v.or_(_v.and_(_v.instance_of(int), _v.ge(0)), _v.in_(("all",))))
     replay_reasoning: bool
     #: Upper bound on the replayed region; older runs collapse to question + answer first.

@@ -1,0 +1,267 @@
+"""The JSON-RPC method table: a schema file's top-level `protocol` keyword -> dispatch table and client helpers.
+
+`schemas/protocol.schema.json` lists, under `protocol.methods`, each method's name, kind (request or
+notification), direction and the `$defs` types of its params and result, and under `protocol.errors` the error
+codes with the type of their `data`. The params, result and data types are ordinary `$defs` objects that the
+normal path turns into attrs classes and TypeScript interfaces. This module checks the table against the loaded
+model (a typo fails with the file, the JSON pointer and the reason, before anything is written) and renders:
+
+- `sdk/segue/generated/protocol_methods.py`: `METHODS` (name -> params class, result class, kind, direction),
+  `ErrorCode` and `ERROR_DATA`, which the server in `segue.protocol` dispatches with;
+- `typescript/protocol-methods.d.ts`: the `SegueMethods` map (and its siblings) for TypeScript clients;
+- `typescript/protocol-client.js` + `.d.ts`: a small typed client over a child process's stdio.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import jinja2
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+from codegen.errors import SchemaError
+from codegen.model import Model, SchemaFile
+from codegen.render import GENERATED_DIR, header
+
+KEYWORD = "protocol"
+METHOD_NAME = r"^(\$/)?[a-z][A-Za-z0-9]*(/[a-z][A-Za-z0-9]*)*$"
+ERROR_NAME = r"^[A-Z][A-Za-z0-9]*$"
+#: The JSON-RPC 2.0 codes the server relies on: the table must declare each, with this code.
+STANDARD_ERRORS = {
+    "ParseError": -32700,
+    "InvalidRequest": -32600,
+    "MethodNotFound": -32601,
+    "InvalidParams": -32602,
+    "InternalError": -32603,
+}
+CANCEL_METHOD = "$/cancelRequest"
+
+_TYPE_REF = {
+    "type": "object",
+    "properties": {"$ref": {"type": "string"}, "description": {"type": "string"}},
+    "required": ["$ref"],
+    "additionalProperties": False,
+}
+#: What the `protocol` keyword must look like (the semantic checks against the model come after).
+META_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "methods": {
+            "type": "object",
+            "minProperties": 1,
+            "propertyNames": {"pattern": METHOD_NAME},
+            "additionalProperties": {
+                "type": "object",
+                "properties": {
+                    "kind": {"enum": ["request", "notification"]},
+                    "direction": {"enum": ["clientToServer", "serverToClient"]},
+                    "description": {"type": "string", "minLength": 1},
+                    "params": _TYPE_REF,
+                    "result": _TYPE_REF,
+                    "errors": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+                },
+                "required": ["kind", "direction", "description", "params"],
+                "additionalProperties": False,
+            },
+        },
+        "errors": {
+            "type": "object",
+            "propertyNames": {"pattern": ERROR_NAME},
+            "additionalProperties": {
+                "type": "object",
+                "properties": {
+                    "code": {"type": "integer"},
+                    "description": {"type": "string", "minLength": 1},
+                    "data": _TYPE_REF,
+                },
+                "required": ["code", "description"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["methods", "errors"],
+    "additionalProperties": False,
+}
+
+_env = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+    autoescape=False,
+)
+_env.filters["py"] = repr
+
+
+@attrs.frozen(kw_only=True)
+class Method:
+    name: str
+    kind: Literal["request", "notification"]
+    direction: Literal["clientToServer", "serverToClient"]
+    description: str
+    params: str  # a $defs type name
+    result: str | None
+    errors: tuple[str, ...]
+
+
+@attrs.frozen(kw_only=True)
+class ErrorDef:
+    name: str
+    code: int
+    description: str
+    data: str | None
+
+    @property
+    def constant(self) -> str:
+        """`ReplayRunError` -> `REPLAY_RUN_ERROR` (the Python enum member)."""
+        return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", self.name).upper()
+
+
+@attrs.frozen(kw_only=True)
+class Protocol:
+    file: SchemaFile
+    methods: tuple[Method, ...]
+    errors: tuple[ErrorDef, ...]
+
+    def of(self, kind: str, direction: str) -> list[Method]:
+        return [m for m in self.methods if m.kind == kind and m.direction == direction]
+
+
+def load_protocol(model: Model) -> Protocol | None:
+    """The method table of the one schema file that has a `protocol` keyword, checked; None when none has."""
+    owners = [f for f in model.files if KEYWORD in f.raw]
+    if not owners:
+        return None
+    if len(owners) > 1:
+        raise SchemaError(
+            owners[1].path,
+            f"/{KEYWORD}",
+            f"only one schema file may hold the method table; {owners[0].path} has it already",
+        )
+    f = owners[0]
+    raw = f.raw[KEYWORD]
+    problems = list(Draft202012Validator(META_SCHEMA).iter_errors(raw))
+    error = best_match(problems)
+    if error is not None:
+        pointer = f"/{KEYWORD}" + "".join(f"/{_escape(str(p))}" for p in error.absolute_path)
+        # Every problem at that spot: a misspelled key is both "unexpected" and a "required" one missing.
+        here = sorted({e.message for e in problems if e.absolute_path == error.absolute_path})
+        raise SchemaError(f.path, pointer, f"invalid method table: {'; '.join(here)}")
+    types = model.types
+    ids = {s.id: s for s in model.files}
+
+    def named(node: dict[str, Any], pointer: str, role: str) -> str:
+        ref: str = node["$ref"]
+        base, _, frag = ref.partition("#")
+        target = ids.get(base or f.id)
+        name = frag.removeprefix("/$defs/")
+        if target is None or not frag.startswith("/$defs/") or name not in {t.name for t in target.types}:
+            raise SchemaError(
+                f.path, pointer, f"{role} $ref {ref!r} names no $defs type; use '#/$defs/Name' or '<$id>#/$defs/Name'"
+            )
+        if types[name].form != "object":
+            raise SchemaError(f.path, pointer, f"{role} {name!r} must be an object type (it is a {types[name].form})")
+        return name
+
+    errors: list[ErrorDef] = []
+    codes: dict[int, str] = {}
+    for name, spec in raw["errors"].items():
+        pointer = f"/{KEYWORD}/errors/{name}"
+        code = spec["code"]
+        if code in codes:
+            raise SchemaError(f.path, f"{pointer}/code", f"code {code} is already used by {codes[code]!r}")
+        if name in STANDARD_ERRORS and code != STANDARD_ERRORS[name]:
+            raise SchemaError(f.path, f"{pointer}/code", f"{name} is JSON-RPC's {STANDARD_ERRORS[name]}, not {code}")
+        codes[code] = name
+        data = named(spec["data"], f"{pointer}/data", "error data") if "data" in spec else None
+        errors.append(ErrorDef(name=name, code=code, description=spec["description"], data=data))
+    missing = sorted(set(STANDARD_ERRORS) - {e.name for e in errors})
+    if missing:
+        raise SchemaError(f.path, f"/{KEYWORD}/errors", f"the JSON-RPC 2.0 errors {missing} must be declared")
+
+    methods: list[Method] = []
+    for name, spec in raw["methods"].items():
+        pointer = f"/{KEYWORD}/methods/{_escape(name)}"
+        kind = spec["kind"]
+        if kind == "request" and "result" not in spec:
+            raise SchemaError(f.path, pointer, f"request {name!r} needs a `result` type")
+        if kind == "notification" and "result" in spec:
+            raise SchemaError(
+                f.path, f"{pointer}/result", f"notification {name!r} cannot have a result; make it a request"
+            )
+        for i, err in enumerate(spec.get("errors", [])):
+            if err not in codes.values():
+                raise SchemaError(
+                    f.path, f"{pointer}/errors/{i}", f"unknown error {err!r}; declared: {sorted(codes.values())}"
+                )
+        methods.append(
+            Method(
+                name=name,
+                kind=kind,
+                direction=spec["direction"],
+                description=spec["description"],
+                params=named(spec["params"], f"{pointer}/params", "params"),
+                result=named(spec["result"], f"{pointer}/result", "result") if "result" in spec else None,
+                errors=tuple(spec.get("errors", ())),
+            )
+        )
+    if CANCEL_METHOD in raw["methods"]:
+        cancel = next(m for m in methods if m.name == CANCEL_METHOD)
+        if (cancel.kind, cancel.direction) != ("notification", "clientToServer"):
+            raise SchemaError(
+                f.path, f"/{KEYWORD}/methods/{_escape(CANCEL_METHOD)}", "must be a clientToServer notification"
+            )
+    return Protocol(file=f, methods=tuple(methods), errors=tuple(errors))
+
+
+def render_protocol(model: Model) -> dict[str, str]:
+    """The generated dispatch table and TypeScript client files; empty when no schema has a method table."""
+    protocol = load_protocol(model)
+    if protocol is None:
+        return {}
+    types = model.types
+    used = sorted(
+        {n for m in protocol.methods for n in (m.params, m.result) if n} | {e.data for e in protocol.errors if e.data}
+    )
+    by_module: dict[str, list[str]] = {}
+    for name in used:
+        by_module.setdefault(types[name].module, []).append(name)
+    context = {
+        "protocol": protocol,
+        "imports": sorted(by_module.items()),
+        "requests": protocol.of("request", "clientToServer"),
+        "client_notifications": protocol.of("notification", "clientToServer"),
+        "notifications": protocol.of("notification", "serverToClient"),
+        "server_requests": protocol.of("request", "serverToClient"),
+        "cancel_method": CANCEL_METHOD if any(m.name == CANCEL_METHOD for m in protocol.methods) else None,
+        "doc": _doc,
+    }
+    ts = f"{GENERATED_DIR}/typescript"
+    return {
+        f"{GENERATED_DIR}/protocol_methods.py": _env.get_template("protocol_methods.py.jinja").render(
+            header=header([protocol.file]), **context
+        ),
+        f"{ts}/protocol-methods.d.ts": _env.get_template("protocol-methods.d.ts.jinja").render(
+            header=header([protocol.file], "//"), **context
+        ),
+        f"{ts}/protocol-client.d.ts": _env.get_template("protocol-client.d.ts.jinja").render(
+            header=header([protocol.file], "//"), **context
+        ),
+        f"{ts}/protocol-client.js": _env.get_template("protocol-client.js.jinja").render(
+            header=header([protocol.file], "//"), **context
+        ),
+    }
+
+
+def _doc(text: str) -> str:
+    """Text safe inside a /** */ comment."""
+    return " ".join(text.split()).replace("*/", "*\\/")
+
+
+def _escape(part: str) -> str:
+    return part.replace("~", "~0").replace("/", "~1")

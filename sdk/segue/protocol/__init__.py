@@ -1,0 +1,56 @@
+"""`segue serve`: drive segue's agents from any language over JSON-RPC 2.0, like a language server.
+
+The operations are defined in schemas/protocol.schema.json (its `protocol` method table); codegen turns them into
+the dispatch table this package serves (`segue.generated.protocol_methods`) and into TypeScript declarations plus
+a client helper in the export bundle. Transports: stdio with LSP's Content-Length framing
+(`segue.protocol.stdio`), and HTTP with server-sent events (`segue.protocol.http`). Agents come from a config file
+(`segue.protocol.config`, schemas/serve.schema.json). See docs/protocol.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+
+from segue.protocol.config import ConfigError, ServeApp, ServeError, build_app, load_config
+from segue.protocol.rpc import Dispatcher, RpcError, Session
+
+__all__ = [
+    "ConfigError",
+    "Dispatcher",
+    "RpcError",
+    "ServeApp",
+    "ServeError",
+    "Session",
+    "build_app",
+    "load_config",
+    "serve",
+]
+
+
+def serve(config: Path, *, http: bool = False, host: str = "127.0.0.1", port: int = 8711) -> int:
+    """Run the server until its input ends (stdio) or it is stopped. Raises ServeError when it cannot start."""
+    from segue.protocol.methods import Methods
+
+    if not logging.getLogger().handlers:
+        logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="segue serve: %(name)s: %(message)s")
+    app = build_app(load_config(config), config, "http" if http else "stdio")
+    dispatcher = Dispatcher(Methods(app).handlers())
+    try:
+        if http:
+            from segue.protocol.http import HttpServer
+
+            return asyncio.run(HttpServer(dispatcher, host=host, port=port).serve())
+        from segue.protocol.stdio import serve_stdio
+
+        # stdout carries only frames: anything else printing (a tool, a library) goes to stderr instead.
+        out_fd = os.dup(1)
+        os.dup2(2, 1)
+        return asyncio.run(serve_stdio(dispatcher, stdin_fd=0, stdout_fd=out_fd))
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        app.close()

@@ -1,0 +1,245 @@
+"""The agents file of `segue serve --config FILE`, validated by schemas/serve.schema.json, and the agents it builds.
+
+Every problem names the file, the JSON pointer and what to do, before the server reads its first message.
+Credentials never live in the file: `api_key_env` names the environment variable that holds a key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import attrs
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+
+from segue.agent import Agent
+from segue.catalog import Catalog
+from segue.generated import get_converter
+from segue.generated.serve import AgentConfig, ProviderConfig, ServeConfig
+from segue.protocol.tools import Mode, ToolConfigError, build_tool
+from segue.providers.base import Provider
+from segue.store.run_store import RunStore
+
+_SCHEMA = Path(__file__).resolve().parent.parent / "generated" / "schemas" / "serve.schema.json"
+DB_ENV = "SEGUE_DB"
+DEFAULT_STORE = "sqlite:///segue.db"
+_ONLY_FOR: dict[str, tuple[str, ...]] = {
+    "replies": ("scripted",),
+    "thinking": ("anthropic", "twin-anthropic"),
+    "max_tokens": ("anthropic", "twin-anthropic"),
+    "cache_ttl": ("anthropic", "twin-anthropic", "openrouter"),
+    "reasoning": ("openai_responses", "twin-openai", "openrouter"),
+    "vendor": ("openai_chat",),
+    "base_url": ("anthropic", "openai_responses", "openai_chat"),
+    "api_key_env": ("anthropic", "openai_responses", "openai_chat", "openrouter"),
+}
+
+
+class ServeError(Exception):
+    """`segue serve` cannot start (bad config, port taken): one line for the user, exit code 2."""
+
+
+class ConfigError(ServeError, ValueError):
+    """The config file is missing, not JSON, fails the schema, or names something that cannot be built."""
+
+    def __init__(self, file: str, pointer: str, message: str) -> None:
+        super().__init__(f"{file}#{pointer or '/'}: {message}")
+        self.file = file
+        self.pointer = pointer
+
+
+@attrs.frozen(kw_only=True)
+class AgentEntry:
+    config: AgentConfig
+    agent: Agent
+    store: RunStore
+    client_tools: frozenset[str]
+
+
+class ServeApp:
+    """The configured agents, their run stores (one per URL) and, when a twin provider is used, the one Twin."""
+
+    def __init__(self, agents: dict[str, AgentEntry], stores: dict[str, RunStore], twin: Any = None) -> None:
+        self.agents = agents
+        self.stores = stores
+        self.twin = twin
+        self._catalog: Catalog | None = None
+
+    @property
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = Catalog.load()
+        return self._catalog
+
+    def close(self) -> None:
+        for store in self.stores.values():
+            store.close()
+
+
+def load_config(path: Path) -> ServeConfig:
+    shown = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(shown, "", f"cannot read the config file: {e.strerror or e}") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(shown, "", f"not JSON: {e}") from None
+    schema = json.loads(_SCHEMA.read_text(encoding="utf-8"))
+    registry: Registry[Any] = Registry().with_resource(schema["$id"], Resource.from_contents(schema))
+    validator = Draft202012Validator({"$ref": f"{schema['$id']}#/$defs/ServeConfig"}, registry=registry)
+    errors = sorted(validator.iter_errors(raw), key=lambda e: [str(p) for p in e.absolute_path])
+    if errors:
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+        raise ConfigError(shown, _pointer(first.absolute_path), f"{first.message}{more}; see schemas/serve.schema.json")
+    config: ServeConfig = get_converter().structure(raw, ServeConfig)
+    seen: dict[str, int] = {}
+    for i, agent in enumerate(config.agents):
+        if agent.name in seen:
+            raise ConfigError(
+                shown, f"/agents/{i}/name", f"agent {agent.name!r} is already defined at /agents/{seen[agent.name]}"
+            )
+        seen[agent.name] = i
+        names: dict[str, int] = {}
+        for j, t in enumerate(agent.tools or []):
+            if t.name in names:
+                raise ConfigError(
+                    shown, f"/agents/{i}/tools/{j}/name", f"tool {t.name!r} is already defined in this agent"
+                )
+            names[t.name] = j
+        for key, kinds in _ONLY_FOR.items():
+            if getattr(agent.provider, key) is not None and agent.provider.kind not in kinds:
+                raise ConfigError(
+                    shown,
+                    f"/agents/{i}/provider/{key}",
+                    f"{key} applies to provider kinds {', '.join(kinds)}, not {agent.provider.kind!r}; remove it",
+                )
+    return config
+
+
+def build_app(config: ServeConfig, path: Path, mode: Mode) -> ServeApp:
+    """Agents, stores and providers for `config` (read from `path`; relative sqlite paths are relative to it)."""
+    shown = str(path)
+    base = path.resolve().parent
+    stores: dict[str, RunStore] = {}
+    agents: dict[str, AgentEntry] = {}
+    twin: list[Any] = []
+    try:
+        for i, cfg in enumerate(config.agents):
+            url = _store_url(cfg.store or os.environ.get(DB_ENV) or DEFAULT_STORE, base)
+            if url not in stores:
+                try:
+                    stores[url] = RunStore(url)
+                except Exception as e:  # StoreError, or the driver (e.g. psycopg) missing
+                    raise ConfigError(shown, f"/agents/{i}/store", f"cannot open the run store {url}: {e}") from None
+            tools = []
+            client_tools = set()
+            for j, tool_cfg in enumerate(cfg.tools or []):
+                try:
+                    built, is_client = build_tool(tool_cfg, mode)
+                except ToolConfigError as e:
+                    raise ConfigError(shown, f"/agents/{i}/tools/{j}{e.pointer}", str(e)) from None
+                tools.append(built)
+                if is_client:
+                    client_tools.add(built.name)
+            provider = _provider(cfg.provider, shown, f"/agents/{i}/provider", twin)
+            agent = Agent(
+                provider,
+                cfg.prompt or "",
+                tools,
+                stores[url],
+                max_iterations=cfg.max_iterations or 10,
+                name=cfg.name,
+            )
+            agents[cfg.name] = AgentEntry(
+                config=cfg, agent=agent, store=stores[url], client_tools=frozenset(client_tools)
+            )
+    except BaseException:
+        for store in stores.values():
+            store.close()
+        raise
+    return ServeApp(agents, stores, twin[0] if twin else None)
+
+
+def _provider(cfg: ProviderConfig, shown: str, pointer: str, twin: list[Any]) -> Provider:
+    key: str | None = None
+    if cfg.api_key_env is not None:
+        key = os.environ.get(cfg.api_key_env)
+        if not key:
+            raise ConfigError(shown, f"{pointer}/api_key_env", f"the environment variable {cfg.api_key_env} is not set")
+    try:
+        return _make_provider(cfg, key, twin)
+    except ConfigError:
+        raise
+    except Exception as e:  # the vendor SDKs raise their own errors for a missing key or a bad option
+        raise ConfigError(shown, pointer, f"cannot build the {cfg.kind} provider: {type(e).__name__}: {e}") from None
+
+
+def _make_provider(cfg: ProviderConfig, key: str | None, twin: list[Any]) -> Provider:
+    from segue import providers
+
+    kind, model = cfg.kind, cfg.model
+    if kind in ("twin-anthropic", "twin-openai") and not twin:
+        from segue.twin import Twin
+
+        twin.append(Twin())  # one twin per server, so prompt caches carry over between runs
+    if kind == "anthropic" or kind == "twin-anthropic":
+        client: Any = None
+        if kind == "twin-anthropic":
+            client = twin[0].anthropic_client()
+        elif key is not None or cfg.base_url is not None:
+            import anthropic
+
+            client = anthropic.AsyncAnthropic(api_key=key, base_url=cfg.base_url)
+        return providers.AnthropicProvider(
+            model,
+            cache_ttl=cfg.cache_ttl or "5m",
+            thinking=cfg.thinking,
+            max_tokens=cfg.max_tokens or 4096,
+            client=client,
+        )
+    if kind == "openai_responses" or kind == "twin-openai":
+        client = twin[0].openai_client() if kind == "twin-openai" else _openai(key, cfg.base_url)
+        return providers.OpenAIResponsesProvider(model, reasoning=cfg.reasoning, client=client)
+    if kind == "openai_chat":
+        client = _openai(key, cfg.base_url)
+        return providers.OpenAIChatProvider(model, base_url=cfg.base_url, vendor=cfg.vendor or "openai", client=client)
+    if kind == "openrouter":
+        from segue.providers.openrouter import BASE_URL
+
+        client = _openai(key, BASE_URL) if key is not None else None
+        return providers.OpenRouterProvider(
+            model, reasoning=cfg.reasoning, cache_ttl=cfg.cache_ttl or "5m", client=client
+        )
+    from segue.testing import ScriptedProvider
+
+    return ScriptedProvider(replies=list(cfg.replies or []), model=model)
+
+
+def _openai(key: str | None, base_url: str | None) -> Any:
+    if key is None and base_url is None:
+        return None
+    import openai
+
+    return openai.AsyncOpenAI(api_key=key or "unused", base_url=base_url)
+
+
+def _store_url(url: str, base: Path) -> str:
+    """sqlite URLs with a relative path are made relative to the config file's folder."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        return url
+    path = unquote(url.removeprefix(prefix))
+    if path == ":memory:" or path.startswith("/"):
+        return url
+    return prefix + str(base / path)
+
+
+def _pointer(path: Any) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)

@@ -1,0 +1,175 @@
+"""LSP's base protocol: each message is `Content-Length: N\\r\\n\\r\\n` followed by N bytes of UTF-8 JSON.
+
+A bad frame never ends the session. The reader reports it as a `FrameError` (with the request id when one can be
+recovered from the body) and resynchronises on the next header, so the server answers ParseError and keeps
+serving:
+
+- a header block without a usable Content-Length is skipped whole;
+- bytes glued in front of a header (what a too-short Content-Length leaves behind) are reported, and the header
+  that follows them is read normally;
+- a too-long Content-Length swallows the start of the next frame: the JSON value at the front of the body is
+  reported with its id, and the rest goes back to the buffer as the next frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+import attrs
+
+MAX_HEADER_BYTES = 8 * 1024
+MAX_BODY_BYTES = 64 * 1024 * 1024
+_SEPARATOR = b"\r\n\r\n"
+_LENGTH_AT = re.compile(rb"content-length[ \t]*:", re.IGNORECASE)
+_READ_SIZE = 64 * 1024
+
+
+@attrs.frozen(kw_only=True)
+class FrameError:
+    """A frame that could not be read. `request_id` is the id of the request inside it, when it could be found."""
+
+    message: str
+    request_id: str | int | None = None
+
+
+def encode_frame(message: Any) -> bytes:
+    """One message as a frame: compact UTF-8 JSON behind its Content-Length header."""
+    body = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+class FrameReader:
+    """Reads frames from an asyncio stream. `read()` returns a decoded JSON value, a FrameError, or None at the end."""
+
+    def __init__(self, stream: asyncio.StreamReader, *, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+        self._stream = stream
+        self._buf = bytearray()
+        self._eof = False
+        self.max_body_bytes = max_body_bytes
+
+    async def _fill(self) -> bool:
+        if self._eof:
+            return False
+        chunk = await self._stream.read(_READ_SIZE)
+        if not chunk:
+            self._eof = True
+            return False
+        self._buf += chunk
+        return True
+
+    async def read(self) -> Any | FrameError | None:
+        end = self._buf.find(_SEPARATOR)
+        while end < 0:
+            if len(self._buf) > MAX_HEADER_BYTES:
+                shown = bytes(self._buf[:60])
+                del self._buf[: self._buf.rfind(b"\n") + 1 or len(self._buf)]
+                return FrameError(message=f"no frame header within {MAX_HEADER_BYTES} bytes (starting {shown!r})")
+            if not await self._fill():
+                if self._buf.strip():
+                    rest = bytes(self._buf[:60])
+                    self._buf.clear()
+                    return FrameError(message=f"the input ended inside a frame header ({rest!r})")
+                return None
+            end = self._buf.find(_SEPARATOR)
+        # Blank lines between frames are tolerated (some clients end a body with a newline).
+        header = bytes(self._buf[:end]).lstrip(b"\r\n\t ")
+        del self._buf[: end + len(_SEPARATOR)]
+
+        found = [m.start() for m in _LENGTH_AT.finditer(header)]
+        if found and found[-1] > 0 and not _header_lines(header[: found[-1]]):
+            # Bytes in front of the header: the leftovers of a body shorter than its Content-Length said.
+            start = found[-1]
+            self._buf[0:0] = header[start:] + _SEPARATOR
+            return FrameError(
+                message=f"{start} stray bytes before a frame header ({header[:start][:60]!r}); "
+                "a previous Content-Length was probably too short"
+            )
+        length = _content_length(header)
+        if isinstance(length, FrameError):
+            return length
+        if length > self.max_body_bytes:
+            await self._skip(length)
+            return FrameError(message=f"Content-Length {length} is over the limit of {self.max_body_bytes} bytes")
+        while len(self._buf) < length:
+            if not await self._fill():
+                got = len(self._buf)
+                self._buf.clear()
+                return FrameError(
+                    message=f"the input ended after {got} of the {length} body bytes Content-Length announced"
+                )
+        body = bytes(self._buf[:length])
+        del self._buf[:length]
+        return self._decode(body, length)
+
+    async def _skip(self, length: int) -> None:
+        remaining = length
+        while True:
+            take = min(remaining, len(self._buf))
+            del self._buf[:take]
+            remaining -= take
+            if remaining == 0 or not await self._fill():
+                return
+
+    def _decode(self, body: bytes, length: int) -> Any | FrameError:
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return FrameError(message=f"the body is not UTF-8: {e}")
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            error = e
+        try:
+            value, end = json.JSONDecoder().raw_decode(text, len(text) - len(text.lstrip()))
+        except json.JSONDecodeError:
+            return FrameError(message=f"the body is not JSON ({error}); check Content-Length ({length} bytes)")
+        rest = text[end:]
+        request_id = _id_of(value)
+        if _LENGTH_AT.match(rest.lstrip().encode("utf-8")):
+            # The announced length ran into the next frame: keep that frame for the next read.
+            self._buf[0:0] = rest.lstrip().encode("utf-8")
+            used = len(text[:end].encode("utf-8"))
+            return FrameError(
+                message=f"Content-Length {length} is longer than the JSON body ({used} bytes); "
+                "the frame was not processed",
+                request_id=request_id,
+            )
+        return FrameError(message=f"the body has data after its JSON value: {rest[:40]!r}", request_id=request_id)
+
+
+def _content_length(header: bytes) -> int | FrameError:
+    try:
+        text = header.decode("ascii")
+    except UnicodeDecodeError:
+        return FrameError(message=f"the frame header is not ASCII: {header[:60]!r}")
+    lengths: list[str] = []
+    for line in text.split("\r\n"):
+        name, sep, value = line.partition(":")
+        if not sep or not name.strip() or name != name.strip():
+            return FrameError(message=f"bad frame header line {line[:60]!r}; expected 'Content-Length: N'")
+        if name.lower() == "content-length":
+            lengths.append(value.strip())
+    if not lengths:
+        return FrameError(message=f"the frame header has no Content-Length: {text[:80]!r}")
+    if len(set(lengths)) > 1:
+        return FrameError(message=f"the frame header has conflicting Content-Length values {lengths}")
+    if not lengths[0].isdigit() or not lengths[0].isascii():
+        return FrameError(message=f"Content-Length {lengths[0][:20]!r} is not a whole number of bytes")
+    return int(lengths[0])
+
+
+def _header_lines(data: bytes) -> bool:
+    """Whether `data` is complete `Name: value` header lines (what may precede Content-Length in a header)."""
+    return data.endswith(b"\r\n") and all(
+        re.fullmatch(rb"[A-Za-z0-9-]+:[^\r\n]*", line) for line in data[:-2].split(b"\r\n")
+    )
+
+
+def _id_of(value: Any) -> str | int | None:
+    found = value.get("id") if isinstance(value, dict) else None
+    if isinstance(found, str) or (isinstance(found, int) and not isinstance(found, bool)):
+        return found
+    return None

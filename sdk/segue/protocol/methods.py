@@ -1,0 +1,226 @@
+"""The server's side of each client-to-server method: the same runtime an app would call in Python.
+
+`run` and `resume` drive Agent.stream / Agent.resume_stream and forward every RunEvent as a `run/event`
+notification (unless params.events is false) before the response; a validation error that the stream reports as
+a RUN_ERROR event without a result becomes the matching error response (ReplayRunError with its reason and run
+id, IdempotencyConflict, InputError). A paused run answers with the calls it waits for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from segue.context import ContextBlock
+from segue.generated import RunEvent, RunSummary, ToolCallBlock
+from segue.generated.protocol import (
+    CatalogExplainParams,
+    CatalogExplainResult,
+    CatalogKey,
+    IdempotencyConflictData,
+    PendingToolCall,
+    ReplayRunErrorData,
+    ResumeParams,
+    RetryParams,
+    RunEventParams,
+    RunNotFoundData,
+    RunParams,
+    RunResponse,
+    RunsGetParams,
+    RunsGetResult,
+    RunsListParams,
+    RunsListResult,
+)
+from segue.generated.protocol_methods import ErrorCode
+from segue.meta import PENDING_META_KEY
+from segue.protocol.config import AgentEntry, ServeApp
+from segue.protocol.rpc import Handler, RequestContext, RpcError, invalid_params
+from segue.store.run_store import DEFAULT_TENANT
+
+
+class Methods:
+    """Handlers for the method table, over the agents and stores of one ServeApp."""
+
+    def __init__(self, app: ServeApp) -> None:
+        self.app = app
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            "run": self.run,
+            "retry": self.retry,
+            "resume": self.resume,
+            "runs/list": self.runs_list,
+            "runs/get": self.runs_get,
+            "catalog/explain": self.catalog_explain,
+        }
+
+    def entry(self, name: str, ctx: RequestContext) -> AgentEntry:
+        found = self.app.agents.get(name)
+        if found is None:
+            known = ", ".join(sorted(self.app.agents))
+            raise invalid_params("/agent", f"no agent {name!r} in the server's config; configured: {known}")
+        ctx.agent = name
+        return found
+
+    async def run(self, ctx: RequestContext, p: RunParams) -> RunResponse:
+        entry = self.entry(p.agent, ctx)
+        events = entry.agent.stream(
+            p.input,
+            history=p.history,
+            context=[ContextBlock(c.text, c.placement or "dynamic", c.source) for c in p.context or []],
+            runs=p.runs,
+            replay_last=p.replay_last if p.replay_last is not None else 0,
+            replay_reasoning=p.replay_reasoning if p.replay_reasoning is not None else True,
+            replay_budget_tokens=p.replay_budget_tokens,
+            tenant_id=p.tenant_id or DEFAULT_TENANT,
+            metadata=p.metadata,
+            idempotency_key=p.idempotency_key,
+            model=p.model,
+        )
+        return await self._consume(
+            ctx, entry, events, emit=p.events is not False, tenant_id=p.tenant_id, idempotency_key=p.idempotency_key
+        )
+
+    async def retry(self, ctx: RequestContext, p: RetryParams) -> RunResponse:
+        entry = self.entry(p.agent, ctx)
+        ctx.run_id = p.run_id
+        result = await entry.agent.retry(p.run_id, tenant_id=p.tenant_id or DEFAULT_TENANT)
+        ctx.run_id = result.run_id
+        pending = await self._stored_pending(entry, result.run_id, result.status, p.tenant_id)
+        return RunResponse(result=result, pending=pending or None)
+
+    async def resume(self, ctx: RequestContext, p: ResumeParams) -> RunResponse:
+        entry = self.entry(p.agent, ctx)
+        if p.approved is not None and p.decisions is not None:
+            raise invalid_params("/decisions", "give `approved` (one answer for all) or `decisions`, not both")
+        approved: bool | dict[str, bool] = True if p.approved is None else p.approved
+        if p.decisions is not None:
+            approved = _unique({d.call_id: d.approved for d in p.decisions}, len(p.decisions), "/decisions")
+        tool_results = None
+        if p.tool_results is not None:
+            tool_results = _unique({r.call_id: r.content for r in p.tool_results}, len(p.tool_results), "/tool_results")
+        ctx.run_id = p.run_id
+        events = entry.agent.resume_stream(
+            p.run_id, approved=approved, tool_results=tool_results, tenant_id=p.tenant_id or DEFAULT_TENANT
+        )
+        return await self._consume(ctx, entry, events, emit=p.events is not False, tenant_id=p.tenant_id)
+
+    async def runs_list(self, ctx: RequestContext, p: RunsListParams) -> RunsListResult:
+        limit, offset = p.limit or 50, p.offset or 0
+
+        def read() -> list[RunSummary]:
+            found: list[RunSummary] = []
+            for store in self.app.stores.values():
+                found += store.list_runs(
+                    tenant_id=p.tenant_id or DEFAULT_TENANT,
+                    status=p.status,
+                    agent_name=p.agent_name,
+                    limit=limit + offset,
+                )
+            # Run ids are ULIDs, so their order is their creation order across stores too.
+            found.sort(key=lambda r: r.run_id, reverse=True)
+            return found[offset : offset + limit]
+
+        return RunsListResult(runs=await asyncio.to_thread(read))
+
+    async def runs_get(self, ctx: RequestContext, p: RunsGetParams) -> RunsGetResult:
+        tenant = p.tenant_id or DEFAULT_TENANT
+        for store in self.app.stores.values():
+            run = await asyncio.to_thread(store.get_run, p.run_id, tenant_id=tenant)
+            if run is not None:
+                return RunsGetResult(run=run)
+        raise RpcError(
+            ErrorCode.RUN_NOT_FOUND,
+            f"no run {p.run_id!r} for tenant {tenant!r}; check the run id and the tenant",
+            RunNotFoundData(run_id=p.run_id),
+        )
+
+    async def catalog_explain(self, ctx: RequestContext, p: CatalogExplainParams) -> CatalogExplainResult:
+        resolved = self.app.catalog.resolve(p.model, p.vendor)
+        keys = [
+            CatalogKey(path=list(k.path), value=k.value, file=k.file, pointer=k.pointer, layer=k.layer)
+            for k in resolved.explain()
+        ]
+        return CatalogExplainResult(
+            model=resolved.model, vendor=resolved.vendor, label=resolved.label, layers=list(resolved.layers), keys=keys
+        )
+
+    # -- runs -------------------------------------------------------------------------------------------------
+
+    async def _consume(
+        self,
+        ctx: RequestContext,
+        entry: AgentEntry,
+        events: AsyncIterator[RunEvent],
+        *,
+        emit: bool,
+        tenant_id: str | None,
+        idempotency_key: str | None = None,
+    ) -> RunResponse:
+        calls: dict[str, ToolCallBlock] = {}
+        pending_ids: list[str] = []
+        result = None
+        try:
+            async for event in events:
+                if event.type == "RUN_STARTED":
+                    ctx.run_id = event.run_id
+                if emit:
+                    ctx.session.notify("run/event", RunEventParams(request_id=ctx.request_id, event=event))
+                if event.tool_call is not None:
+                    calls[event.tool_call.id] = event.tool_call
+                if event.type == "RUN_ERROR" and event.result is None:
+                    raise _validation_error(event, idempotency_key)
+                if event.result is not None:
+                    result = event.result
+                if event.type == "RUN_PAUSED":
+                    pending_ids = [str(i) for i in event.meta.get("pending", [])]
+        finally:
+            # Close the agent's generator here, in this task, so an early exit (an error) ends the run cleanly.
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()
+        if result is None:
+            raise RpcError(ErrorCode.INTERNAL_ERROR, "the run ended without a result event")
+        pending = [self._pending(entry, calls[i]) for i in pending_ids if i in calls]
+        if result.status == "waiting_approval" and not pending:
+            # An idempotent replay of a paused run: its calls are in the store, not in this stream.
+            pending = await self._stored_pending(entry, result.run_id, result.status, tenant_id)
+        return RunResponse(result=result, pending=pending or None)
+
+    def _pending(self, entry: AgentEntry, call: ToolCallBlock) -> PendingToolCall:
+        return PendingToolCall(call=call, client_tool=call.name in entry.client_tools)
+
+    async def _stored_pending(
+        self, entry: AgentEntry, run_id: str, status: str, tenant_id: str | None
+    ) -> list[PendingToolCall]:
+        if status != "waiting_approval":
+            return []
+        run = await asyncio.to_thread(entry.store.get_run, run_id, tenant_id=tenant_id or DEFAULT_TENANT)
+        if run is None or not run.traces:
+            return []
+        ids = set(((run.meta or {}).get(PENDING_META_KEY) or {}).get("calls", []))
+        last = run.traces[-1].message
+        return [self._pending(entry, b) for b in last.content if isinstance(b, ToolCallBlock) and b.id in ids]
+
+
+def _validation_error(event: RunEvent, idempotency_key: str | None) -> RpcError:
+    """A RUN_ERROR without a result: the run was refused before anything was written."""
+    kind = event.meta.get("error_type")
+    message = event.error or "the run was refused"
+    if kind == "ReplayRunError":
+        run_id = event.meta.get("run_id")
+        data = ReplayRunErrorData(reason=event.meta["reason"], run_id=run_id if isinstance(run_id, str) else None)
+        return RpcError(ErrorCode.REPLAY_RUN_ERROR, message, data)
+    if kind == "IdempotencyConflictError":
+        conflict = IdempotencyConflictData(idempotency_key=idempotency_key or "?")
+        return RpcError(ErrorCode.IDEMPOTENCY_CONFLICT, message, conflict)
+    if kind == "InputError":
+        return RpcError(ErrorCode.INPUT_ERROR, message)
+    return RpcError(ErrorCode.INTERNAL_ERROR, f"{kind}: {message}")
+
+
+def _unique(mapping: dict[str, Any], count: int, pointer: str) -> dict[str, Any]:
+    if len(mapping) != count:
+        raise invalid_params(pointer, "each call_id may appear only once")
+    return mapping

@@ -1,0 +1,214 @@
+"""codegen's method table: schemas/protocol.schema.json `protocol` -> dispatch table, TypeScript map and client.
+
+A bad table fails codegen with the file, the JSON pointer and the reason, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codegen.errors import SchemaError
+from codegen.model import load_model
+from codegen.protocol import render_protocol
+from segue.generated.protocol_methods import ERROR_DATA, METHODS, ErrorCode
+from segue.protocol.methods import Methods
+from segue.protocol.rpc import Dispatcher
+
+REPO = Path(__file__).resolve().parent.parent
+GENERATED = Path("sdk/segue/generated")
+SCHEMA = json.loads((REPO / "schemas" / "protocol.schema.json").read_text())
+
+
+def codegen(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "codegen", *args], cwd=REPO, capture_output=True, text=True, check=False
+    )
+
+
+def test_the_dispatch_table_is_the_schemas_method_table() -> None:
+    table = SCHEMA["protocol"]["methods"]
+    assert (
+        set(METHODS)
+        == set(table)
+        == {
+            "run",
+            "retry",
+            "resume",
+            "runs/list",
+            "runs/get",
+            "catalog/explain",
+            "$/cancelRequest",
+            "run/event",
+            "tool/call",
+        }
+    )
+    for name, spec in table.items():
+        method = METHODS[name]
+        assert (method.kind, method.direction) == (spec["kind"], spec["direction"])
+        assert method.params.__name__ == spec["params"]["$ref"].rsplit("/", 1)[1]
+        assert (method.result.__name__ if method.result else None) == (
+            spec["result"]["$ref"].rsplit("/", 1)[1] if "result" in spec else None
+        )
+    codes = {name: e["code"] for name, e in SCHEMA["protocol"]["errors"].items()}
+    assert {e.name: e.value for e in ErrorCode} == {
+        "PARSE_ERROR": -32700,
+        "INVALID_REQUEST": -32600,
+        "METHOD_NOT_FOUND": -32601,
+        "INVALID_PARAMS": -32602,
+        "INTERNAL_ERROR": -32603,
+        "REPLAY_RUN_ERROR": -32001,
+        "IDEMPOTENCY_CONFLICT": -32002,
+        "INPUT_ERROR": -32003,
+        "REQUEST_IN_FLIGHT": -32004,
+        "RUN_NOT_FOUND": -32005,
+        "CATALOG_LOOKUP_ERROR": -32006,
+        "REQUEST_CANCELLED": -32800,
+    }
+    assert sorted(codes.values()) == sorted(e.value for e in ErrorCode)
+    assert ERROR_DATA[ErrorCode.REPLAY_RUN_ERROR].__name__ == "ReplayRunErrorData"
+    # The server serves every client-to-server request of the table (Dispatcher refuses a partial handler set).
+    Dispatcher(Methods(app=None).handlers())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="handlers must cover exactly"):
+        Dispatcher({"run": Methods(app=None).run})  # type: ignore[arg-type]
+
+
+def test_typescript_map_and_client_are_in_the_export_bundle(tmp_path: Path) -> None:
+    from segue.cli import main
+
+    assert main(["schema", "export", str(tmp_path / "bundle")]) == 0
+    ts = tmp_path / "bundle" / "typescript"
+    methods = (ts / "protocol-methods.d.ts").read_text()
+    assert '"run": { params: RunParams; result: RunResponse };' in methods
+    assert '"tool/call": { params: ToolCallParams; result: ToolCallResult };' in methods
+    assert "ReplayRunError: ReplayRunErrorData;" in methods
+    client_js = (ts / "protocol-client.js").read_text()
+    assert "ReplayRunError: -32001," in client_js and '"$/cancelRequest"' in client_js
+    assert "export declare class SegueClient" in (ts / "protocol-client.d.ts").read_text()
+    bundled = json.loads((tmp_path / "bundle" / "schemas" / "protocol.schema.json").read_text())
+    assert bundled["protocol"]["methods"]["run"]["result"] == {"$ref": "#/$defs/RunResponse"}
+    assert {"RunResult", "RunEvent", "ToolCallBlock"} <= set(bundled["$defs"]), "refs resolved into the bundle"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    shutil.copytree(REPO / "schemas", tmp_path / "schemas")
+    shutil.copytree(REPO / GENERATED, tmp_path / GENERATED, ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+def _edit(fn: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    schema = copy.deepcopy(SCHEMA)
+    fn(schema)
+    return schema
+
+
+def _methods(schema: dict[str, Any]) -> dict[str, Any]:
+    methods: dict[str, Any] = schema["protocol"]["methods"]
+    return methods
+
+
+BAD_TABLES: dict[str, tuple[dict[str, Any], str, str]] = {
+    "misspelled_key": (
+        _edit(lambda s: _methods(s)["run"].update(parms=_methods(s)["run"].pop("params"))),
+        "#/protocol/methods/run",
+        "'parms' was unexpected",
+    ),
+    "request_without_result": (
+        _edit(lambda s: _methods(s)["runs/list"].pop("result")),
+        "#/protocol/methods/runs~1list",
+        "needs a `result` type",
+    ),
+    "notification_with_result": (
+        _edit(lambda s: _methods(s)["run/event"].update(result={"$ref": "#/$defs/RunResponse"})),
+        "#/protocol/methods/run~1event/result",
+        "cannot have a result",
+    ),
+    "dangling_params": (
+        _edit(lambda s: _methods(s)["run"].update(params={"$ref": "#/$defs/RunParamz"})),
+        "#/protocol/methods/run/params",
+        "names no $defs type",
+    ),
+    "params_not_an_object": (
+        _edit(lambda s: _methods(s)["run"].update(params={"$ref": "#/$defs/RequestId"})),
+        "#/protocol/methods/run/params",
+        "must be an object type",
+    ),
+    "bad_method_name": (
+        _edit(lambda s: _methods(s).update({"Run Now": _methods(s)["run"]})),
+        "#/protocol/methods",
+        "'Run Now' does not match",
+    ),
+    "duplicate_code": (
+        _edit(lambda s: s["protocol"]["errors"]["RunNotFound"].update(code=-32001)),
+        "#/protocol/errors/RunNotFound/code",
+        "already used by 'ReplayRunError'",
+    ),
+    "standard_code_changed": (
+        _edit(lambda s: s["protocol"]["errors"]["ParseError"].update(code=-32000)),
+        "#/protocol/errors/ParseError/code",
+        "JSON-RPC's -32700",
+    ),
+    "unknown_error_name": (
+        _edit(lambda s: _methods(s)["run"].update(errors=["ReplayError"])),
+        "#/protocol/methods/run/errors/0",
+        "unknown error 'ReplayError'",
+    ),
+    "keyword_below_top_level": (
+        _edit(lambda s: s["$defs"]["RunParams"].update(protocol={})),
+        "#/$defs/RunParams",
+        "only allowed at the top level",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TABLES))
+def test_bad_method_tables_fail_with_file_pointer_and_reason(tmp_path: Path, case: str) -> None:
+    schema, pointer, reason = BAD_TABLES[case]
+    shutil.copytree(REPO / "schemas", tmp_path / "schemas")
+    (tmp_path / "schemas" / "protocol.schema.json").write_text(json.dumps(schema, indent=2))
+    with pytest.raises(SchemaError) as failure:
+        render_protocol(load_model(tmp_path / "schemas"))
+    assert f"schemas/protocol.schema.json{pointer}: " in str(failure.value)
+    assert reason in str(failure.value)
+
+
+def test_python_m_codegen_exits_2_and_writes_nothing_for_a_bad_table(workspace: Path) -> None:
+    schema, pointer, reason = BAD_TABLES["dangling_params"]
+    (workspace / "schemas" / "protocol.schema.json").write_text(json.dumps(schema, indent=2))
+    before = {p: p.read_bytes() for p in (workspace / GENERATED).rglob("*") if p.is_file()}
+
+    result = codegen("--schemas", str(workspace / "schemas"), "--out", str(workspace))
+
+    assert result.returncode == 2, result.stderr
+    assert f"codegen: schemas/protocol.schema.json{pointer}: " in result.stderr and reason in result.stderr
+    assert {p: p.read_bytes() for p in (workspace / GENERATED).rglob("*") if p.is_file()} == before
+
+
+def test_a_new_method_reaches_python_and_typescript(workspace: Path) -> None:
+    schema = copy.deepcopy(SCHEMA)
+    _methods(schema)["runs/count"] = {
+        "kind": "request",
+        "direction": "clientToServer",
+        "description": "How many runs the tenant has.",
+        "params": {"$ref": "#/$defs/RunsListParams"},
+        "result": {"$ref": "#/$defs/RunNotFoundData"},
+    }
+    (workspace / "schemas" / "protocol.schema.json").write_text(json.dumps(schema, indent=2))
+    args = ("--schemas", str(workspace / "schemas"), "--out", str(workspace))
+    stale = codegen("--check", *args)
+    assert stale.returncode == 1
+    for path in ("protocol_methods.py", "typescript/protocol-methods.d.ts", "typescript/protocol-client.js"):
+        assert f"stale: {GENERATED}/{path}" in stale.stderr
+    assert codegen(*args).returncode == 0
+    assert '    "runs/count": Method(' in (workspace / GENERATED / "protocol_methods.py").read_text()
+    ts = (workspace / GENERATED / "typescript" / "protocol-methods.d.ts").read_text()
+    assert '"runs/count": { params: RunsListParams; result: RunNotFoundData };' in ts
