@@ -299,3 +299,28 @@ async def test_fingerprint_covers_the_knobs(store: RunStore) -> None:
         await agent.run("b", runs=[one.run_id], replay_last=0, idempotency_key="k")
     with pytest.raises(IdempotencyConflictError):
         await agent.run("b", runs=[one.run_id], replay_last="all", replay_reasoning=False, idempotency_key="k")
+
+
+async def test_vendor_report_of_dropped_reasoning_reaches_the_replay_summary(store: RunStore) -> None:
+    """When the vendor drops replayed reasoning segue expected it to keep, the summary and meta say so."""
+    import attrs
+
+    from segue.providers.base import ProviderRequest, ProviderResponse
+
+    class Reporting(ScriptedProvider):
+        async def complete(self, request: ProviderRequest) -> ProviderResponse:
+            response = await super().complete(request)
+            if request.replay_end is not None:
+                response = attrs.evolve(response, warnings=["vendor dropped 1 thinking block(s) but segue predicted 0"])
+            return response
+
+    provider = Reporting(replies=[LookupPolicy()] * 20)
+    agent = Agent(provider, "p", [lookup], store)
+    (one,) = await converse(agent, ["a"])
+    result = await agent.run("b", runs=[one.run_id], replay_last="all")
+    assert result.replay is not None
+    dropped = [w for w in result.replay.warnings if w.cause == "vendor-dropped"]
+    assert dropped and dropped[0].run_id == result.run_id and "dropped 1 thinking block" in dropped[0].message
+    detail = store.get_run(result.run_id)
+    assert detail is not None and detail.replay == result.replay
+    assert detail.meta["segue.vendor_warnings"] == [w.message for w in dropped]

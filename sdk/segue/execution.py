@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+import attrs
 from ulid import ULID
 
 from segue.catalog import Catalog
@@ -25,6 +26,7 @@ from segue.generated import (
     PrefixDescriptor,
     ReplayKnobs,
     ReplaySummary,
+    ReplayWarning,
     RunEvent,
     RunEventType,
     RunResult,
@@ -275,6 +277,13 @@ class Execution:
                 state.usage = add_usage(state.usage, response.usage)
                 state.served_model, state.served_vendor = response.model, response.vendor
                 state.vendor_warnings.extend(response.warnings)
+                if response.warnings and state.replay is not None:
+                    # The vendor changed the replayed input differently than segue predicted (e.g. dropped
+                    # thinking): that belongs in the replay summary the app reads, not only in the run's meta.
+                    extra = [
+                        ReplayWarning(run_id=state.run_id, cause="vendor-dropped", message=w) for w in response.warnings
+                    ]
+                    state.replay = attrs.evolve(state.replay, warnings=[*state.replay.warnings, *extra])
                 if state.layout is not None:
                     state.layout.observe_served(iteration, response.vendor, response.model)
                 state.own.append(assistant)
@@ -513,6 +522,8 @@ class Execution:
         updates = dict(meta)
         if state.vendor_warnings:
             updates[VENDOR_WARNINGS_META_KEY] = state.vendor_warnings
+            if state.replay is not None:
+                updates[REPLAY_META_KEY] = get_converter().unstructure(state.replay)
         if state.layout is not None:
             updates[LAYOUT_META_KEY] = state.layout.meta()
         await self._db(
