@@ -15,17 +15,15 @@ model (a typo fails with the file, the JSON pointer and the reason, before anyth
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any, Literal
 
 import attrs
-import jinja2
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from codegen.errors import SchemaError
 from codegen.model import Model, SchemaFile
-from codegen.render import GENERATED_DIR, header
+from codegen.render import GENERATED_DIR, header, template_env
 
 KEYWORD = "protocol"
 METHOD_NAME = r"^(\$/)?[a-z][A-Za-z0-9]*(/[a-z][A-Za-z0-9]*)*$"
@@ -87,15 +85,7 @@ META_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-_env = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-    keep_trailing_newline=True,
-    autoescape=False,
-)
-_env.filters["py"] = repr
+_env = template_env()
 
 
 @attrs.frozen(kw_only=True)

@@ -19,14 +19,22 @@ GENERATED_DIR = "sdk/segue/generated"
 COMMAND = "python -m codegen"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-_env = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-    keep_trailing_newline=True,
-    autoescape=False,
-)
+
+def template_env() -> jinja2.Environment:
+    """The one jinja2 setup every generator uses: strict, deterministic whitespace, LF, no HTML escaping."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["py"] = repr  # Python literals (tojson would escape quotes as \u0027)
+    return env
+
+
+_env = template_env()
 
 
 def header(sources: list[SchemaFile], comment: str = "#") -> str:

@@ -20,28 +20,19 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import jinja2
 import typing_extensions
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from codegen.errors import SchemaError
 from codegen.model import Field, Model, NamedType, SchemaFile, TypeExpr
-from codegen.render import GENERATED_DIR, REPO_ROOT, header
+from codegen.render import GENERATED_DIR, REPO_ROOT, header, template_env
 
 WIRE_DIR = REPO_ROOT / "schemas" / "wire"
 MAPPING_SCHEMA = "wire-mapping.schema.json"
 OUT_DIR = f"{GENERATED_DIR}/wire"
 
-_env = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-    keep_trailing_newline=True,
-    autoescape=False,
-)
-_env.filters["py"] = repr  # Python literals (tojson would escape quotes as \u0027)
+_env = template_env()
 
 
 @attrs.frozen(kw_only=True)

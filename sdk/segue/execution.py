@@ -154,13 +154,7 @@ class Execution:
         if spec.idempotency_key is not None and self.store is not None:
             existing = await self._idempotent_result(spec, fingerprint)
             if existing is not None:
-                yield make_event(
-                    "RUN_COMPLETED",
-                    existing.run_id,
-                    existing.iterations,
-                    result=existing,
-                    meta={"idempotent_replay": True},
-                )
+                yield _idempotent_event(existing)
                 return
         state = RunState(
             run_id=str(ULID()),
@@ -226,13 +220,7 @@ class Execution:
                 existing = await self._idempotent_result(spec, fingerprint)
                 if existing is None:
                     raise
-                yield make_event(
-                    "RUN_COMPLETED",
-                    existing.run_id,
-                    existing.iterations,
-                    result=existing,
-                    meta={"idempotent_replay": True},
-                )
+                yield _idempotent_event(existing)
                 return
         replay_meta = {"replay": conv.unstructure(summary)} if summary else {}
         yield make_event(
@@ -626,6 +614,13 @@ class Execution:
             replay=detail.replay,
             error=detail.error,
         )
+
+
+def _idempotent_event(existing: RunResult) -> RunEvent:
+    """The stored result of an earlier request with the same idempotency key and fingerprint."""
+    return make_event(
+        "RUN_COMPLETED", existing.run_id, existing.iterations, result=existing, meta={"idempotent_replay": True}
+    )
 
 
 def _restore_args(arguments: dict[str, Any], agent: Execution, state: RunState) -> dict[str, Any]:
