@@ -487,6 +487,7 @@ class Execution:
             (i for i, (a, b) in enumerate(zip(stored, state.persisted, strict=False)) if a is not b),
             min(len(stored), len(state.persisted)),
         )
+        rewrite = first < len(state.persisted)
         state.persisted = stored
         if self.store is None:
             return
@@ -496,6 +497,7 @@ class Execution:
             iteration=iteration,
             first_index=first,
             traces=stored[first:],
+            rewrite=rewrite,
             interaction=interaction,
             tool_calls=records,
             usage=state.usage,

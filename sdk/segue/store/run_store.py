@@ -241,16 +241,18 @@ class RunStore:
         tool_calls: Sequence[ToolCallRecord] = (),
         usage: Usage,
         lease_seconds: float | None = None,
+        rewrite: bool = False,
     ) -> None:
         """One loop iteration's traces, provider call and tool calls, plus the running totals, atomically.
 
-        `traces` replace the run's traces from `first_index` on (normally the new tail; a layout that restores an
-        earlier fragment rewrites from there)."""
+        `traces` go from `first_index` on: normally the new tail; with `rewrite=True` the run's traces from there
+        are replaced (a layout that restores an earlier fragment rewrites from its boundary)."""
         conv = get_converter()
         with self._writing():
-            self.models.ReactTrace.delete().where(
-                (self.models.ReactTrace.run_id == run_id) & (self.models.ReactTrace.idx >= first_index)
-            ).execute()
+            if rewrite:
+                self.models.ReactTrace.delete().where(
+                    (self.models.ReactTrace.run_id == run_id) & (self.models.ReactTrace.idx >= first_index)
+                ).execute()
             self._insert_traces(run_id, first_index, iteration, traces)
             if interaction is not None:
                 self.models.LlmInteractionRow.insert(
