@@ -97,6 +97,16 @@ def test_list_filters_and_paging(store: RunStore) -> None:
     assert store.list_runs(tenant_id="t1", metadata_filter={"n": "3"}) == []
 
 
+def test_list_runs_follows_continued_from(store: RunStore) -> None:
+    a, b, c, d = run_ids(4)
+    store.create_run(new_run(a), [])
+    store.create_run(new_run(b, continued_from=a), [])
+    store.create_run(new_run(c, continued_from=a), [])
+    store.create_run(new_run(d, "t2", continued_from=a), [])  # another tenant's run never shows
+    assert [r.run_id for r in store.list_runs(tenant_id="t1", continued_from=a)] == [c, b]
+    assert store.list_runs(tenant_id="t1", continued_from=b) == []
+
+
 def test_idempotency_key_is_unique_per_tenant(store: RunStore) -> None:
     a, b, c = run_ids(3)
     store.create_run(new_run(a, "t1", idempotency_key="k", fingerprint="f1"), [])

@@ -32,7 +32,6 @@ STATIC = {"dashboard.css": "text/css; charset=utf-8", "dashboard.js": "text/java
 STATUSES: tuple[str, ...] = get_args(RunStatus)
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 MAX_CHAIN = 200
-CHILD_SCAN = 5000
 _SECURITY_HEADERS = [
     (
         "Content-Security-Policy",
@@ -182,15 +181,17 @@ class DashboardApp:
             chain.insert(0, earlier)
         else:
             truncated = chain[0].continued_from
-        children: dict[str, list[str]] = {}
-        for summary in self._tenant_runs(run.tenant_id):  # newest first
-            if summary.continued_from:
-                children.setdefault(summary.continued_from, []).append(summary.run_id)
+
+        def children(run_id: str) -> list[str]:
+            """Runs that continued from `run_id`, newest first (an indexed lookup, not a scan)."""
+            found = self.store.list_runs(tenant_id=run.tenant_id, continued_from=run_id, limit=MAX_CHAIN)
+            return [s.run_id for s in found]
+
         branches: list[str] = []
         for link, nxt in itertools.pairwise(chain):
-            branches += [c for c in children.get(link.run_id, []) if c != nxt.run_id]
-        while len(chain) < MAX_CHAIN and children.get(chain[-1].run_id):
-            newest, *others = children[chain[-1].run_id]
+            branches += [c for c in children(link.run_id) if c != nxt.run_id]
+        while len(chain) < MAX_CHAIN and (later_ids := children(chain[-1].run_id)):
+            newest, *others = later_ids
             later = self.store.get_run(newest, tenant_id=self.tenant, all_tenants=self.admin)
             if later is None or later.run_id in seen:
                 break
@@ -198,17 +199,6 @@ class DashboardApp:
             seen.add(later.run_id)
             chain.append(later)
         return chain, truncated, branches
-
-    def _tenant_runs(self, tenant: str) -> list[RunSummary]:
-        if not self.admin and tenant != self.tenant:
-            return []
-        out: list[RunSummary] = []
-        while len(out) < CHILD_SCAN:
-            page = self.store.list_runs(tenant_id=tenant, limit=500, offset=len(out))
-            out += page
-            if len(page) < 500:
-                break
-        return out
 
     # -- pages ------------------------------------------------------------------------------------------------
 

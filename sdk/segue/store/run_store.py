@@ -458,6 +458,7 @@ class RunStore:
         status: RunStatus | None = None,
         agent_name: str | None = None,
         metadata_filter: dict[str, Any] | None = None,
+        continued_from: str | None = None,
         limit: int = 50,
         offset: int = 0,
         all_tenants: bool = False,
@@ -472,6 +473,8 @@ class RunStore:
             query = query.where(self.models.AgentRun.status == status)
         if agent_name is not None:
             query = query.where(self.models.AgentRun.agent_name == agent_name)
+        if continued_from is not None:
+            query = query.where(self.models.AgentRun.continued_from == continued_from)
         for i, (key, value) in enumerate(sorted((metadata_filter or {}).items())):
             tag = self.models.RunTag.alias(f"tag{i}")
             query = query.join(tag, on=(tag.run_id == self.models.AgentRun.id)).where(
