@@ -307,3 +307,14 @@ async def test_history_goes_before_the_new_input(sqlite_store: RunStore) -> None
     await Agent(provider, "p", [], sqlite_store).run("now", history=history)
     assert [m.role for m in provider.requests[0].messages] == ["user", "assistant", "user"]
     assert provider.requests[0].messages[0].content[0] == TextBlock(text="earlier")
+
+
+async def test_streamed_text_restores_placeholders_split_across_deltas(sqlite_store: RunStore) -> None:
+    provider = ScriptedProvider.of(text("Emailed [EMAIL_1] and [PHONE_1] today, [sic]."))  # streams 8 chars a delta
+    agent = Agent(provider, "p", [], sqlite_store, guardrails=[PIIGuardrail()])
+    events = [e async for e in agent.stream("write to ann@example.com or +1 415 555 0100")]
+    deltas = [e.text or "" for e in events if e.type == "TEXT_DELTA"]
+    assert len(deltas) > 3
+    assert "".join(deltas) == "Emailed ann@example.com and +1 415 555 0100 today, [sic]."
+    assert not any("EMAIL_" in d or "PHONE_" in d for d in deltas)
+    assert events[-1].result is not None and events[-1].result.answer == "".join(deltas)

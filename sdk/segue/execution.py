@@ -28,7 +28,6 @@ from segue.generated import (
     ReplaySummary,
     ReplayWarning,
     RunEvent,
-    RunEventType,
     RunResult,
     RunStatus,
     ToolCallBlock,
@@ -239,12 +238,16 @@ class Execution:
                 response: ProviderResponse | None = None
                 try:
                     if streaming:
+                        restorer = _DeltaRestorer(lambda text: self._restore(text, state), hold=bool(self.guardrails))
                         async for item in self.provider.stream(request):
                             if isinstance(item, StreamDone):
                                 response = item.response
-                            elif item.kind in ("text", "reasoning"):
-                                kind: RunEventType = "TEXT_DELTA" if item.kind == "text" else "REASONING_DELTA"
-                                yield make_event(kind, state.run_id, iteration, text=item.text)
+                            elif item.kind == "text" and (text := restorer.feed(item.text)):
+                                yield make_event("TEXT_DELTA", state.run_id, iteration, text=text)
+                            elif item.kind == "reasoning":
+                                yield make_event("REASONING_DELTA", state.run_id, iteration, text=item.text)
+                        if tail := restorer.flush():
+                            yield make_event("TEXT_DELTA", state.run_id, iteration, text=tail)
                         if response is None:
                             raise ProviderError(
                                 "the stream ended without a final message", vendor=self.provider.vendor, kind="stream"
@@ -616,6 +619,31 @@ class Execution:
             replay=detail.replay,
             error=detail.error,
         )
+
+
+class _DeltaRestorer:
+    """Restores guardrail placeholders (e.g. `[EMAIL_1]`) in streamed text, which may split one across deltas:
+    text from an unclosed `[` on is held back until the next delta (or the end) completes it."""
+
+    def __init__(self, restore: Callable[[str], str], *, hold: bool) -> None:
+        self._restore = restore
+        self._hold = hold  # without guardrails there are no placeholders: pass text straight through
+        self._held = ""
+
+    def feed(self, text: str) -> str:
+        if not self._hold:
+            return text
+        text = self._held + text
+        cut = text.rfind("[")
+        if cut != -1 and "]" not in text[cut:] and len(text) - cut <= 32:
+            self._held, text = text[cut:], text[:cut]
+        else:
+            self._held = ""
+        return self._restore(text)
+
+    def flush(self) -> str:
+        held, self._held = self._held, ""
+        return self._restore(held)
 
 
 def _idempotent_event(existing: RunResult) -> RunEvent:
