@@ -111,9 +111,14 @@ def test_show_layout_decision(runs: SampleRuns, tmp_path: Path, capsys: pytest.C
         assert run is not None
         layout = {"mode": "appendOnly", "reason": "catalog: x prefix_prompt_cache=true", "iteration": 1}
         store.finish_run(
-            runs.first, status="success", answer=run.answer, error=None, usage=run.usage, iterations=2,
+            runs.first,
+            status="success",
+            answer=run.answer,
+            error=None,
+            usage=run.usage,
+            iterations=2,
             meta_updates={"segue.layout": layout},
-        )  # fmt: skip
+        )
     finally:
         store.close()
     code, out, _ = run_cli(capsys, "runs", "show", runs.first, "--db", url)
@@ -182,11 +187,21 @@ def test_explain_json(runs: SampleRuns, capsys: pytest.CaptureFixture[str]) -> N
     (it,) = data["iterations"]
     assert it["cause"] == "window" and it["collapsed_run"] == runs.first
     assert it["previous_run_id"] == runs.second and it["previous_iteration"] == 2
-    assert set(data) == {"run_id", "continued_from", "layout", "iterations"}
-    assert set(it) == {
-        "iteration", "cause", "reason", "request_bytes", "prefix_bytes", "previous_bytes", "previous_run_id",
-        "previous_iteration", "divergence", "collapsed_run", "note", "usage",
-    }  # fmt: skip
+    validate(data, "RunExplanation", "explain")
+    assert {"run_id", "continued_from", "iterations"} <= set(data)
+    assert {
+        "iteration",
+        "cause",
+        "reason",
+        "request_bytes",
+        "prefix_bytes",
+        "previous_bytes",
+        "previous_run_id",
+        "previous_iteration",
+        "divergence",
+        "collapsed_run",
+        "usage",
+    } <= set(it)
     assert set(it["divergence"]) == {"path", "section", "byte_offset", "previous", "current"}
     validate(it["usage"], "Usage", "message")
     code, out, _ = run_cli(capsys, "runs", "explain", runs.first, "--db", runs.url, "--json")

@@ -9,12 +9,14 @@ from test_dashboard_data import EDITED_PROMPT, PROMPT, SampleRuns, build_store
 
 from segue import RunStore
 from segue.explain import (
+    breaks,
     cache_parts,
     compare_bodies,
     explain_run,
     is_fragment_message,
     is_fragment_text,
     own_messages_start,
+    prefix_share,
 )
 from segue.generated import LlmInteraction, ReplaySummary, RunDetail, Usage, get_converter
 from segue.hashing import canonical_json
@@ -131,7 +133,7 @@ def test_system_prompt_edit_is_named_as_the_first_divergence(runs: SampleRuns) -
     assert previous is not None
     assert 0 < first.prefix_bytes < first.previous_bytes  # type: ignore[operator]
     assert explained.iterations[1].cause == "extends"
-    assert [b.iteration for b in explained.breaks] == [1]
+    assert [b.iteration for b in breaks(explained)] == [1]
 
 
 def test_window_move_names_the_first_collapsed_run(runs: SampleRuns) -> None:
@@ -150,16 +152,16 @@ def test_replaying_everything_in_full_extends_the_previous_request(runs: SampleR
     explained = explain_run(run, previous)
     assert [i.cause for i in explained.iterations] == ["extends", "extends"]
     first = explained.iterations[0]
-    assert first.prefix_bytes == first.previous_bytes and first.prefix_share == 1.0
+    assert first.prefix_bytes == first.previous_bytes and prefix_share(first) == 1.0
     assert first.request_bytes > first.prefix_bytes
-    assert explained.breaks == []
+    assert breaks(explained) == []
 
 
 def test_the_first_run_has_nothing_to_compare(runs: SampleRuns) -> None:
     run, previous = _get(runs.url, runs.first)
     assert previous is None
     explained = explain_run(run)
-    assert explained.iterations[0].cause == "first" and explained.iterations[0].prefix_share is None
+    assert explained.iterations[0].cause == "first" and prefix_share(explained.iterations[0]) is None
     assert explained.iterations[1].cause == "extends"
 
 

@@ -318,7 +318,7 @@ def _runs_show(args: argparse.Namespace) -> int:
 
 
 def _runs_explain(args: argparse.Namespace) -> int:
-    from segue.explain import BREAK_CAUSES, explain_run
+    from segue.explain import BREAK_CAUSES, breaks, explain_run, prefix_share
 
     with _store(args) as store:
         run = _get_run(store, args, args.run_id)
@@ -326,7 +326,7 @@ def _runs_explain(args: argparse.Namespace) -> int:
     explanation = explain_run(run, previous)
     if args.json:
         _print_json(get_converter().unstructure(explanation))
-        return EXIT_PROBLEM if explanation.breaks else EXIT_OK
+        return EXIT_PROBLEM if breaks(explanation) else EXIT_OK
     style = _Style()
     print(f"{style('run', 'bold')} {run.run_id}" + (f" (continues {run.continued_from})" if run.continued_from else ""))
     if explanation.layout:
@@ -343,7 +343,7 @@ def _runs_explain(args: argparse.Namespace) -> int:
                 before,
                 f"{it.prefix_bytes:,} B",
                 f"{it.previous_bytes:,} B" if it.previous_bytes is not None else "—",
-                _share(it.prefix_share),
+                _share(prefix_share(it)),
                 _n(it.usage.cache_read_tokens),
                 _n(it.usage.input_tokens),
                 it.cause,
@@ -361,7 +361,7 @@ def _runs_explain(args: argparse.Namespace) -> int:
             print(f"     {' ' * len(f'at byte {d.byte_offset:,}, {d.path}:')} now {_clean(d.current or '∅', 70)}")
         if it.note:
             print(f"     note: {it.note}")
-    return EXIT_PROBLEM if explanation.breaks else EXIT_OK
+    return EXIT_PROBLEM if breaks(explanation) else EXIT_OK
 
 
 # -- dashboard ----------------------------------------------------------------------------------------------

@@ -26,7 +26,16 @@ from typing import Any, Literal
 
 import attrs
 
-from segue.generated import LlmInteraction, RunDetail, Usage
+from segue.generated import (
+    Divergence,
+    ExplainCause,
+    ExplainSection,
+    IterationExplanation,
+    LlmInteraction,
+    RunDetail,
+    RunExplanation,
+    Usage,
+)
 from segue.hashing import canonical_json
 from segue.layout import FRAGMENT_TAG
 from segue.providers.base import FRAGMENT_META_KEY
@@ -48,8 +57,8 @@ __all__ = [
     "prompt_messages",
 ]
 
-Section = Literal["model", "tools", "system", "messages"]
-Cause = Literal["first", "missing", "extends", "vendor", "model", "system", "tools", "window", "fragment", "messages"]
+Section = ExplainSection
+Cause = ExplainCause
 #: Causes that mean the request broke the prefix of the previous one (what `segue runs explain` exits 1 on).
 BREAK_CAUSES: frozenset[str] = frozenset({"vendor", "model", "system", "tools", "window", "fragment", "messages"})
 
@@ -63,54 +72,16 @@ def is_fragment_text(text: str) -> bool:
     return text.lstrip().startswith(f"<{FRAGMENT_TAG}>")
 
 
-@attrs.frozen(kw_only=True)
-class Divergence:
-    """Where two requests first differ. `path` is a JSON path into the current request (into the previous one
-    when the part was removed); `byte_offset` counts bytes of the prompt-order rendering; `previous` / `current`
-    are short excerpts of both sides from just before the first differing character."""
-
-    path: str
-    section: Section
-    byte_offset: int
-    previous: str | None
-    current: str | None
+def prefix_share(it: IterationExplanation) -> float | None:
+    """Share of the previous request reused as this request's prefix (None when there was nothing before)."""
+    if not it.previous_bytes:
+        return None
+    return it.prefix_bytes / it.previous_bytes
 
 
-@attrs.frozen(kw_only=True)
-class IterationExplanation:
-    """One provider request compared with the one before it."""
-
-    iteration: int
-    cause: Cause
-    reason: str
-    request_bytes: int
-    prefix_bytes: int
-    previous_bytes: int | None = None
-    previous_run_id: str | None = None
-    previous_iteration: int | None = None
-    divergence: Divergence | None = None
-    collapsed_run: str | None = None
-    note: str | None = None
-    usage: Usage
-
-    @property
-    def prefix_share(self) -> float | None:
-        """Share of the previous request reused as this request's prefix (None when there was nothing before)."""
-        if not self.previous_bytes:
-            return None
-        return self.prefix_bytes / self.previous_bytes
-
-
-@attrs.frozen(kw_only=True)
-class RunExplanation:
-    run_id: str
-    continued_from: str | None = None
-    layout: dict[str, Any] | None = None
-    iterations: list[IterationExplanation]
-
-    @property
-    def breaks(self) -> list[IterationExplanation]:
-        return [i for i in self.iterations if i.cause in BREAK_CAUSES]
+def breaks(explanation: RunExplanation) -> list[IterationExplanation]:
+    """The requests that broke the previous request's prefix (what `segue runs explain` exits 1 on)."""
+    return [i for i in explanation.iterations if i.cause in BREAK_CAUSES]
 
 
 # -- wire shapes ----------------------------------------------------------------------------------------------
