@@ -211,3 +211,45 @@ def test_default_url_is_segue_db_in_the_working_directory(tmp_path: Path, monkey
     s.close()
     assert (tmp_path / "segue.db").exists()
     assert json.loads(json.dumps(s.url)) == "sqlite:///segue.db"
+
+
+def test_lease_deadlines_keep_sub_second_precision(store: RunStore) -> None:
+    """Epoch seconds need double precision: PostgreSQL's 4-byte REAL rounded them to about two minutes."""
+    import time
+
+    (rid,) = run_ids(1)
+    before = time.time()
+    store.create_run(new_run(rid, lease_seconds=10), [])
+    row = store.models.AgentRun.get_by_id(rid)
+    assert before + 10 <= row.lease_expires_at <= time.time() + 10
+    assert store.sweep(now=before + 9.5) == []
+    assert store.sweep(now=time.time() + 10.5) == [rid]
+
+
+def test_version_one_databases_are_migrated(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/old.db"
+    RunStore(url).close()
+    old = RunStore(url)
+    old.db.execute_sql("DELETE FROM segue_schema_version WHERE version > 1")
+    old.close()
+    reopened = RunStore(url)
+    from segue.store import migrations
+
+    assert migrations.current_version(reopened.db, reopened.models) == migrations.LATEST == 2
+
+
+def test_postgres_real_columns_become_double_precision() -> None:
+    from conftest import fresh_pg_store
+
+    store = fresh_pg_store()
+    store.db.execute_sql('ALTER TABLE "agent_runs" ALTER COLUMN "lease_expires_at" TYPE REAL')
+    store.db.execute_sql("DELETE FROM segue_schema_version WHERE version > 1")
+    url = store.url
+    store.close()
+    reopened = RunStore(url)
+    (kind,) = reopened.db.execute_sql(
+        "SELECT data_type FROM information_schema.columns WHERE table_name = 'agent_runs' "
+        "AND column_name = 'lease_expires_at'"
+    ).fetchone()
+    assert kind == "double precision"
+    reopened.close()

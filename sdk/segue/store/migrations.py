@@ -18,8 +18,20 @@ def _v1(db: pw.Database, models: Bound) -> None:
     db.create_tables(models.all)
 
 
+def _v2(db: pw.Database, models: Bound) -> None:
+    """Float columns become double precision. SQLite's REAL already is; PostgreSQL's REAL is 4 bytes, which
+    rounded lease deadlines (epoch seconds) to about two minutes."""
+    if isinstance(db, pw.PostgresqlDatabase):
+        for table, column in (
+            ("agent_runs", "lease_expires_at"),
+            ("llm_interactions", "latency_ms"),
+            ("tool_calls", "duration_ms"),
+        ):
+            db.execute_sql(f'ALTER TABLE "{table}" ALTER COLUMN "{column}" TYPE DOUBLE PRECISION')  # type: ignore[no-untyped-call]
+
+
 #: version -> migration that produces it, in order.
-MIGRATIONS: list[tuple[int, Callable[[pw.Database, Bound], None]]] = [(1, _v1)]
+MIGRATIONS: list[tuple[int, Callable[[pw.Database, Bound], None]]] = [(1, _v1), (2, _v2)]
 LATEST = MIGRATIONS[-1][0]
 
 

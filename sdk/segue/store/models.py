@@ -41,7 +41,9 @@ class AgentRun(BaseModel):
     iterations = pw.IntegerField(default=0)
     created_at = pw.CharField(max_length=32, index=True)  # ISO 8601 UTC, lexicographically sortable
     finished_at = pw.CharField(max_length=32, null=True)
-    lease_expires_at = pw.FloatField(null=True)  # a running run whose lease lapsed was abandoned
+    # Epoch seconds: DOUBLE PRECISION, not Peewee's FloatField, which PostgreSQL stores as 4-byte REAL (~2 min
+    # resolution at today's epoch).
+    lease_expires_at = pw.DoubleField(null=True)  # a running run whose lease lapsed was abandoned
     error = pw.TextField(null=True)
 
     class Meta:
@@ -73,7 +75,7 @@ class LlmInteractionRow(BaseModel):
     request_headers = pw.TextField(null=True)
     provider_response = pw.TextField(null=True)
     usage = pw.TextField()
-    latency_ms = pw.FloatField()
+    latency_ms = pw.DoubleField()
     error = pw.TextField(null=True)
 
     class Meta:
@@ -89,7 +91,7 @@ class ToolCallRow(BaseModel):
     arguments = pw.TextField()
     result = pw.TextField(null=True)
     is_error = pw.BooleanField(default=False)
-    duration_ms = pw.FloatField()
+    duration_ms = pw.DoubleField()
 
     class Meta:
         table_name = "tool_calls"
