@@ -16,7 +16,22 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
 
-class OpenAIChatProvider(SdkDriver):
+class ChatCompletionsDriver(SdkDriver):
+    """The Chat Completions calls and stream assembly, shared by every driver on that wire (OpenRouter too)."""
+
+    client: AsyncOpenAI
+
+    async def _post(self, kwargs: dict[str, Any]) -> Any:
+        return await self.client.chat.completions.with_raw_response.create(**kwargs)
+
+    async def _open_stream(self, kwargs: dict[str, Any]) -> Any:
+        return await self.client.chat.completions.create(**kwargs)
+
+    def _assembler(self) -> Assembler:
+        return ChatStream()
+
+
+class OpenAIChatProvider(ChatCompletionsDriver):
     """Chat Completions: OpenAI itself, or vLLM, SGLang, llama.cpp, Cerebras... at `base_url`.
 
     - `vendor`: the catalog vendor id of the serving path ("openai", "vllm", "cerebras", ...), which decides the
@@ -52,12 +67,3 @@ class OpenAIChatProvider(SdkDriver):
 
     def _parse(self, data: Mapping[str, Any], request: ProviderRequest, w: WireRequest) -> ParsedResponse:
         return wire.parse_response(data, model=self._model(request))
-
-    async def _post(self, kwargs: dict[str, Any]) -> Any:
-        return await self.client.chat.completions.with_raw_response.create(**kwargs)
-
-    async def _open_stream(self, kwargs: dict[str, Any]) -> Any:
-        return await self.client.chat.completions.create(**kwargs)
-
-    def _assembler(self) -> Assembler:
-        return ChatStream()

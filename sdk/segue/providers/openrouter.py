@@ -7,11 +7,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from segue.errors import ProviderError
-from segue.providers._common import Assembler, SdkDriver
 from segue.providers.base import ProviderRequest
+from segue.providers.openai_chat import ChatCompletionsDriver
 from segue.wire import openrouter as wire
 from segue.wire.common import ParsedResponse, WireRequest
-from segue.wire.streams import ChatStream
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -19,7 +18,7 @@ if TYPE_CHECKING:
 BASE_URL = "https://openrouter.ai/api/v1"
 
 
-class OpenRouterProvider(SdkDriver):
+class OpenRouterProvider(ChatCompletionsDriver):
     """Any OpenRouter model, with routing pinned when asked and context compression off unless asked for.
 
     - `provider_order` / `allow_fallbacks`: sent as `provider: {order, allow_fallbacks}` (note: OpenRouter's
@@ -85,12 +84,3 @@ class OpenRouterProvider(SdkDriver):
 
     def _parse(self, data: Mapping[str, Any], request: ProviderRequest, w: WireRequest) -> ParsedResponse:
         return wire.parse_response(data, model=self._model(request))
-
-    async def _post(self, kwargs: dict[str, Any]) -> Any:
-        return await self.client.chat.completions.with_raw_response.create(**kwargs)
-
-    async def _open_stream(self, kwargs: dict[str, Any]) -> Any:
-        return await self.client.chat.completions.create(**kwargs)
-
-    def _assembler(self) -> Assembler:
-        return ChatStream()
