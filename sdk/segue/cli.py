@@ -20,6 +20,7 @@ from urllib.parse import quote, unquote, urlparse
 
 from segue.errors import StoreError
 from segue.generated import RunDetail, RunStatus, RunSummary, Usage, get_converter
+from segue.meta import LAYOUT_META_KEY
 
 EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT = 0, 1, 2
 DB_ENV = "SEGUE_DB"
@@ -260,7 +261,7 @@ def _show_text(run: RunDetail) -> str:
         f"answer: {_clean(run.answer or '—', 200)}",
         f"usage: {_usage_line(run.usage)}",
     ]
-    layout = (run.meta or {}).get("segue.layout")
+    layout = (run.meta or {}).get(LAYOUT_META_KEY)
     if isinstance(layout, dict):
         at = f" at iteration {layout['iteration']}" if layout.get("iteration") else ""
         out.append(f"layout: {layout.get('mode', 'undecided')} ({_clean(str(layout.get('reason', '')))}){at}")

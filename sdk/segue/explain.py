@@ -38,6 +38,7 @@ from segue.generated import (
 )
 from segue.hashing import canonical_json
 from segue.layout import FRAGMENT_TAG
+from segue.meta import LAYOUT_META_KEY
 from segue.providers.base import FRAGMENT_META_KEY
 
 __all__ = [
@@ -369,7 +370,7 @@ def _collapsed_run(run: RunDetail, previous: RunDetail | None) -> str | None:
 
 
 def _layout_mode(run: RunDetail) -> str | None:
-    layout = (run.meta or {}).get("segue.layout")
+    layout = (run.meta or {}).get(LAYOUT_META_KEY)
     mode = layout.get("mode") if isinstance(layout, dict) else None
     return mode if isinstance(mode, str) else None
 
@@ -476,7 +477,7 @@ def explain_run(run: RunDetail, previous: RunDetail | None = None) -> RunExplana
                 usage=now.usage,
             )
         )
-    layout = (run.meta or {}).get("segue.layout")
+    layout = (run.meta or {}).get(LAYOUT_META_KEY)
     return RunExplanation(
         run_id=run.run_id,
         continued_from=run.continued_from,

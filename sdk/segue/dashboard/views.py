@@ -22,6 +22,7 @@ from segue.explain import (
     prompt_messages,
 )
 from segue.generated import Message, RunDetail, RunSummary, Usage, get_converter
+from segue.meta import LAYOUT_META_KEY, REQUEST_META_KEY
 
 #: Dollars for `usage` on a serving path, or None when no pricing is known (the catalog plugs in here).
 CostFn = Callable[[Usage, str, str | None], float | None]
@@ -236,7 +237,7 @@ def conversation_messages(run: RunDetail) -> list[MessageView]:
     start = own_messages_start(run)
     if start is not None and run.llm_interactions:
         _, sent = prompt_messages(run.llm_interactions[-1].provider_request)
-        request = (run.meta or {}).get("segue.request")
+        request = (run.meta or {}).get(REQUEST_META_KEY)
         history = request.get("history") if isinstance(request, dict) else None
         first_history = start - len(history) if isinstance(history, list) else start
         for i, m in enumerate(sent[:start]):
@@ -337,7 +338,7 @@ def run_view(run: RunDetail, previous: RunDetail | None, cost: CostFn) -> RunVie
             )
         other = [(w.run_id, w.cause, w.message) for w in r.warnings if w.run_id not in listed]
     messages = conversation_messages(run)
-    layout = (run.meta or {}).get("segue.layout")
+    layout = (run.meta or {}).get(LAYOUT_META_KEY)
     return RunView(
         run=run,
         row=run_row(run, cost),

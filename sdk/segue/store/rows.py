@@ -13,12 +13,6 @@ from segue.meta import REPLAY_META_KEY
 from segue.store.models import AgentRun
 
 
-def prefix_type() -> Any:
-    from segue.generated import PrefixDescriptor
-
-    return PrefixDescriptor
-
-
 def loads(text: str | None, where: str) -> Any:
     if text is None:
         return None

@@ -25,6 +25,7 @@ from segue.errors import StoreError
 from segue.generated import (
     LlmInteraction,
     Message,
+    PrefixDescriptor,
     RunDetail,
     RunStatus,
     RunSummary,
@@ -34,6 +35,7 @@ from segue.generated import (
     get_converter,
 )
 from segue.hashing import canonical_json
+from segue.meta import PREFIX_META_KEY
 from segue.store import migrations
 from segue.store.models import Bound
 from segue.store.rows import (
@@ -41,7 +43,6 @@ from segue.store.rows import (
     MessageCache,
     loads,
     message_from_row,
-    prefix_type,
     summary_from_row,
 )
 
@@ -534,7 +535,7 @@ class RunStore:
             input=row.input,
             answer=row.answer,
             retry_of=row.retry_of,
-            prefix=conv.structure(meta["segue.prefix"], prefix_type()) if "segue.prefix" in meta else None,
+            prefix=conv.structure(meta[PREFIX_META_KEY], PrefixDescriptor) if PREFIX_META_KEY in meta else None,
             meta=meta,
             traces=traces,
             llm_interactions=[
