@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import attrs
@@ -24,12 +24,6 @@ def call(name: str, arguments: dict[str, Any] | None = None, *, id: str | None =
     return Message(
         role="assistant", content=[ToolCallBlock(id=id or f"call_{name}", name=name, arguments=arguments or {})]
     )
-
-
-def thinking(reasoning: str, then: Message, *, vendor: str = "scripted", model: str = "scripted-1") -> Message:
-    """`then` with a reasoning block in front, signed by nothing (the scripted vendor checks no signatures)."""
-    block = ReasoningBlock(vendor=vendor, model=model, format="scripted.reasoning", text=reasoning, signature="sig")
-    return Message(role=then.role, content=[block, *then.content])
 
 
 @attrs.define(kw_only=True)
@@ -112,8 +106,3 @@ def canonical_messages(request: ProviderRequest) -> list[dict[str, Any]]:
     """The request's messages as plain dicts without segue's meta, for byte-level comparisons."""
     conv = get_converter()
     return [{k: v for k, v in conv.unstructure(m, Message).items() if k != "meta"} for m in request.messages]
-
-
-def scripted_conversation(turns: Sequence[Sequence[Reply]]) -> list[Reply]:
-    """Flatten per-run reply lists into one script."""
-    return [reply for turn in turns for reply in turn]
