@@ -429,7 +429,7 @@ def test_every_shipped_serving_path_resolves() -> None:
             continue
         assert r.wire in ("anthropic", "openai_responses", "openai_chat", "openrouter")
         assert r.pricing is not None, (model, vendor)
-        assert r.cache_kind in ("block", "prefix"), (model, vendor)
+        assert r.cache_kind in ("block", "prefix", "breakpoint"), (model, vendor)
         assert r.prefix_prompt_cache == (r.cache_kind == "prefix"), (model, vendor)
         if r.cache_kind == "block":
             assert (r.cache_max_breakpoints, r.cache_lookback_blocks) == (4, 20)

@@ -92,6 +92,10 @@ def _resolved(model: str, vendor: str, catalog: Catalog | None = None) -> Resolv
 def rules_from(resolved: Resolved) -> CacheRules:
     """CacheRules from a resolved catalog entry: the numbers are catalog data, not twin code."""
     kind = resolved.get("llm", "cache_kind", default=None)
+    if kind == "breakpoint":
+        # Not emulated yet (issue 13): served as an exact-prefix cache without rounding, as before the catalog
+        # named the breakpoint kind.
+        kind = "prefix"
     if kind not in ("block", "prefix"):
         raise ValueError(f"{resolved.label}: catalog llm.cache_kind is {kind!r}; the twin emulates 'block' or 'prefix'")
     minimum = resolved.get("llm", "cache_min_tokens", default=None)
