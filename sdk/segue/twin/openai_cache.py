@@ -138,17 +138,25 @@ class PromptPiece:
 
 
 def item_pieces(
-    index: int, head: dict[str, Any], content: Any, *, eligible: bool, field: str, path: str
+    index: int,
+    head: dict[str, Any],
+    content: Any,
+    *,
+    eligible: bool,
+    field: str,
+    path: str,
+    tail: Mapping[str, Any] | None = None,
 ) -> list[PromptPiece]:
-    """Pieces of an item whose ``content`` (a string or a list of parts) sits under ``field`` of ``head``.
+    """Pieces of an item whose ``content`` (a string or a list of parts) sits under ``field`` between ``head``
+    and ``tail`` (the item's other fields, in wire order).
 
-    The first piece carries the item's other fields; a string is one text part, so a message reads the same
-    whether its text comes as a string or as one text part.
+    The first piece carries the other fields; a string is one text part, so a message reads the same whether
+    its text comes as a string or as one text part.
     """
     parts = content if isinstance(content, list) and content else [content if isinstance(content, str) else ""]
     pieces = []
     for j, part in enumerate(parts):
-        render = {**head, field: part_render(part)} if j == 0 else {field: part_render(part)}
+        render = {**head, field: part_render(part), **(tail or {})} if j == 0 else {field: part_render(part)}
         marker = part.get("prompt_cache_breakpoint") if isinstance(part, dict) else None
         where = f"{path}.{field}[{j}]" if isinstance(content, list) else f"{path}.{field}"
         pieces.append(PromptPiece(render=render, item=index, eligible=eligible, breakpoint=marker, path=where))

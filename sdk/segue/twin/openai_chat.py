@@ -153,10 +153,10 @@ def _pieces(header: Any, tools: list[Any], messages: list[dict[str, Any]]) -> li
                 ]
             pieces.append(PromptPiece(render=render, item=i))
             continue
-        head = {"role": role}
-        if role == "tool":
-            head["tool_call_id"] = message.get("tool_call_id")
-        pieces += item_pieces(i, head, message.get("content"), eligible=True, field="content", path=path)
+        tail = {"tool_call_id": message.get("tool_call_id")} if role == "tool" else None
+        pieces += item_pieces(
+            i, {"role": role}, message.get("content"), eligible=True, field="content", path=path, tail=tail
+        )
     return pieces
 
 
