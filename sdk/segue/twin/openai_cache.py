@@ -131,14 +131,12 @@ class PromptPiece:
     """One piece of the prompt: what the model reads, and the breakpoint it carries (as sent)."""
 
     render: Any
-    item: int = -1
     eligible: bool = False
     breakpoint: Any = None
     path: str = ""
 
 
 def item_pieces(
-    index: int,
     head: dict[str, Any],
     content: Any,
     *,
@@ -159,7 +157,7 @@ def item_pieces(
         render = {**head, field: part_render(part), **(tail or {})} if j == 0 else {field: part_render(part)}
         marker = part.get("prompt_cache_breakpoint") if isinstance(part, dict) else None
         where = f"{path}.{field}[{j}]" if isinstance(content, list) else f"{path}.{field}"
-        pieces.append(PromptPiece(render=render, item=index, eligible=eligible, breakpoint=marker, path=where))
+        pieces.append(PromptPiece(render=render, eligible=eligible, breakpoint=marker, path=where))
     return pieces
 
 

@@ -151,11 +151,11 @@ def _pieces(header: Any, tools: list[Any], messages: list[dict[str, Any]]) -> li
                     }
                     for c in message["tool_calls"]
                 ]
-            pieces.append(PromptPiece(render=render, item=i))
+            pieces.append(PromptPiece(render=render))
             continue
         tail = {"tool_call_id": message.get("tool_call_id")} if role == "tool" else None
         pieces += item_pieces(
-            i, {"role": role}, message.get("content"), eligible=True, field="content", path=path, tail=tail
+            {"role": role}, message.get("content"), eligible=True, field="content", path=path, tail=tail
         )
     return pieces
 

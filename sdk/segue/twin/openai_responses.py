@@ -242,20 +242,18 @@ def _pieces(header: Any, tools: list[Any], instructions: Any, items: list[dict[s
         if kind == "message":
             eligible = item.get("role") in _BREAKPOINT_ROLES
             pieces += item_pieces(
-                i, {"role": item.get("role")}, item.get("content"), eligible=eligible, field="content", path=path
+                {"role": item.get("role")}, item.get("content"), eligible=eligible, field="content", path=path
             )
         elif kind == "function_call_output":
             head = {"type": kind, "call_id": item.get("call_id")}
-            pieces += item_pieces(i, head, item.get("output"), eligible=True, field="output", path=path)
+            pieces += item_pieces(head, item.get("output"), eligible=True, field="output", path=path)
         elif kind == "function_call":
             render = {k: item.get(k) for k in ("type", "call_id", "name", "arguments")}
-            pieces.append(PromptPiece(render=render, item=i))
+            pieces.append(PromptPiece(render=render))
         elif item.get("twin_omitted"):
-            pieces.append(PromptPiece(render={"type": "reasoning", "omitted": True}, item=i))
+            pieces.append(PromptPiece(render={"type": "reasoning", "omitted": True}))
         else:
-            pieces.append(
-                PromptPiece(render={"type": "reasoning", "text": item["twin_payload"].get("reasoning", "")}, item=i)
-            )
+            pieces.append(PromptPiece(render={"type": "reasoning", "text": item["twin_payload"].get("reasoning", "")}))
     return pieces
 
 
