@@ -122,10 +122,25 @@ def _list_hook(conv: cattrs.Converter, t: Any) -> Callable[[Any, Any], Any]:
 
 
 def _dict_hook(conv: cattrs.Converter, t: Any) -> Callable[[Any, Any], Any]:
+    """`dict[str, Any]` keeps the object as is; a map `dict[str, V]` structures every value as a V."""
+    args = get_args(t)
+    value_type = args[1] if len(args) == 2 else Any
+    value_hook = None if value_type is Any else conv.get_structure_hook(value_type)
+
     def structure(value: Any, _: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise TypeError(f"expected an object, got {type(value).__name__}")
-        return dict(value)
+        if value_hook is None:
+            return dict(value)
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"expected string keys, got {type(key).__name__} {key!r:.60}")
+            try:
+                out[key] = value_hook(item, value_type)
+            except Exception as e:
+                raise TypeError(f"value of key {key!r}: {e}") from e
+        return out
 
     return structure
 
