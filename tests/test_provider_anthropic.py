@@ -102,7 +102,11 @@ async def test_first_turn_body_headers_and_response() -> None:
     assert result.request_body == rec.body and result.request_headers == {}
     assert result.message == Message(role="assistant", content=[TextBlock(text="Hello.")])
     assert result.usage == Usage(
-        input_tokens=2012, output_tokens=30, cache_read_tokens=1800, cache_write_tokens=200, cache_write_1h_tokens=0
+        input_tokens=2012,
+        output_tokens=30,
+        cache_read_tokens=1800,
+        cache_write_tokens=200,
+        cache_write_tokens_by_ttl={"5m": 200, "1h": 0},
     )
     assert (result.vendor, result.model, result.stop_reason) == ("anthropic", MODEL, "end_turn")
     assert "sk-ant-test" not in json.dumps([result.request_body, result.request_headers])

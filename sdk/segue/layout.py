@@ -251,6 +251,8 @@ class LayoutPolicy:
             shown = "absent" if value is _ABSENT else json.dumps(value)
             prefix = resolved.prefix_prompt_cache
             why = f"catalog: {resolved.label} prefix_prompt_cache={shown}" + (f" ({src})" if src else "")
+            if resolved.note:
+                why += f"; {resolved.note}"
         if prefix:
             mode: ResolvedLayout = "appendOnly"
         elif stable_prefix and self._native_tools:

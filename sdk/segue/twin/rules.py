@@ -113,7 +113,7 @@ def catalog_rules(catalog: Catalog) -> Callable[[str, str], CacheRules]:
 def _resolved(model: str, vendor: str, catalog: Catalog | None = None) -> Resolved:
     catalog = catalog or _catalog()
     try:
-        return catalog.resolve(catalog.model_for(model, vendor), vendor)
+        return catalog.resolve(model, vendor)  # a model the catalog does not list: the vendor's defaults
     except CatalogError as e:
         raise ValueError(
             f"the twin has no cache rules for model {model!r} served by {vendor!r}: {e}; add the model to the "

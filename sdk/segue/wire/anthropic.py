@@ -34,6 +34,7 @@ from segue.wire.common import (
     opt_obj,
     req_list,
     stop_reason,
+    tokens_by_ttl,
 )
 
 if TYPE_CHECKING:
@@ -188,8 +189,7 @@ def parse_usage(u: Mapping[str, Any]) -> Usage:
     uncached = opt_int(u, "input_tokens", where) or 0
     read = opt_int(u, "cache_read_input_tokens", where)
     write = opt_int(u, "cache_creation_input_tokens", where)
-    creation = opt_obj(u, "cache_creation", where)
-    write_1h = None if creation is None else opt_int(creation, "ephemeral_1h_input_tokens", where)
+    by_ttl = tokens_by_ttl(opt_obj(u, "cache_creation", where), "ephemeral_", "_input_tokens", where)
     details = opt_obj(u, "output_tokens_details", where)
     output = opt_int(u, "output_tokens", where)
     if output is None:
@@ -199,6 +199,6 @@ def parse_usage(u: Mapping[str, Any]) -> Usage:
         output_tokens=output,
         cache_read_tokens=read,
         cache_write_tokens=write,
-        cache_write_1h_tokens=write_1h,
+        cache_write_tokens_by_ttl=by_ttl,
         reasoning_tokens=None if details is None else opt_int(details, "thinking_tokens", where),
     )

@@ -190,6 +190,24 @@ def opt_int(d: Mapping[str, Any], key: str, where: str) -> int | None:
     return None if value is None else _typed(value, int, key, where)
 
 
+def tokens_by_ttl(details: Mapping[str, Any] | None, prefix: str, suffix: str, where: str) -> dict[str, int] | None:
+    """Per-TTL token counts from a vendor's details object, keyed by the TTL name the key spells.
+
+    Anthropic's `cache_creation` holds `ephemeral_5m_input_tokens` (prefix "ephemeral_", suffix "_input_tokens");
+    OpenAI's `cache_write_tokens_details` holds `ttl_30m_tokens` (prefix "ttl_", suffix "_tokens"). The names are
+    the ones the catalog's `llm.cache_ttls` lists, so `Usage.cache_write_tokens_by_ttl` is priced per TTL without
+    a vendor table. None when the vendor sent no details."""
+    if details is None:
+        return None
+    found = {}
+    for key in as_map(details, where):
+        if key.startswith(prefix) and key.endswith(suffix) and len(key) > len(prefix) + len(suffix):
+            count = opt_int(details, key, where)
+            if count is not None:
+                found[key[len(prefix) : -len(suffix)]] = count
+    return found
+
+
 def req_map(d: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
     return as_map(_get(d, key, where), f"{where} {key!r}")
 
