@@ -79,6 +79,23 @@ def test_a_likely_typo_is_a_note_not_a_failure(cat: Catalog) -> None:
         cat.model_for("claude-sonet-4-6")  # the strict lookup still refuses
 
 
+async def test_the_twin_serves_an_unlisted_model_with_the_vendor_defaults() -> None:
+    """The twin used to answer 500 for a model missing from the catalog; it now applies OpenAI's defaults (an
+    exact-prefix cache from 1,024 tokens in 128-token steps) through the same cascade."""
+    from segue.twin import Twin, rules_for
+
+    rules = rules_for("gpt-9-experimental", "openai")
+    assert (rules.style, rules.min_cacheable_tokens, rules.increment_tokens) == ("prefix", 1024, 128)
+    client = Twin().openai_client()
+    prompt = "Describe the orders table. " * 400  # about 2,400 tokens: above the minimum
+    first = await client.responses.create(model="gpt-9-experimental", input=prompt, prompt_cache_key="k")
+    again = await client.responses.create(model="gpt-9-experimental", input=prompt, prompt_cache_key="k")
+    assert first.usage is not None and again.usage is not None
+    assert first.usage.input_tokens_details.cached_tokens == 0
+    cached = again.usage.input_tokens_details.cached_tokens
+    assert cached >= 1024 and cached % 128 == 0
+
+
 def test_without_a_vendor_only_the_default_type_answers(cat: Catalog) -> None:
     r = cat.resolve("house-model")
     assert r.note == "not in the catalog: from the default model type"

@@ -241,6 +241,18 @@ def test_served_api_name_and_unknown_paths(catalog: Catalog) -> None:
     assert d.mode == "replace" and d.reason == "catalog: no entry for house-model@my-proxy"
 
 
+def test_a_model_the_catalog_does_not_list_decides_from_the_vendor_defaults(catalog: Catalog) -> None:
+    """The cascade without the model layers: OpenAI's defaults say prefix cache, Anthropic's say block cache."""
+    d = make(catalog).observe_served(1, "openai", "gpt-9-experimental")
+    assert d.mode == "appendOnly"
+    assert d.reason.startswith("catalog: gpt-9-experimental@openai prefix_prompt_cache=true (catalogs/vendors.json#")
+    assert d.reason.endswith("; not in the catalog: from the vendor's defaults")
+    block = make(catalog).observe_served(1, "anthropic", "claude-sonnet-9")
+    assert block.mode == "replace" and "not in the catalog: from the vendor's defaults" in block.reason
+    breakpoint_cache = make(catalog).observe_served(1, "openai", "gpt-6.2-sol")  # a listed breakpoint-cache path
+    assert breakpoint_cache.mode == "replace" and "prefix_prompt_cache=false" in breakpoint_cache.reason
+
+
 def test_undecided_later_iteration_freezes_replace(catalog: Catalog) -> None:
     loop = Loop(make(catalog), earlier_turns())
     loop.iterate(1)  # the loop forgot observe_served
