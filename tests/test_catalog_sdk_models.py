@@ -96,6 +96,9 @@ def test_catalog_explain_for_a_made_up_model_as_a_user_runs_it() -> None:
     assert lines[1] == "not in the catalog: from the vendor's defaults"
     (line,) = [x for x in lines if x.startswith("llm.prefix_prompt_cache")]
     assert line.split()[1:4] == ["true", "vendor", "openai"]
+    doc = (REPO / "docs" / "cli.md").read_text()
+    shown = doc.split("$ segue catalog explain gpt-9-experimental --vendor openai\n", 1)[1].split("```", 1)[0]
+    assert shown.splitlines() == lines, "docs/cli.md shows this command's output: keep it true"
 
 
 def test_the_providers_doc_example_models_resolve(cat: Catalog) -> None:
