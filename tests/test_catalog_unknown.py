@@ -191,6 +191,14 @@ def test_a_left_out_entry_must_not_contradict_a_row(tmp_path: Path) -> None:
 # --- bad input in files: one clear error, nothing built -----------------------------------------------------------
 
 
+def test_a_row_naming_an_unknown_vendor_is_refused(tmp_path: Path) -> None:
+    write(tmp_path / "app", "x.json", model_vendors=[
+        {"model": "gpt-5.5", "vendor": "opnai", "role": "inference_provider", "priority": 1}])  # fmt: skip
+    err = only_error(tmp_path / "app")
+    assert (err.pointer, err.expected) == ("/model_vendors/0/vendor", "an existing vendor id")
+    assert "got 'opnai'; did you mean 'openai'?" in str(err)
+
+
 def test_a_repeated_key_is_refused_with_its_pointer(tmp_path: Path) -> None:
     d = tmp_path / "app"
     d.mkdir()
