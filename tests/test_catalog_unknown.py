@@ -46,7 +46,7 @@ def test_an_unknown_model_resolves_from_the_type_and_the_vendor_defaults(cat: Ca
         "gpt-9-experimental", "openai", "gpt-9-experimental", "openai_responses", None,
     )  # fmt: skip
     assert r.prefix_prompt_cache is True  # the vendor's defaults beat the conservative type
-    assert (r.cache_min_tokens, r.cache_increment_tokens, r.cache_ttls) == (1024, 128, ["in_memory", "24h"])
+    assert (r.cache_min_tokens, r.cache_increment_tokens, r.cache_ttls) == (1024, 128, ["24h", "in_memory"])
     assert r.supports_reasoning is False  # the type answers what the vendor does not
     src = r.source("llm", "prefix_prompt_cache")
     assert src is not None and src.file.endswith("catalogs/vendors.json") and src.layer.startswith("vendor openai")
@@ -250,6 +250,6 @@ def test_a_version_1_write_price_on_a_path_without_that_ttl_says_where_it_came_f
         {"model": "gpt-4.1", "vendor": "openai", "role": "inference_provider", "priority": 100,
          "configuration": {"pricing": {"cache_write_5m": 2.5}}}])  # fmt: skip
     err = only_error(tmp_path / "app")
-    assert "gpt-4.1@openai offers 'in_memory', '24h'" in str(err)
+    assert "gpt-4.1@openai offers '24h', 'in_memory'" in str(err)
     assert err.pointer == "/model_vendors/0/configuration/pricing/cache_write/5m"
     assert "is a version-1 file, whose cache_write_5m / cache_write_1h became cache_write['5m'] / ['1h']" in str(err)
