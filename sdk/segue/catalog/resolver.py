@@ -70,8 +70,9 @@ class Catalog:
         self._table: dict[tuple[str, str | None], Resolved] = {}
         self._unlisted: dict[tuple[str, str | None], Resolved] = {}
         self._api_names: dict[str, list[tuple[str, str]]] = {}
-        self._vendor_layer = {vid: _layer(r, "model_defaults", f"vendor {vid} model_defaults") for vid, r in
-                              rows["vendors"].items()}  # fmt: skip
+        self._vendor_layer = {
+            vid: _layer(r, "model_defaults", f"vendor {vid} model_defaults") for vid, r in rows["vendors"].items()
+        }
         default = next((r for r in rows["model_types"].values() if r.raw.get("default_for_unknown_models")), None)
         self._default_type: list[Layer] = (
             [] if default is None else [_layer(default, "configuration", f"model type {default.key} (default)")]
@@ -99,10 +100,14 @@ class Catalog:
         self, mid: str, vid: str | None, row: ModelVendor | None, layers: list[Layer], note: str | None = None
     ) -> Resolved:
         config, prov = _cascade(layers)
+        if row is not None:
+            api_name: str | None = row.api_name or mid
+        else:  # a path without a row sends the model name as given; a vendor-less entry has no api name
+            api_name = mid if vid is not None else None
         return Resolved(
             model=mid,
             vendor=vid,
-            api_name=row.api_name or mid if row else (mid if vid and note else None),
+            api_name=api_name,
             wire=self._vendors[vid].wire if vid else None,
             priority=row.priority if row else None,
             layers=tuple(src.layer for _, src in layers),
