@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import pytest
 
 from segue.catalog import Catalog
 from segue.tokens import count_json
@@ -240,6 +241,29 @@ async def test_minimum_cacheable_length_depends_on_the_model(tmp_path: Path) -> 
     assert opus5["cache_creation_input_tokens"] == _tokens(short)
     sonnet = await _usage(client, system=[short], messages=[{"role": "user", "content": "q"}])
     assert sonnet["cache_creation_input_tokens"] == 0
+
+
+async def test_a_model_without_a_published_minimum_is_served_and_cached_from_the_first_token(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Not a vendor rule but the twin's policy where the vendor is silent: the prompt caching page lists no
+    minimum for some models the SDK names (the catalog leaves `cache_min_tokens` absent rather than invent one).
+    The twin serves them instead of failing, caches from the first token, and says so once in the log."""
+    resolved = Catalog.load().resolve("claude-sonnet-5-5", "anthropic")
+    assert resolved.get("llm", "cache_min_tokens", default=None) is None
+    _, client = _twin()
+    short = _text("Be brief. " * 20, cache=True)  # far below every published minimum
+    with caplog.at_level("WARNING", logger="segue.twin"):
+        first = await _usage(
+            client, model="claude-sonnet-5-5", system=[short], messages=[{"role": "user", "content": "q"}]
+        )
+        again = await _usage(
+            client, model="claude-sonnet-5-5", system=[short], messages=[{"role": "user", "content": "q"}]
+        )
+    assert first["cache_creation_input_tokens"] == _tokens(short)
+    assert again["cache_read_input_tokens"] == _tokens(short)
+    notes = [r.getMessage() for r in caplog.records if "no cache_min_tokens" in r.getMessage()]
+    assert len(notes) <= 1 and all("claude-sonnet-5-5" in n for n in notes)
 
 
 async def test_ttl_expiry_on_the_test_clock_five_minutes_vs_one_hour() -> None:

@@ -143,7 +143,12 @@ class Methods:
             for k in resolved.explain()
         ]
         return CatalogExplainResult(
-            model=resolved.model, vendor=resolved.vendor, label=resolved.label, layers=list(resolved.layers), keys=keys
+            model=resolved.model,
+            vendor=resolved.vendor,
+            label=resolved.label,
+            layers=list(resolved.layers),
+            keys=keys,
+            note=resolved.note,
         )
 
     # -- runs -------------------------------------------------------------------------------------------------

@@ -10,12 +10,15 @@ which are part of each wire protocol, are here. `Twin(rules=...)` can supply oth
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Mapping
 from typing import Literal
 
 import attrs
 
 from segue.catalog import Catalog, CatalogError, Resolved
+
+log = logging.getLogger("segue.twin")
 
 Vendor = Literal["anthropic", "openai"]
 CacheStyle = Literal["block", "prefix", "breakpoint"]
@@ -130,7 +133,11 @@ def rules_from(resolved: Resolved) -> CacheRules:
         )
     minimum = resolved.get("llm", "cache_min_tokens", default=None)
     if not isinstance(minimum, int):
-        raise ValueError(f"{resolved.label}: catalog llm.cache_min_tokens is missing; the twin needs it")
+        # The vendor publishes no minimum for this model (e.g. a Claude model newer than the prompt caching page):
+        # serve it rather than fail, cache from the first token, and say so once, so nobody reads the twin's
+        # numbers for it as the vendor's.
+        _warn_no_minimum(resolved.label)
+        minimum = 0
     ttls = _ttls(resolved)
     need = {
         "block": ("cache_lookback_blocks", "cache_max_breakpoints"),
@@ -150,6 +157,15 @@ def rules_from(resolved: Resolved) -> CacheRules:
         lookback_blocks=numbers.get("cache_lookback_blocks"),
         max_breakpoints=numbers.get("cache_max_breakpoints"),
         match_breakpoints=numbers.get("cache_match_breakpoints"),
+    )
+
+
+@functools.cache
+def _warn_no_minimum(label: str) -> None:
+    log.warning(
+        "twin: the catalog has no cache_min_tokens for %s (the vendor publishes none); the twin caches it from the "
+        "first token. Add llm.cache_min_tokens in an app catalog (SEGUE_CATALOG_PATH) to emulate a minimum.",
+        label,
     )
 
 
