@@ -272,6 +272,33 @@ async def test_no_cache_ttl_means_no_breakpoints() -> None:
     assert "cache_control" not in json.dumps(rec.body)
 
 
+async def test_prewarm_sends_max_tokens_zero_with_the_usual_breakpoints() -> None:
+    """`max_tokens`: "Set to `0` to populate the prompt cache without generating a response" (the pinned anthropic
+    SDK's `MessageCreateParamsBase.max_tokens` docstring, linking the page's "pre-warming the cache"). The
+    breakpoints are the ones a normal request of the same prefix carries; the answer is empty."""
+    warm = response([], stop="max_tokens")
+    warm["usage"].update(input_tokens=3, output_tokens=0, cache_read_input_tokens=0, cache_creation_input_tokens=2000)
+    rec = Recorder(json_response(warm))
+    provider = AnthropicProvider(MODEL, cache_ttl="1h", max_tokens=2048, client=anthropic_client(rec))
+    request = ProviderRequest(system="s", stable_head="h", messages=replayed()[:4], replay_end=3, prewarm=True)
+
+    result = await provider.complete(request)
+
+    assert rec.body["max_tokens"] == 0
+    assert json.dumps(rec.body).count("cache_control") == 3  # system, stable head, the last (replayed) message
+    assert_typed(rec.body, MessageCreateParamsNonStreaming)
+    assert result.message.content == [] and result.warnings == []
+    assert (result.usage.output_tokens, result.usage.cache_write_tokens) == (0, 2000)
+
+
+async def test_prewarm_without_breakpoints_is_refused_before_sending() -> None:
+    rec = Recorder()
+    provider = AnthropicProvider(MODEL, cache_ttl=None, client=anthropic_client(rec))
+    with pytest.raises(WireError, match="prewarm needs cache breakpoints, but cache_ttl is None"):
+        await provider.complete(ProviderRequest(system="s", messages=replayed(), prewarm=True))
+    assert rec.requests == []
+
+
 def stream_events() -> list[dict[str, Any]]:
     start = response([], stop="tool_use", input_transformations=[])
     start.update(stop_reason=None, usage={**start["usage"], "output_tokens": 1})

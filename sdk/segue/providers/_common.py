@@ -86,6 +86,9 @@ class SdkDriver:
         return self._response(data, request, wire, kind="other")
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+        if request.prewarm:  # nothing is generated, so there is nothing to stream
+            yield StreamDone(response=await self.complete(request))
+            return
         wire = self._wire(request, stream=True)
         assembler = self._assembler()
         try:
@@ -122,6 +125,12 @@ class SdkDriver:
             raise ProviderError(
                 f"{self.vendor} response could not be read: {e}", vendor=self.vendor, kind=kind, vendor_message=str(e)
             ) from e
+        warnings = [*wire.warnings, *parsed.warnings]
+        if request.prewarm and parsed.message.content:
+            warnings.append(
+                f"{self.vendor} generated {len(parsed.message.content)} content block(s) for a prewarm request, "
+                "which should only populate the cache"
+            )
         return ProviderResponse(
             message=parsed.message,
             usage=parsed.usage,
@@ -132,7 +141,7 @@ class SdkDriver:
             response_body=data,
             request_headers=dict(wire.headers),
             input_transformations=parsed.input_transformations,
-            warnings=[*wire.warnings, *parsed.warnings],
+            warnings=warnings,
         )
 
 

@@ -40,6 +40,10 @@ class ProviderRequest:
     cache_key: str | None = None
     #: Reasoning blocks segue predicted the vendor must drop (for comparing with the vendor's own report).
     expected_reasoning_drops: int = 0
+    #: Only populate the vendor's prompt cache with this prompt; generate nothing. Drivers use the vendor's
+    #: documented mechanism (Anthropic `max_tokens: 0`, OpenAI breakpoint caches' `prompt_cache_options.prewarm`)
+    #: and raise WireError where there is none. The response has usage and no content.
+    prewarm: bool = False
 
 
 @attrs.frozen(kw_only=True)

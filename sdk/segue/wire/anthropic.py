@@ -10,7 +10,9 @@ they go. Rules it enforces:
 - at most four cache breakpoints: end of system, end of the stable head (a second system text block), the last
   replayed message and the last message, never on the trailing runtime-state fragment;
 - with replayed thinking on the wire and thinking enabled, the binding-controls beta is requested with
-  `prefix_mismatch_behavior="drop_block"`, so a stale block is dropped (and reported) instead of failing the call.
+  `prefix_mismatch_behavior="drop_block"`, so a stale block is dropped (and reported) instead of failing the call;
+- a prewarm request sends `max_tokens: 0` ("Set to `0` to populate the prompt cache without generating a
+  response", the pinned SDK's `max_tokens` docstring), with the same breakpoints as a normal request.
 """
 
 from __future__ import annotations
@@ -61,6 +63,10 @@ def build_request(
     stream: bool = False,
 ) -> WireRequest:
     """The Messages API body (and beta header) for one canonical request."""
+    if request.prewarm:
+        if cache_ttl is None:
+            raise WireError("prewarm needs cache breakpoints, but cache_ttl is None; configure cache_ttl='5m' or '1h'")
+        max_tokens = 0
     cache: CacheControlEphemeralParam | None = None if cache_ttl is None else {"type": "ephemeral", "ttl": cache_ttl}
     system: list[TextBlockParam] = [
         {"type": "text", "text": text} for text in (request.system, request.stable_head) if text

@@ -5,19 +5,26 @@ system message only); each canonical tool result becomes a `tool` message; assis
 one assistant message. Consecutive user or assistant messages are merged, because several chat templates reject
 roles that do not alternate. Chat Completions has no reasoning replay, so reasoning is parsed (`reasoning`, or
 the older `reasoning_content`) but never sent back.
+
+On a breakpoint cache (`breakpoints`, GPT-5.6 and later) every content is a list of parts, the system prompt and
+the stable head are two parts of the system message, and segue.wire.breakpoints marks its boundaries with
+`prompt_cache_breakpoint`; `prompt_cache_options` carries the mode and the one TTL Chat Completions offers. Chat
+Completions has no `prewarm`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from segue.generated import ContentBlock, Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock, Usage
 from segue.generated.wire import openai_chat as g
 from segue.providers.base import ProviderRequest
+from segue.wire.breakpoints import BreakpointCache, mark
 from segue.wire.common import (
     MalformedResponseError,
     ParsedResponse,
+    WireError,
     WireRequest,
     as_map,
     opt_int,
@@ -27,6 +34,9 @@ from segue.wire.common import (
     stop_reason,
 )
 from segue.wire.openai_responses import cache_key
+
+if TYPE_CHECKING:
+    from openai.types.chat.completion_create_params import PromptCacheOptions
 
 WIRE = "openai_chat"
 #: ReasoningBlock.vendor of reasoning parsed from Chat Completions (never replayed).
@@ -38,11 +48,18 @@ _STOP = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_us
 Replay = Callable[[ReasoningBlock], dict[str, Any] | None]
 
 
-def build_request(request: ProviderRequest, *, model: str, vendor: str, stream: bool = False) -> WireRequest:
-    messages, _ = build_messages(request.messages)
-    system = "\n\n".join(text for text in (request.system, request.stable_head) if text)
-    if system:
-        messages.insert(0, {"role": "system", "content": system})
+def build_request(
+    request: ProviderRequest,
+    *,
+    model: str,
+    vendor: str,
+    breakpoints: BreakpointCache | None = None,
+    stream: bool = False,
+) -> WireRequest:
+    refuse_prewarm(request, WIRE)
+    parts = breakpoints is not None
+    messages, anchors = build_messages(request.messages, parts=parts)
+    fixed = insert_system(messages, request, parts=parts)
     body: dict[str, Any] = {"model": model, "messages": messages}
     if request.tools:
         body["tools"] = [g.tool(t) for t in request.tools]
@@ -51,10 +68,46 @@ def build_request(request: ProviderRequest, *, model: str, vendor: str, stream: 
         body["max_completion_tokens" if vendor == "openai" else "max_tokens"] = request.max_tokens
     if vendor == "openai" and request.cache_key:
         body["prompt_cache_key"] = cache_key(None, request.cache_key)
+    if breakpoints is not None:
+        body["prompt_cache_options"] = breakpoint_options(fixed, anchors, request, breakpoints)
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
     return WireRequest(body=body)
+
+
+def refuse_prewarm(request: ProviderRequest, wire: str) -> None:
+    if request.prewarm:
+        raise WireError(
+            f"prewarm: the {wire} wire has no way to populate the prompt cache without generating (Chat "
+            "Completions' prompt_cache_options take no prewarm); use OpenAIResponsesProvider on a breakpoint cache "
+            "(GPT-5.6 and later) or AnthropicProvider"
+        )
+
+
+def insert_system(messages: list[dict[str, Any]], request: ProviderRequest, *, parts: bool) -> list[Any]:
+    """Put the system prompt and the stable head first, as one system message; with `parts` each is a content
+    part of its own, and those parts are returned (the fixed cache breakpoint positions)."""
+    texts = [text for text in (request.system, request.stable_head) if text]
+    if not texts:
+        return []
+    if not parts:
+        messages.insert(0, {"role": "system", "content": "\n\n".join(texts)})
+        return []
+    system = [g.text_part(TextBlock(text=t)) for t in texts]
+    messages.insert(0, {"role": "system", "content": system})
+    return list(system)
+
+
+def breakpoint_options(
+    fixed: list[Any], anchors: list[Any], request: ProviderRequest, cache: BreakpointCache
+) -> PromptCacheOptions:
+    """Mark segue's boundaries with `prompt_cache_breakpoint`; the request's `prompt_cache_options`."""
+    mark(fixed, anchors, request, cache)
+    options: PromptCacheOptions = {"mode": cache.mode}
+    if cache.ttl == "30m":  # the only TTL Chat Completions offers; the driver refuses others
+        options["ttl"] = cache.ttl
+    return options
 
 
 def build_messages(

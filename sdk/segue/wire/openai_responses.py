@@ -6,6 +6,11 @@ message; assistant text becomes an assistant message item; tool results become f
 Reasoning of another vendor is dropped. With `store=False` nothing is kept server-side, so a reasoning item is
 only replayable with its `encrypted_content` (requested through `include`); one without it is left off the wire
 with a warning instead of failing the call with "Item with id 'rs_…' not found".
+
+On a breakpoint cache (`breakpoints`, GPT-5.6 and later) the system prompt goes as the first developer message
+instead of `instructions`, because only content parts can carry `prompt_cache_breakpoint`; tool outputs go as a
+list of parts for the same reason (always, so an output reads the same whether or not it carries the marker).
+segue.wire.breakpoints decides where the markers go; `prompt_cache_options` carries the mode, TTL and `prewarm`.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock, Usage
 from segue.generated.wire import openai_responses as g
 from segue.providers.base import ProviderRequest
+from segue.wire.breakpoints import BreakpointCache, mark
 from segue.wire.common import (
     ParsedResponse,
+    WireError,
     WireRequest,
     as_map,
     foreign_reasoning,
@@ -29,6 +36,7 @@ from segue.wire.common import (
 
 if TYPE_CHECKING:
     from openai.types.responses import ResponseInputImageParam, ResponseInputItemParam, ResponseInputTextParam
+    from openai.types.responses.response_create_params import PromptCacheOptions
 
     Part = ResponseInputTextParam | ResponseInputImageParam
 
@@ -46,18 +54,31 @@ def build_request(
     reasoning: Mapping[str, Any] | None,
     store: bool,
     cache_key_prefix: str | None,
+    breakpoints: BreakpointCache | None = None,
     stream: bool = False,
 ) -> WireRequest:
+    """The Responses body for one canonical request; `breakpoints` when the serving path is a breakpoint cache."""
+    if request.prewarm and breakpoints is None:
+        raise WireError(
+            f"prewarm: {model!r} is not a breakpoint cache in the catalog (llm.cache_kind), and the Responses API "
+            "warms a cache without generating only through prompt_cache_options.prewarm, which breakpoint caches "
+            "(GPT-5.6 and later) take; send a normal request instead"
+        )
     warnings: list[str] = []
     items: list[ResponseInputItemParam] = []
-    if request.stable_head:
-        head = g.input_text(TextBlock(text=request.stable_head))
-        items.append({"type": "message", "role": "developer", "content": [head]})
-    for m in request.messages:
-        items.extend(message_items(m, store=store, warnings=warnings))
+    fixed: list[Any] = []
     body: dict[str, Any] = {"model": model}
-    if request.system:
+    if breakpoints is not None and request.system:
+        items.append(_developer(request.system, fixed))
+    elif request.system:
         body["instructions"] = request.system
+    if request.stable_head:
+        items.append(_developer(request.stable_head, fixed))
+    anchors = []
+    for m in request.messages:
+        own = message_items(m, store=store, warnings=warnings, tool_parts=breakpoints is not None)
+        items.extend(own)
+        anchors.append(_last_part(own))
     body["input"] = items
     if request.tools:
         body["tools"] = [g.tool(t) for t in request.tools]
@@ -68,11 +89,34 @@ def build_request(
     key = cache_key(cache_key_prefix, request.cache_key)
     if key is not None:
         body["prompt_cache_key"] = key
+    if breakpoints is not None:
+        mark(fixed, anchors, request, breakpoints)
+        options: PromptCacheOptions = {"mode": breakpoints.mode, "ttl": breakpoints.ttl}
+        if request.prewarm:
+            options["prewarm"] = True  # "Prepares the prompt cache without generating output"
+        body["prompt_cache_options"] = options
     if request.max_tokens is not None:
         body["max_output_tokens"] = request.max_tokens
     if stream:
         body["stream"] = True
     return WireRequest(body=body, warnings=warnings)
+
+
+def _developer(text: str, fixed: list[Any]) -> ResponseInputItemParam:
+    """A developer message of one text part; the part is a fixed breakpoint position (system, stable head)."""
+    part = g.input_text(TextBlock(text=text))
+    fixed.append(part)
+    return {"type": "message", "role": "developer", "content": [part]}
+
+
+def _last_part(items: list[Any]) -> dict[str, Any] | None:
+    """The last content part of one message's items (input text or image, tool output): its breakpoint anchor."""
+    for item in reversed(items):
+        parts = item.get("output", item.get("content"))
+        if isinstance(parts, list) and parts:
+            part: dict[str, Any] = parts[-1]
+            return part
+    return None
 
 
 def cache_key(prefix: str | None, key: str | None) -> str | None:
@@ -90,15 +134,20 @@ def cache_key(prefix: str | None, key: str | None) -> str | None:
     return f"{head}:{digest}" if head else digest
 
 
-def message_items(m: Message, *, store: bool, warnings: list[str]) -> list[ResponseInputItemParam]:
-    """The input items for one canonical message, in block order."""
+def message_items(
+    m: Message, *, store: bool, warnings: list[str], tool_parts: bool = False
+) -> list[ResponseInputItemParam]:
+    """The input items for one canonical message, in block order; `tool_parts`: tool outputs as a list of parts."""
     items: list[ResponseInputItemParam] = []
     parts: list[Part] = []
     role: Literal["user", "system", "developer", "assistant"] = "user" if m.role == "tool" else m.role
     for b in m.content:
         if isinstance(b, ToolResultBlock):
             _flush(items, parts, role)
-            items.append(g.function_call_output(b))
+            output = g.function_call_output(b)
+            if tool_parts:
+                output["output"] = [g.tool_output_text(b)]
+            items.append(output)
         elif isinstance(b, ToolCallBlock):
             _flush(items, parts, role)
             items.append(g.function_call(b))
@@ -183,6 +232,8 @@ def parse_usage(u: Mapping[str, Any]) -> Usage:
     where = "openai usage"
     inputs = opt_obj(u, "input_tokens_details", where)
     outputs = opt_obj(u, "output_tokens_details", where)
+    # Read (and checked) now; Usage has no per-TTL write field yet, so the split is not kept until it does.
+    cache_writes_by_ttl(inputs)
     return Usage(
         input_tokens=opt_int(u, "input_tokens", where) or 0,
         output_tokens=opt_int(u, "output_tokens", where) or 0,
@@ -190,3 +241,18 @@ def parse_usage(u: Mapping[str, Any]) -> Usage:
         cache_write_tokens=None if inputs is None else opt_int(inputs, "cache_write_tokens", where),
         reasoning_tokens=None if outputs is None else opt_int(outputs, "reasoning_tokens", where),
     )
+
+
+def cache_writes_by_ttl(inputs: Mapping[str, Any] | None) -> dict[str, int] | None:
+    """`input_tokens_details.cache_write_tokens_details` as {TTL: tokens written}, e.g. {"30m": 1200, "12h": 0}
+    (breakpoint caches; the pinned SDK's `InputTokensDetailsCacheWriteTokensDetails`: `ttl_30m_tokens`,
+    `ttl_12h_tokens`). None when the vendor did not split its writes."""
+    where = "openai usage input_tokens_details.cache_write_tokens_details"
+    split = None if inputs is None else opt_obj(inputs, "cache_write_tokens_details", "openai usage")
+    if split is None:
+        return None
+    return {
+        key.removeprefix("ttl_").removesuffix("_tokens"): opt_int(split, key, where) or 0
+        for key in split
+        if key.startswith("ttl_") and key.endswith("_tokens")
+    }

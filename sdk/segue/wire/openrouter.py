@@ -9,6 +9,8 @@
 - `provider: {order, allow_fallbacks}` pins routing when the app asks for it.
 - For `anthropic/*` models content goes as parts with per-block `cache_control`, on the same four positions
   as the Anthropic driver: system, stable head, last replayed message, last non-fragment message.
+- Where the catalog says the upstream path is a breakpoint cache (`breakpoints`), the same positions get
+  `prompt_cache_breakpoint` and the request `prompt_cache_options`, as on Chat Completions.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from segue.generated import ReasoningBlock, TextBlock
+from segue.generated import ReasoningBlock
 from segue.generated.wire import openrouter as g
 from segue.providers.base import ProviderRequest
 from segue.wire import openai_chat as chat
+from segue.wire.breakpoints import BreakpointCache
 from segue.wire.common import ParsedResponse, WireRequest, as_map, breakpoint_blocks
 
 WIRE = "openrouter"
@@ -38,23 +41,21 @@ def build_request(
     plugins: Sequence[Mapping[str, Any]] | None,
     reasoning: Mapping[str, Any] | None,
     cache_ttl: Literal["5m", "1h"] | None,
+    breakpoints: BreakpointCache | None = None,
     stream: bool = False,
 ) -> WireRequest:
+    chat.refuse_prewarm(request, WIRE)
     cache = None
     if model.startswith("anthropic/") and cache_ttl is not None:
         cache = {"type": "ephemeral", "ttl": "1h"} if cache_ttl == "1h" else {"type": "ephemeral"}
+    parts = cache is not None or breakpoints is not None
     messages, anchors = chat.build_messages(
-        request.messages, replay=_replay, reasoning_vendor=REASONING_VENDOR, parts=cache is not None
+        request.messages, replay=_replay, reasoning_vendor=REASONING_VENDOR, parts=parts
     )
-    texts = [text for text in (request.system, request.stable_head) if text]
+    fixed = chat.insert_system(messages, request, parts=parts)
     if cache is not None:
-        system = [g.text_part(TextBlock(text=t)) for t in texts]
-        if system:
-            messages.insert(0, {"role": "system", "content": system})
-        for block in breakpoint_blocks(system, anchors, request):
+        for block in breakpoint_blocks(fixed, anchors, request):
             block["cache_control"] = dict(cache)
-    elif texts:
-        messages.insert(0, {"role": "system", "content": "\n\n".join(texts)})
     body: dict[str, Any] = {"model": model, "messages": messages}
     if request.tools:
         body["tools"] = [g.tool(t) for t in request.tools]
@@ -70,6 +71,8 @@ def build_request(
     body["plugins"] = [dict(p) for p in (NO_COMPRESSION if plugins is None else plugins)]
     if reasoning is not None:
         body["reasoning"] = dict(reasoning)
+    if breakpoints is not None:
+        body["prompt_cache_options"] = chat.breakpoint_options(fixed, anchors, request, breakpoints)
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
