@@ -186,9 +186,11 @@ async def run_chat(
     questions: Sequence[str] = QUESTIONS,
     catalog: Catalog | None = None,
     tenant_id: str = "demo",
+    model: str | None = None,
     on_turn: Callable[[TurnReport], None] | None = None,
 ) -> list[TurnReport]:
-    """Run the chat under one setting. With no twin and no API key for `vendor`, a fresh twin is used."""
+    """Run the chat under one setting. With no twin and no API key for `vendor`, a fresh twin is used. `model`
+    replaces the vendor's demo model (`MODELS`)."""
     if setting not in SETTINGS:
         raise ValueError(f"unknown setting {setting!r}; choose one of {', '.join(SETTINGS)}")
     if twin is None and not uses_real_vendor(vendor):
@@ -197,7 +199,7 @@ async def run_chat(
         twin = Twin()
     catalog = catalog or Catalog.load()
     store = store or RunStore("sqlite:///:memory:")
-    provider = make_provider(vendor, twin=twin)
+    provider = make_provider(vendor, twin=twin, model=model)
 
     def agent_for(turn: int) -> Agent:
         extra = setting == "tool_added" and turn >= 3
