@@ -8,12 +8,15 @@ the same times, so what the breakpoints change is measured, not assumed.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from segue import Agent, RunStore, tool
 from segue.generated import Message, TextBlock
 from segue.generated.wire.openai_responses import tool as tool_param
 from segue.layout import RuntimeState
+from segue.protocol.config import build_app, load_config
 from segue.providers import AnthropicProvider, OpenAIChatProvider, OpenAIResponsesProvider
 from segue.providers.base import ProviderRequest
 from segue.twin import ScriptedPolicy, Twin
@@ -170,3 +173,25 @@ async def test_anthropic_prewarm_makes_the_next_request_read_the_warmed_prefix()
     assert warm.message.content == [] and warm.usage.output_tokens == 0
     assert warm.usage.cache_write_tokens == warm.usage.input_tokens > 0
     assert answer.usage.cache_read_tokens == warm.usage.input_tokens
+
+
+async def test_segue_serve_configures_mode_and_ttl(tmp_path: Path) -> None:
+    """`segue serve` configs take `cache_mode` and the OpenAI `cache_ttl`; the twin sees them on the wire."""
+    config = {
+        "agents": [
+            {
+                "name": "shop",
+                "prompt": PROMPT,
+                "store": "sqlite:///:memory:",
+                "provider": {"kind": "twin-openai", "model": MODEL, "cache_mode": "explicit", "cache_ttl": "12h"},
+            }
+        ]
+    }
+    path = tmp_path / "agents.json"
+    path.write_text(json.dumps(config))
+    app = build_app(load_config(path), path, "stdio")
+    try:
+        await app.agents["shop"].agent.run("Hello?")
+        assert app.twin.exchanges[-1].request["prompt_cache_options"] == {"mode": "explicit", "ttl": "12h"}
+    finally:
+        app.close()

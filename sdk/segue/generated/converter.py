@@ -6,7 +6,7 @@
 # Schema: schemas/protocol.schema.json (sha256:a84b7e95680e8d6d27faf9d27c738954d2294da06173dcb765e29f631d6faec4)
 # Schema: schemas/replay.schema.json (sha256:bb2eb47e11bdb599de25d174896582fb2b7885992b421afa90bdfd1333832153)
 # Schema: schemas/runs.schema.json (sha256:dca9aa3df52820cb790eb297bca7297b0d60363bec6e2e5cfd5e818acc8439e8)
-# Schema: schemas/serve.schema.json (sha256:5190450536c8ba1a13e132091a2a53333a4026baca9385f45fa53adec5f2d78f)
+# Schema: schemas/serve.schema.json (sha256:1a8932b60e9e7f406be0f5f42ec641917e878278aee3eed5b4aa73cf8899ab6c)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """The one cattrs converter for every generated type: tagged unions dispatch on their tag, None is omitted."""
 

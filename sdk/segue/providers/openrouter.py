@@ -59,6 +59,8 @@ class OpenRouterProvider(ChatCompletionsDriver):
 
         check_mode(cache_mode)
 
+        if cache_ttl not in ("5m", "1h", None):
+            raise ValueError(f"cache_ttl must be '5m', '1h' or None, got {cache_ttl!r}")
         if isinstance(provider_order, str):
             raise ValueError(f"provider_order must be a list of provider names, got the string {provider_order!r}")
         self.model = model
