@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -88,11 +89,15 @@ def provider(twin: Twin, mode: CacheMode = "implicit") -> OpenAIResponsesProvide
 
 
 def total(usages: list[Usage]) -> Usage:
+    by_ttl: Counter[str] = Counter()
+    for u in usages:
+        by_ttl.update(u.cache_write_tokens_by_ttl or {})
     return Usage(
         input_tokens=sum(u.input_tokens for u in usages),
         output_tokens=sum(u.output_tokens for u in usages),
         cache_read_tokens=sum(u.cache_read_tokens or 0 for u in usages),
         cache_write_tokens=sum(u.cache_write_tokens or 0 for u in usages),
+        cache_write_tokens_by_ttl=dict(by_ttl),
     )
 
 

@@ -27,7 +27,6 @@ from segue.layout import build_fragment
 from segue.providers import OpenAIChatProvider, OpenAIResponsesProvider, OpenRouterProvider, StreamDone
 from segue.providers.base import ProviderRequest
 from segue.wire.common import WireError
-from segue.wire.openai_responses import cache_writes_by_ttl
 
 MODEL = "gpt-5.6-sol"  # catalog: llm.cache_kind "breakpoint", 4 writes per request, TTLs 30m / 12h
 PREFIX_MODEL = "gpt-4.1-mini"  # catalog: llm.cache_kind "prefix"
@@ -306,17 +305,18 @@ async def test_prewarm_on_a_prefix_cache_path_is_refused_before_sending(catalog:
     assert rec.requests == []
 
 
-def test_cache_write_tokens_details_are_read_per_ttl() -> None:
+async def test_cache_write_tokens_details_are_kept_per_ttl(catalog: Catalog) -> None:
     """Usage "cache_write_tokens: The number of input tokens that were written to the cache", split in
-    `cache_write_tokens_details` into `ttl_30m_tokens` and `ttl_12h_tokens` (`InputTokensDetails`)."""
-    details = {
-        "cached_tokens": 0,
-        "cache_write_tokens": 1700,
-        "cache_write_tokens_details": {"ttl_30m_tokens": 1200, "ttl_12h_tokens": 500},
-    }
-    assert cache_writes_by_ttl(details) == {"30m": 1200, "12h": 500}
-    assert cache_writes_by_ttl({"cached_tokens": 0, "cache_write_tokens": 0}) is None
-    assert cache_writes_by_ttl(None) is None
+    `cache_write_tokens_details` into `ttl_30m_tokens` and `ttl_12h_tokens` (`InputTokensDetails`), lands in
+    `Usage.cache_write_tokens_by_ttl` keyed like the catalog's `llm.cache_ttls`."""
+    split = {"ttl_30m_tokens": 100, "ttl_12h_tokens": 50}
+    rec = Recorder(json_response(responses_body(cache_write_tokens_details=split)))
+    provider = OpenAIResponsesProvider(MODEL, catalog=catalog, client=openai_client(rec))
+
+    result = await provider.complete(request())
+
+    assert result.usage.cache_write_tokens == 150
+    assert result.usage.cache_write_tokens_by_ttl == {"30m": 100, "12h": 50}
 
 
 # --- Chat Completions and OpenRouter -------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from segue.wire.common import (
     opt_int,
     opt_obj,
     req_list,
+    tokens_by_ttl,
 )
 
 if TYPE_CHECKING:
@@ -228,31 +229,17 @@ def _message_blocks(item: Mapping[str, Any], model: str | None, warnings: list[s
 
 
 def parse_usage(u: Mapping[str, Any]) -> Usage:
-    """input_tokens is already the whole prompt; cached_tokens and cache_write_tokens are parts of it."""
+    """input_tokens is already the whole prompt; cached_tokens and cache_write_tokens are parts of it, and
+    `cache_write_tokens_details` splits the writes per TTL (`ttl_30m_tokens`, `ttl_12h_tokens`; GPT-5.6 and later)."""
     where = "openai usage"
     inputs = opt_obj(u, "input_tokens_details", where)
     outputs = opt_obj(u, "output_tokens_details", where)
-    # Read (and checked) now; Usage has no per-TTL write field yet, so the split is not kept until it does.
-    cache_writes_by_ttl(inputs)
+    details = None if inputs is None else opt_obj(inputs, "cache_write_tokens_details", where)
     return Usage(
         input_tokens=opt_int(u, "input_tokens", where) or 0,
         output_tokens=opt_int(u, "output_tokens", where) or 0,
         cache_read_tokens=None if inputs is None else opt_int(inputs, "cached_tokens", where),
         cache_write_tokens=None if inputs is None else opt_int(inputs, "cache_write_tokens", where),
+        cache_write_tokens_by_ttl=tokens_by_ttl(details, "ttl_", "_tokens", where),
         reasoning_tokens=None if outputs is None else opt_int(outputs, "reasoning_tokens", where),
     )
-
-
-def cache_writes_by_ttl(inputs: Mapping[str, Any] | None) -> dict[str, int] | None:
-    """`input_tokens_details.cache_write_tokens_details` as {TTL: tokens written}, e.g. {"30m": 1200, "12h": 0}
-    (breakpoint caches; the pinned SDK's `InputTokensDetailsCacheWriteTokensDetails`: `ttl_30m_tokens`,
-    `ttl_12h_tokens`). None when the vendor did not split its writes."""
-    where = "openai usage input_tokens_details.cache_write_tokens_details"
-    split = None if inputs is None else opt_obj(inputs, "cache_write_tokens_details", "openai usage")
-    if split is None:
-        return None
-    return {
-        key.removeprefix("ttl_").removesuffix("_tokens"): opt_int(split, key, where) or 0
-        for key in split
-        if key.startswith("ttl_") and key.endswith("_tokens")
-    }
