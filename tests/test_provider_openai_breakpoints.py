@@ -403,31 +403,42 @@ async def test_chat_on_a_server_without_a_breakpoint_cache_is_unchanged(catalog:
     assert "prompt_cache_options" not in rec.body
 
 
-async def test_openrouter_marks_only_where_the_upstream_path_is_a_breakpoint_cache(
-    tmp_path: Path, catalog: Catalog
-) -> None:
-    """OpenRouter serves what its catalog row says: the packaged row for openai/gpt-5.6-terra is a prefix cache (no
-    breakpoints); an app's row that makes openai/gpt-5.6-sol a breakpoint cache gets them. `cache_ttl=None` turns
-    cache markers off."""
-    bp = layer(tmp_path, breakpoint_row(MODEL, "openrouter", "openai/gpt-5.6-sol"))
+def as_cache_control(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`messages` with each `prompt_cache_breakpoint` written as OpenRouter's block-level `cache_control`."""
+    text = json.dumps(messages).replace(
+        '"prompt_cache_breakpoint": {"mode": "explicit"}', '"cache_control": {"type": "ephemeral"}'
+    )
+    out: list[dict[str, Any]] = json.loads(text)
+    return out
+
+
+async def test_openrouter_marks_breakpoint_caches_with_block_level_cache_control(catalog: Catalog) -> None:
+    """OpenRouter's cache_control docs: block-level markers "also work on OpenAI models that support explicit prompt
+    caching — OpenRouter converts them to the provider's native format" (it forwards `prompt_cache_breakpoint` only
+    on its Responses API, per the catalog row's note). The catalog's openrouter row for openai/gpt-5.6-terra is a
+    breakpoint cache: the same boundaries get `cache_control`, the request `prompt_cache_options`; a prefix-cache
+    row gets neither, and `cache_ttl=None` turns cache markers off."""
     rec = Recorder(json_response(chat_body()), json_response(chat_body()), json_response(chat_body()))
 
     await OpenRouterProvider("openai/gpt-5.6-terra", catalog=catalog, client=openai_client(rec)).complete(request())
-    assert "prompt_cache_options" not in rec.body
-    assert "prompt_cache_breakpoint" not in json.dumps(rec.body)
-
-    await OpenRouterProvider("openai/gpt-5.6-sol", catalog=bp, client=openai_client(rec)).complete(request())
-    assert rec.body["messages"] == CHAT_MESSAGES
+    assert rec.body["messages"] == as_cache_control(CHAT_MESSAGES)
     assert rec.body["prompt_cache_options"] == {"mode": "implicit", "ttl": "30m"}
+    assert "prompt_cache_breakpoint" not in json.dumps(rec.body)
     assert_typed(
         rec.body,
         CompletionCreateParamsNonStreaming,
-        extra={"CompletionCreateParamsNonStreaming": ["plugins"]},
+        extra={
+            "CompletionCreateParamsNonStreaming": ["plugins"],
+            "ChatCompletionContentPartTextParam": ["cache_control"],
+        },
     )
 
-    off = OpenRouterProvider("openai/gpt-5.6-sol", cache_ttl=None, catalog=bp, client=openai_client(rec))
+    await OpenRouterProvider("openai/gpt-4.1-mini", catalog=catalog, client=openai_client(rec)).complete(request())
+    assert "prompt_cache_options" not in rec.body and "cache_control" not in json.dumps(rec.body)
+
+    off = OpenRouterProvider("openai/gpt-5.6-terra", cache_ttl=None, catalog=catalog, client=openai_client(rec))
     await off.complete(request())
-    assert "prompt_cache_options" not in rec.body
+    assert "prompt_cache_options" not in rec.body and "cache_control" not in json.dumps(rec.body)
 
 
 async def test_openrouter_has_no_prewarm(catalog: Catalog) -> None:

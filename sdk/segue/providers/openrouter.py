@@ -34,9 +34,10 @@ class OpenRouterProvider(ChatCompletionsDriver):
     - `cache_ttl`: for `anthropic/*` models, per-block cache_control on system, stable head, last replayed and
       last message ("5m" default, "1h", or None for none).
     - `cache_mode` ("implicit", the default, or "explicit"): where the catalog says the upstream path is a
-      breakpoint cache (`llm.cache_kind: "breakpoint"` on the model's openrouter row), `prompt_cache_breakpoint`
-      on the same positions and `prompt_cache_options` with Chat Completions' 30m TTL; `cache_ttl=None` sends
-      no cache markers of either kind. `catalog` answers (default: `Catalog.load()` on first use).
+      breakpoint cache (`llm.cache_kind: "breakpoint"` on the model's openrouter row, e.g. openai/gpt-5.6-*),
+      block-level `cache_control` (which OpenRouter converts to OpenAI's breakpoints) on segue's boundaries and
+      `prompt_cache_options` with Chat Completions' 30m TTL; `cache_ttl=None` sends no cache markers of either
+      kind. `catalog` answers (default: `Catalog.load()` on first use).
     - `client`: an `openai.AsyncOpenAI` for OpenRouter; by default one is built from OPENROUTER_API_KEY.
     """
 

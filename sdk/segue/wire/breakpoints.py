@@ -69,11 +69,16 @@ def eligible_anchors(messages: list[Message], anchors: list[Any]) -> list[Any]:
     return [None if m.role == "assistant" else a for m, a in zip(messages, anchors, strict=True)]
 
 
-def mark(fixed: list[Any], anchors: list[Any], request: ProviderRequest, cache: BreakpointCache) -> None:
-    """Put `prompt_cache_breakpoint` on segue's boundaries: `fixed` (the system / stable-head parts), the last
-    replayed and the newest eligible part before any trailing fragment; the latest `max_breakpoints` of them."""
+def boundaries(fixed: list[Any], anchors: list[Any], request: ProviderRequest, cache: BreakpointCache) -> list[Any]:
+    """The parts that get a breakpoint: `fixed` (the system / stable-head parts), the last replayed and the newest
+    eligible part before any trailing fragment; the latest `max_breakpoints` of them."""
     marks = breakpoint_blocks(fixed, eligible_anchors(request.messages, anchors), request)
-    for part in marks[-cache.max_breakpoints :] if cache.max_breakpoints > 0 else []:
+    return marks[-cache.max_breakpoints :] if cache.max_breakpoints > 0 else []
+
+
+def mark(fixed: list[Any], anchors: list[Any], request: ProviderRequest, cache: BreakpointCache) -> None:
+    """Put `prompt_cache_breakpoint` on segue's boundaries (see `boundaries`)."""
+    for part in boundaries(fixed, anchors, request, cache):
         part["prompt_cache_breakpoint"] = dict(MARKER)
 
 

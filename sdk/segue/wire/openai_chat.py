@@ -69,7 +69,8 @@ def build_request(
     if vendor == "openai" and request.cache_key:
         body["prompt_cache_key"] = cache_key(None, request.cache_key)
     if breakpoints is not None:
-        body["prompt_cache_options"] = breakpoint_options(fixed, anchors, request, breakpoints)
+        mark(fixed, anchors, request, breakpoints)
+        body["prompt_cache_options"] = cache_options(breakpoints)
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
@@ -99,11 +100,8 @@ def insert_system(messages: list[dict[str, Any]], request: ProviderRequest, *, p
     return list(system)
 
 
-def breakpoint_options(
-    fixed: list[Any], anchors: list[Any], request: ProviderRequest, cache: BreakpointCache
-) -> PromptCacheOptions:
-    """Mark segue's boundaries with `prompt_cache_breakpoint`; the request's `prompt_cache_options`."""
-    mark(fixed, anchors, request, cache)
+def cache_options(cache: BreakpointCache) -> PromptCacheOptions:
+    """The request's `prompt_cache_options` on a breakpoint cache."""
     options: PromptCacheOptions = {"mode": cache.mode}
     if cache.ttl == "30m":  # the only TTL Chat Completions offers; the driver refuses others
         options["ttl"] = cache.ttl

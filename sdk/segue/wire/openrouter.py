@@ -9,8 +9,11 @@
 - `provider: {order, allow_fallbacks}` pins routing when the app asks for it.
 - For `anthropic/*` models content goes as parts with per-block `cache_control`, on the same four positions
   as the Anthropic driver: system, stable head, last replayed message, last non-fragment message.
-- Where the catalog says the upstream path is a breakpoint cache (`breakpoints`), the same positions get
-  `prompt_cache_breakpoint` and the request `prompt_cache_options`, as on Chat Completions.
+- Where the catalog says the upstream path is a breakpoint cache (`breakpoints`, OpenAI GPT-5.6 and later), the
+  breakpoint positions of segue.wire.breakpoints get a block-level `cache_control: {"type": "ephemeral"}`, which
+  OpenRouter "converts ... to the provider's native format" on "OpenAI models that support explicit prompt
+  caching" (OpenRouter's cache-control docs; it forwards `prompt_cache_breakpoint` itself only on its Responses
+  API), and the request carries `prompt_cache_options` as on Chat Completions.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from segue.generated import ReasoningBlock
 from segue.generated.wire import openrouter as g
 from segue.providers.base import ProviderRequest
 from segue.wire import openai_chat as chat
-from segue.wire.breakpoints import BreakpointCache
+from segue.wire.breakpoints import BreakpointCache, boundaries
 from segue.wire.common import ParsedResponse, WireRequest, as_map, breakpoint_blocks
 
 WIRE = "openrouter"
@@ -56,6 +59,9 @@ def build_request(
     if cache is not None:
         for block in breakpoint_blocks(fixed, anchors, request):
             block["cache_control"] = dict(cache)
+    elif breakpoints is not None:
+        for block in boundaries(fixed, anchors, request, breakpoints):
+            block["cache_control"] = {"type": "ephemeral"}
     body: dict[str, Any] = {"model": model, "messages": messages}
     if request.tools:
         body["tools"] = [g.tool(t) for t in request.tools]
@@ -71,8 +77,8 @@ def build_request(
     body["plugins"] = [dict(p) for p in (NO_COMPRESSION if plugins is None else plugins)]
     if reasoning is not None:
         body["reasoning"] = dict(reasoning)
-    if breakpoints is not None:
-        body["prompt_cache_options"] = chat.breakpoint_options(fixed, anchors, request, breakpoints)
+    if breakpoints is not None and cache is None:
+        body["prompt_cache_options"] = chat.cache_options(breakpoints)
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
