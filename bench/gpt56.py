@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from layout import ITERATIONS, fetch_report, prose, script, state_fn
+from layout import ITERATIONS, loop_agent, script
 
 from segue import Agent, ContextBlock, RunStore
 from segue.catalog import Catalog
@@ -188,15 +188,7 @@ async def scenario_b(catalog: Catalog) -> None:
                 mode: CacheMode = mode,
                 state_tokens: int = state_tokens,
             ) -> None:
-                agent = Agent(
-                    provider(twin, mode),
-                    prose(7, 3000),
-                    [fetch_report],
-                    RunStore("sqlite:///:memory:"),
-                    max_iterations=ITERATIONS,
-                    trailing_state=state_fn(state_tokens),
-                    trailing_state_layout=layout,
-                )
+                agent = loop_agent(provider(twin, mode), layout, state_tokens)
                 result = await agent.run("Summarise the quarterly report, section by section.", tenant_id=CUSTOMER)
                 assert result.status == "success" and result.iterations == ITERATIONS, result
 

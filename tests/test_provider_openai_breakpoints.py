@@ -126,8 +126,9 @@ def responses_body(*, output: list[dict[str, Any]] | None = None, **usage: Any) 
     return body
 
 
-def text(value: str, marked: bool = False) -> dict[str, Any]:
-    part: dict[str, Any] = {"type": "input_text", "text": value}
+def text(value: str, marked: bool = False, kind: str = "input_text") -> dict[str, Any]:
+    """A text part (Responses `input_text`, Chat `text`), with the breakpoint marker when `marked`."""
+    part: dict[str, Any] = {"type": kind, "text": value}
     if marked:
         part["prompt_cache_breakpoint"] = MARK
     return part
@@ -341,10 +342,7 @@ def chat_body(**details: Any) -> dict[str, Any]:
 
 
 def chat_text(value: str, marked: bool = False) -> dict[str, Any]:
-    part: dict[str, Any] = {"type": "text", "text": value}
-    if marked:
-        part["prompt_cache_breakpoint"] = MARK
-    return part
+    return text(value, marked, kind="text")
 
 
 CHAT_MESSAGES = [
