@@ -12,7 +12,8 @@ Only the parts of input messages (user, system, developer) and of tool outputs t
 does not, so a boundary on an assistant message moves back to the nearest earlier eligible part.
 
 Nothing here knows a model: the driver asks the catalog whether the serving path is a breakpoint cache and hands
-the answer (`BreakpointCache`) to the wire, which calls `mark`.
+the answer (`BreakpointCache`) to the wire, which marks the `boundaries` (`mark`; OpenRouter writes its own
+block-level marker there).
 """
 
 from __future__ import annotations
