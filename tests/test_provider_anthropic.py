@@ -165,25 +165,61 @@ async def test_replayed_tool_turn_with_thinking_is_verbatim_and_binds_blocks() -
         ),
         ToolCallBlock(id="toolu_2", name="run_query", arguments={"sql": "SELECT count(*) FROM orders"}),
     ]
-    assert result.stop_reason == "tool_use" and result.warnings == []
+    assert result.stop_reason == "tool_use" and result.notes == []
 
 
-async def test_vendor_dropping_more_thinking_than_predicted_is_a_warning() -> None:
+async def test_each_thinking_block_the_vendor_reports_dropping_is_a_vendor_dropped_note() -> None:
+    """Rule (pinned SDK, BetaThinkingDroppedInputTransformation.path): "Where the removed block was in your
+    request, as `messages.{i}.content.{j}`: `i` indexes the `messages` array you sent". segue maps that wire path
+    back to the canonical message, even where canonical messages merged into one wire turn."""
     dropped = [{"type": "thinking_dropped", "path": "messages.1.content.0", "reason": "prefix_binding_mismatch"}]
+    # A second assistant message merges into wire message 1 (roles alternate): its blocks come after the first's.
+    merged = [*replayed()[:2], Message(role="assistant", content=[TextBlock(text="Counting.")]), *replayed()[2:]]
+    later = [{"type": "thinking_dropped", "path": "messages.1.content.3", "reason": "model_binding_mismatch"}]
     rec = Recorder(
         json_response(response([{"type": "text", "text": "ok"}], input_transformations=dropped)),
-        json_response(response([{"type": "text", "text": "ok"}], input_transformations=dropped)),
+        json_response(response([{"type": "text", "text": "ok"}], input_transformations=[])),
+        json_response(response([{"type": "text", "text": "ok"}])),
+        json_response(response([{"type": "text", "text": "ok"}], input_transformations=later)),
     )
     provider = AnthropicProvider(MODEL, thinking={"type": "adaptive"}, client=anthropic_client(rec))
 
-    surprised = await provider.complete(ProviderRequest(system="s", messages=replayed(), expected_reasoning_drops=0))
+    surprised = await provider.complete(ProviderRequest(system="s", messages=replayed()))
     assert surprised.input_transformations == dropped
-    assert len(surprised.warnings) == 1
-    assert "dropped 1 thinking block(s) but segue predicted 0" in surprised.warnings[0]
-    assert "messages.1.content.0 (prefix_binding_mismatch)" in surprised.warnings[0]
+    (note,) = surprised.notes
+    assert (note.kind, note.message_index) == ("vendor-dropped", 1)
+    assert "messages.1.content.0 (prefix_binding_mismatch)" in note.message
 
-    predicted = await provider.complete(ProviderRequest(system="s", messages=replayed(), expected_reasoning_drops=1))
-    assert predicted.warnings == []
+    kept = await provider.complete(ProviderRequest(system="s", messages=replayed()))
+    assert kept.notes == []
+
+    silent = await provider.complete(ProviderRequest(system="s", messages=replayed()))
+    assert [n.kind for n in silent.notes] == ["unconfirmed"], "no input_transformations although binding was asked"
+
+    merged_note = (await provider.complete(ProviderRequest(system="s", messages=merged))).notes
+    assert json.loads(rec.requests[3].content)["messages"][1]["content"][3] == {"type": "text", "text": "Counting."}
+    assert [(n.kind, n.message_index) for n in merged_note] == [("vendor-dropped", 2)]
+
+
+async def test_thinking_off_leaves_replayed_thinking_off_and_says_so() -> None:
+    """Rule (pinned SDK, anthropic.types.beta): block binding is a field of BetaThinkingConfigEnabledParam and
+    BetaThinkingConfigAdaptiveParam only ("Controls for block binding: what happens when a thinking block this
+    request sends back fails the conversation check"); BetaThinkingConfigDisabledParam has nothing but `type`, and
+    the default prefix_mismatch_behavior is "error": "fails the request with a 400 error". A request without
+    thinking cannot ask for drop_block, so segue sends no thinking blocks there, and the driver declares it replays
+    none (the planner then drops that reasoning with cause reasoning-off)."""
+    for thinking in (None, {"type": "disabled"}):
+        rec = Recorder(json_response(response([{"type": "text", "text": "ok"}])))
+        provider = AnthropicProvider(MODEL, thinking=thinking, client=anthropic_client(rec))
+        assert provider.reasoning_vendor is None
+        result = await provider.complete(ProviderRequest(system="s", messages=replayed(), replay_end=3))
+        sent = rec.body["messages"][1]["content"]
+        assert [b["type"] for b in sent] == ["tool_use"], sent
+        assert "anthropic-beta" not in rec.headers and "block_binding" not in json.dumps(rec.body)
+        (note,) = result.notes
+        assert note.kind == "reasoning-left-off" and "2 thinking block(s) were left off" in note.message
+    on = AnthropicProvider(MODEL, thinking={"type": "adaptive"}, client=anthropic_client(Recorder()))
+    assert on.reasoning_vendor == "anthropic"
 
 
 async def test_reasoning_dropped_by_segue_or_foreign_never_reaches_the_wire() -> None:
@@ -224,7 +260,7 @@ async def test_reasoning_dropped_by_segue_or_foreign_never_reaches_the_wire() ->
     assert "secret plan" not in json.dumps(rec.body)
     assert rec.body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
     assert "anthropic-beta" not in rec.headers
-    assert result.warnings == []
+    assert result.notes == []
 
 
 async def test_four_breakpoints_with_stable_head_and_never_on_the_fragment() -> None:
@@ -470,7 +506,11 @@ def test_thinking_block_without_signature_is_refused_before_sending() -> None:
     ]
     with pytest.raises(WireError, match="has no 'signature'"):
         wire.build_request(
-            ProviderRequest(system="", messages=bad), model=MODEL, max_tokens=10, cache_ttl=None, thinking=None
+            ProviderRequest(system="", messages=bad),
+            model=MODEL,
+            max_tokens=2048,
+            cache_ttl=None,
+            thinking={"type": "adaptive"},
         )
 
 

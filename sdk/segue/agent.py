@@ -14,7 +14,7 @@ import attrs
 from segue.catalog import Catalog
 from segue.context import ContextBlock
 from segue.conversation import as_history
-from segue.errors import IdempotencyConflictError, InputError, ReplayRunError
+from segue.errors import IdempotencyConflictError, InputError, ReplayRunError, RunStateError
 from segue.execution import Execution
 from segue.generated import (
     Message,
@@ -25,7 +25,7 @@ from segue.generated import (
 from segue.guardrails import Guardrail
 from segue.hashing import canonical_hash
 from segue.layout import LayoutMode, TrailingStateFn
-from segue.providers.base import Provider
+from segue.providers.base import Provider, members
 from segue.replay import (
     validate_knobs,
 )
@@ -118,8 +118,13 @@ class Agent(Execution):
         metadata: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
         model: str | None = None,
+        vendor: str | None = None,
     ) -> RunResult:
-        """Run to completion (or pause). Bad input raises before anything is written."""
+        """Run to completion (or pause). Bad input raises before anything is written.
+
+        `model` overrides the provider's model for this run; `vendor` names the catalog vendor that serves it (one
+        of the provider's: with Failover, that vendor's first member is tried first), so the trailing-state layout
+        is decided from the catalog before the first call."""
         spec = self._validate(
             user_input,
             history,
@@ -132,6 +137,7 @@ class Agent(Execution):
             metadata,
             idempotency_key,
             model,
+            vendor,
         )
         return await _last_result(self._drive(spec, streaming=False))
 
@@ -149,6 +155,7 @@ class Agent(Execution):
         metadata: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
         model: str | None = None,
+        vendor: str | None = None,
     ) -> AsyncIterator[RunEvent]:
         """The same run as events. Bad input arrives as one RUN_ERROR event and no row is created."""
         try:
@@ -164,6 +171,7 @@ class Agent(Execution):
                 metadata,
                 idempotency_key,
                 model,
+                vendor,
             )
             async for event in self._drive(spec, streaming=True):
                 yield event
@@ -175,8 +183,12 @@ class Agent(Execution):
         replayed runs and knobs, through the same replay planner."""
         stored = await self._load_own_run(run_id, tenant_id, "retry")
         if stored.status not in TERMINAL:
-            raise InputError(f"run {run_id} is {stored.status}; retry a finished run (resume a paused one)")
-        spec = attrs.evolve(self._spec_from_meta(stored), idempotency_key=None, retry_of=run_id)
+            raise RunStateError(
+                f"run {stored.run_id} is {stored.status}; retry a finished run (resume a paused one)",
+                run_id=stored.run_id,
+                reason="not_terminal",
+            )
+        spec = attrs.evolve(self._spec_from_meta(stored), idempotency_key=None, retry_of=stored.run_id)
         return await _last_result(self._drive(spec, streaming=False))
 
     async def resume(
@@ -221,6 +233,7 @@ class Agent(Execution):
         metadata: Any,
         idempotency_key: Any,
         model: Any,
+        vendor: Any,
     ) -> RunSpec:
         if not isinstance(user_input, str) or not user_input.strip():
             raise InputError(f"user_input must be a non-empty string, got {user_input!r:.80}")
@@ -235,6 +248,12 @@ class Agent(Execution):
             raise InputError(f"idempotency_key must be a non-empty string or None, got {idempotency_key!r}")
         if model is not None and (not isinstance(model, str) or not model):
             raise InputError(f"model must be a model name or None, got {model!r}")
+        vendors = sorted({d.vendor for d in members(self.provider)})
+        if vendor is not None and vendor not in vendors:
+            raise InputError(
+                f"vendor must name one of this agent's provider vendors ({', '.join(vendors)}) or be None, "
+                f"got {vendor!r:.60}"
+            )
         if metadata is not None and not isinstance(metadata, Mapping):
             raise InputError(f"metadata must be a dict, got {type(metadata).__name__}")
         try:
@@ -271,6 +290,7 @@ class Agent(Execution):
             metadata=dict(metadata or {}),
             idempotency_key=idempotency_key,
             model=model,
+            vendor=vendor,
         )
 
 
@@ -296,6 +316,8 @@ def _validation_event(e: Exception) -> RunEvent:
     meta: dict[str, Any] = {"error_type": type(e).__name__}
     if isinstance(e, ReplayRunError):
         meta.update(reason=e.reason, run_id=e.run_id)
+    elif isinstance(e, RunStateError):
+        meta.update(reason=e.reason, run_id=e.run_id, agent=e.agent)
     return make_event("RUN_ERROR", "", 0, error=str(e), meta=meta)
 
 

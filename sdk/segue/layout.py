@@ -197,7 +197,6 @@ class LayoutPolicy:
         self._native_tools = declares_native_tools
         self._decision: LayoutDecision | None = None
         self._boundary: int | None = None
-        self._drop_replayed_fragments: bool | None = None  # fixed by the first request, for the whole run
         self._first_iteration: int | None = None
         self._first_fragment: Message | None = None  # laid out replace-style while undecided: may be restored
         self._restored_iteration: int | None = None
@@ -210,6 +209,9 @@ class LayoutPolicy:
             )  # fmt: skip
         elif model_override is not None:
             self._decide_override(model_override, vendor_override)
+        # Fixed before the first request, for the whole run: a run decided `replace` by then drops the replayed
+        # runs' fragments from every request; otherwise they stay where the earlier runs' requests had them.
+        self._drop_replayed_fragments = self._decision is not None and self._decision.mode == "replace"
 
     # --- decision ---------------------------------------------------------------------------------------------
 
@@ -323,8 +325,6 @@ class LayoutPolicy:
         if self._kept and max(k.index for k in self._kept.values()) > len(history):
             raise ValueError("history is shorter than on an earlier iteration; pass the run's whole message list")
         mode = self._mode_for(iteration)
-        if self._drop_replayed_fragments is None:
-            self._drop_replayed_fragments = self._decision is not None and self._decision.mode == "replace"
         if mode == "appendOnly":
             self._restore_first(history)
         pre, post = history[: self._boundary], history[self._boundary :]
@@ -341,6 +341,13 @@ class LayoutPolicy:
         elif self._decision is None and iteration == self._first_iteration:
             self._first_fragment = fragment  # a retried first iteration replaces it
         return laid
+
+    def on_wire(self, message: Message) -> Message | None:
+        """How a message before the iteration-1 boundary (replayed runs, history) goes on every request of this
+        run: None when it is a replayed fragment this run leaves out; escaped like `assemble` does otherwise."""
+        if is_fragment(message):
+            return None if self._drop_replayed_fragments else message
+        return _escaped(message)
 
     def _restore_first(self, history: Sequence[Message]) -> None:
         """Once: put iteration 1's replace-style fragment back where it stood, now that the run is appendOnly."""

@@ -6,15 +6,16 @@ Flow: `validate_knobs` (types, duplicates; no I/O) -> one store query for every 
 
 The prefix rule: a run's reasoning is kept only while its recorded PrefixDescriptor equals what precedes it in
 the current request (vendor, model, system hash, tools hash, seed = hash of the messages before its user
-message). From the first mismatch on, reasoning is dropped for that run and every later one, with one warning
-per run naming the cause.
+message, as they go on the wire), and the request's wire takes that reasoning back. Dropping a run's reasoning
+changes what precedes every later run, so a later run whose reasoning was produced with it fails the seed check
+too (cause `follows`). One warning per run names the cause.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -28,6 +29,7 @@ from segue.generated import (
     ReplaySummary,
     ReplayWarning,
     ReplayWarningCause,
+    ServedPath,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
@@ -43,20 +45,32 @@ log = logging.getLogger("segue.replay")
 _ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$", re.IGNORECASE)
 
 
+#: How a message goes on this request's wire (the trailing-state layout may escape or leave it out: None).
+WireView = Callable[[Message], Message | None]
+
+
 def is_run_id(value: object) -> bool:
-    """Run ids are ULIDs: 26 Crockford base32 characters."""
+    """Run ids are ULIDs: 26 Crockford base32 characters (either case)."""
     return isinstance(value, str) and _ULID.match(value) is not None
+
+
+def run_id_of(value: object) -> str | None:
+    """The run id as segue stores it (ULIDs are case-insensitive; stored upper case), or None if it is not one."""
+    return value.upper() if isinstance(value, str) and is_run_id(value) else None
 
 
 @attrs.frozen(kw_only=True)
 class CurrentPrefix:
-    """What the new request puts in front of the replayed runs: compared with each run's descriptor."""
+    """What the new request puts in front of the replayed runs: compared with each run's descriptor.
+
+    `reasoning_vendor` is the ReasoningBlock.vendor the serving driver's wire takes back (None: none)."""
 
     vendor: str
     model: str
     system_hash: str
     tools_hash: str
     tool_hashes: Mapping[str, str]
+    reasoning_vendor: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -71,11 +85,14 @@ def message_json(m: Message) -> str:
     return canonical_json({"role": m.role, "content": get_converter().unstructure(m.content, list[Any])})
 
 
-def seed_of(messages: Sequence[Message]) -> str:
-    """canonical_hash of the messages (as `message_json`): what preceded a run's user message."""
+def seed_of(messages: Sequence[Message], view: WireView | None = None) -> str:
+    """canonical_hash of the messages (as `message_json`) as they go on the wire: what preceded a run's user
+    message."""
     hasher = ListHasher()
     for m in messages:
-        hasher.add(message_json(m))
+        shown = view(m) if view is not None else m
+        if shown is not None:
+            hasher.add(message_json(shown))
     return hasher.digest()
 
 
@@ -92,8 +109,13 @@ def validate_knobs(
     if isinstance(replay_last, bool) or not (
         (isinstance(replay_last, int) and replay_last >= 0) or replay_last == "all"
     ):
+        shown = f"{replay_last!r} ({type(replay_last).__name__})"
+        hint = f"; pass {int(replay_last)}" if isinstance(replay_last, float) and replay_last.is_integer() else ""
         raise ReplayRunError(
-            f"replay_last must be an int >= 0 or 'all', got {replay_last!r}", run_id=None, reason="invalid"
+            f"replay_last must be a whole number >= 0 (how many of the latest runs replay in full) or 'all', "
+            f"got {shown}{hint}",
+            run_id=None,
+            reason="invalid",
         )
     if not isinstance(replay_reasoning, bool):
         raise ReplayRunError(
@@ -119,25 +141,26 @@ def validate_knobs(
         raise ReplayRunError(
             f"runs must be a list of run ids, got {type(runs).__name__} {runs!r:.80}", run_id=None, reason="invalid"
         )
-    seen: set[str] = set()
-    for run_id in runs:
-        if not is_run_id(run_id):
+    ids: list[str] = []
+    for given in runs:
+        run_id = run_id_of(given)
+        if run_id is None:
             raise ReplayRunError(
-                f"runs must hold run ids (ULIDs: 26 characters of Crockford base32), got {run_id!r:.60}",
+                f"runs must hold run ids (ULIDs: 26 characters of Crockford base32), got {given!r:.60}",
                 run_id=None,
                 reason="invalid",
             )
-        if run_id in seen:
+        if run_id in ids:
             raise ReplayRunError(
                 f"run {run_id} appears twice in runs=; pass each run once, oldest first",
                 run_id=run_id,
                 reason="duplicate",
             )
-        seen.add(run_id)
-    if not runs:
+        ids.append(run_id)
+    if not ids:
         return None
     return ReplayKnobs(
-        runs=list(runs),
+        runs=ids,
         replay_last=replay_last,
         replay_reasoning=replay_reasoning,
         replay_budget_tokens=replay_budget_tokens,
@@ -177,7 +200,10 @@ def plan_replay(
     current: CurrentPrefix,
     *,
     guardrails: bool = False,
+    view: WireView | None = None,
 ) -> ReplayPlan:
+    """The replayed messages (each marked with its run id) and the summary. `view` is how the request's layout puts
+    a message on the wire; seeds are compared against exactly that."""
     check_runs(stored, knobs.runs, tenant_id)
     runs = [stored[r] for r in knobs.runs]
     warnings: list[ReplayWarning] = []
@@ -194,31 +220,29 @@ def plan_replay(
         modes = _fit_budget(runs, modes, full_messages, text_messages, knobs.replay_budget_tokens, warn)
 
     messages: list[Message] = []
-    hasher = ListHasher()  # hash of `messages` so far: the seed each full run is checked against
+    hasher = ListHasher()  # hash of `messages` as they go on the wire: the seed each full run is checked against
     kept: list[str] = []
     dropped: list[str] = []
-    first_drop: str | None = None
     for run, mode in zip(runs, modes, strict=True):
         if mode == "skip":
             continue
         if mode == "text":
-            _append(messages, hasher, text_messages[run.run_id], None)
+            _append(messages, hasher, text_messages[run.run_id], None, run.run_id, view)
             continue
         run_messages = full_messages[run.run_id]
         items = _stored_items(run, run_messages)
         _warn_tools(run, run_messages, current, warn)
         if any(isinstance(b, ReasoningBlock) for m in run_messages for b in m.content):
-            cause = _drop_cause(run, hasher.digest(), current, knobs, guardrails, first_drop)
+            cause = _drop_cause(run, run_messages, hasher.digest(), current, knobs, guardrails, dropped, view)
             if cause is None:
                 kept.append(run.run_id)
             else:
                 dropped.append(run.run_id)
                 if cause[0] != "off":
                     warn(run.run_id, cause[0], cause[1])
-                first_drop = first_drop or run.run_id
                 run_messages = [_without_reasoning(m) for m in run_messages]
                 items = None
-        _append(messages, hasher, run_messages, items)
+        _append(messages, hasher, run_messages, items, run.run_id, view)
 
     summary = ReplaySummary(
         schema_version=1,
@@ -232,10 +256,45 @@ def plan_replay(
     return ReplayPlan(messages=messages, summary=summary, continued_from=knobs.runs[-1])
 
 
-def _append(messages: list[Message], hasher: ListHasher, new: Sequence[Message], items: Sequence[str] | None) -> None:
+def drop_kept(summary: ReplaySummary, run_ids: Sequence[str], cause: ReplayWarningCause, message: str) -> ReplaySummary:
+    """The summary once the reasoning of kept runs `run_ids` turned out not to reach the model after all (a
+    failover served another path, the vendor dropped it): each moves to reasoning_dropped with one warning."""
+    moved = [r for r in summary.reasoning_kept if r in run_ids]
+    if not moved:
+        return summary
+    for run_id in moved:
+        log.warning("replay: run %s: %s", run_id, message)
+    return attrs.evolve(
+        summary,
+        reasoning_kept=[r for r in summary.reasoning_kept if r not in moved],
+        reasoning_dropped=[*summary.reasoning_dropped, *moved],
+        warnings=[*summary.warnings, *(ReplayWarning(run_id=r, cause=cause, message=message) for r in moved)],
+    )
+
+
+def path_cause(planned: CurrentPrefix, vendor: str, model: str) -> ReplayWarningCause:
+    """Why reasoning kept for `planned` does not fit the path (vendor, model) that served instead."""
+    if vendor != planned.vendor:
+        return "cross-vendor"
+    if model != planned.model:
+        return "model"
+    return "reasoning-off"
+
+
+def _append(
+    messages: list[Message],
+    hasher: ListHasher,
+    new: Sequence[Message],
+    items: Sequence[str] | None,
+    run_id: str,
+    view: WireView | None,
+) -> None:
     for i, m in enumerate(new):
-        hasher.add(items[i] if items is not None else message_json(m))
-    messages.extend(_mark(new))
+        shown = view(m) if view is not None else m
+        if shown is None:
+            continue
+        hasher.add(items[i] if items is not None and shown is m else message_json(shown))
+    messages.extend(_mark(new, run_id))
 
 
 def _stored_items(run: StoredRun, messages: Sequence[Message]) -> list[str] | None:
@@ -249,22 +308,33 @@ def _stored_items(run: StoredRun, messages: Sequence[Message]) -> list[str] | No
 
 def _drop_cause(
     run: StoredRun,
+    messages: Sequence[Message],
     seed: str,
     current: CurrentPrefix,
     knobs: ReplayKnobs,
     guardrails: bool,
-    first_drop: str | None,
+    dropped: Sequence[str],
+    view: WireView | None,
 ) -> tuple[ReplayWarningCause | Literal["off"], str] | None:
     if not knobs.replay_reasoning:
         return ("off", "")
     if guardrails:
         return ("guardrails", "reasoning dropped: guardrails are configured, and reasoning is not replayed with them")
-    if first_drop is not None:
-        return ("follows", f"reasoning dropped: follows {first_drop}, whose reasoning was dropped")
-    return _mismatch(run, seed, current)
+    if current.reasoning_vendor is None:
+        return (
+            "reasoning-off",
+            f"reasoning dropped: this request's wire ({current.vendor}/{current.model}) takes no reasoning back "
+            "(e.g. Anthropic with thinking off, or Chat Completions)",
+        )
+    mismatch = _mismatch(run, messages, seed, current, view)
+    if mismatch is not None and mismatch[0] == "seed" and dropped:
+        return ("follows", f"reasoning dropped: the messages before it changed because {dropped[-1]}'s was dropped")
+    return mismatch
 
 
-def _mismatch(run: StoredRun, seed: str, current: CurrentPrefix) -> tuple[ReplayWarningCause, str] | None:
+def _mismatch(
+    run: StoredRun, messages: Sequence[Message], seed: str, current: CurrentPrefix, view: WireView | None
+) -> tuple[ReplayWarningCause, str] | None:
     raw = run.meta.get(PREFIX_META_KEY)
     if raw is None:
         return (
@@ -274,8 +344,17 @@ def _mismatch(run: StoredRun, seed: str, current: CurrentPrefix) -> tuple[Replay
     d = get_converter().structure(raw, PrefixDescriptor)
     if d.vendor != current.vendor:
         return ("cross-vendor", f"reasoning dropped: it came from {d.vendor}, this request goes to {current.vendor}")
+    families = sorted({b.vendor for m in messages for b in m.content if isinstance(b, ReasoningBlock)})
+    if families != [current.reasoning_vendor]:
+        return (
+            "cross-vendor",
+            f"reasoning dropped: it is {', '.join(families)} reasoning, and this request's wire takes back "
+            f"{current.reasoning_vendor} reasoning only",
+        )
     if d.model != current.model:
         return ("model", f"reasoning dropped: the model changed from {d.model} to {current.model}")
+    if d.also_served:
+        return _also_served(d.also_served, current)
     if d.system_hash != current.system_hash:
         return ("system", "reasoning dropped: the system prompt (or skills, or stable context) changed since the run")
     if d.tools_hash != current.tools_hash:
@@ -286,7 +365,29 @@ def _mismatch(run: StoredRun, seed: str, current: CurrentPrefix) -> tuple[Replay
             "reasoning dropped: the messages before this run differ from when it ran "
             "(the window moved or earlier runs changed)",
         )
+    if view is not None and _changed_before_reasoning(messages, view):
+        return (
+            "layout",
+            "reasoning dropped: this request's trailing-state layout leaves out (or rewrites) the run's own "
+            "runtime-state fragments, which preceded its reasoning when it ran",
+        )
     return None
+
+
+def _also_served(paths: Sequence[ServedPath], current: CurrentPrefix) -> tuple[ReplayWarningCause, str]:
+    shown = ", ".join(f"{p.vendor}/{p.model}" for p in paths)
+    cause: ReplayWarningCause = "cross-vendor" if any(p.vendor != current.vendor for p in paths) else "model"
+    return (
+        cause,
+        f"reasoning dropped: a failover mid-run let {shown} serve part of it, so its reasoning is bound "
+        f"to more than {current.vendor}/{current.model}",
+    )
+
+
+def _changed_before_reasoning(messages: Sequence[Message], view: WireView) -> bool:
+    """Whether the wire view changes a message of the run that came before some of its reasoning."""
+    last = max(i for i, m in enumerate(messages) if any(isinstance(b, ReasoningBlock) for b in m.content))
+    return any(view(m) is not m for m in messages[:last])
 
 
 def _warn_tools(run: StoredRun, messages: Sequence[Message], current: CurrentPrefix, warn: Any) -> None:
@@ -381,5 +482,7 @@ def _without_reasoning(m: Message) -> Message:
     return Message(role=m.role, content=[b for b in m.content if not isinstance(b, ReasoningBlock)], meta=m.meta)
 
 
-def _mark(messages: Sequence[Message]) -> list[Message]:
-    return [Message(role=m.role, content=m.content, meta={**(m.meta or {}), REPLAYED_META_KEY: True}) for m in messages]
+def _mark(messages: Sequence[Message], run_id: str) -> list[Message]:
+    return [
+        Message(role=m.role, content=m.content, meta={**(m.meta or {}), REPLAYED_META_KEY: run_id}) for m in messages
+    ]

@@ -10,6 +10,7 @@ from segue.context import ContextBlock
 from segue.conversation import ZERO_USAGE
 from segue.generated import (
     Message,
+    PrefixDescriptor,
     ReplayKnobs,
     ReplaySummary,
     RunEvent,
@@ -20,6 +21,8 @@ from segue.generated import (
     Usage,
 )
 from segue.layout import LayoutPolicy
+from segue.notes import RunNotes
+from segue.replay import CurrentPrefix, WireView
 
 
 @attrs.frozen(kw_only=True)
@@ -37,6 +40,7 @@ class RunSpec:
     metadata: dict[str, Any]
     idempotency_key: str | None
     model: str | None
+    vendor: str | None = None
     retry_of: str | None = None
 
 
@@ -51,14 +55,20 @@ class RunState:
     prefix: list[Message]  # replayed runs + history: sent, never re-persisted
     own: list[Message]  # this run's messages, persisted as traces
     replay: ReplaySummary | None
+    planned: CurrentPrefix  # the path, system and tools the replay was planned for
     iteration: int = 0
+    resumed_at: int = 0  # the iteration a resumed run was paused at
     usage: Usage = ZERO_USAGE
     pii: dict[str, str] = attrs.Factory(dict)
-    served_model: str | None = None
-    served_vendor: str | None = None
-    vendor_warnings: list[str] = attrs.Factory(list)
+    descriptor: PrefixDescriptor | None = None  # written with the first response (segue.serving)
+    notes: RunNotes = attrs.Factory(RunNotes)
     layout: LayoutPolicy | None = None
     persisted: list[Message] = attrs.Factory(list)  # this run's traces as stored, in order
+
+    @property
+    def view(self) -> WireView | None:
+        """How the replayed prefix goes on this run's wire (the layout may escape or leave out messages)."""
+        return self.layout.on_wire if self.layout is not None else None
 
     def stored_messages(self) -> list[Message]:
         """This run's messages as they must be stored: with the fragments the layout keeps (appendOnly)."""

@@ -2,10 +2,10 @@
 # Schema: schemas/catalog.schema.json (sha256:cc76c8bb00abcbd0fddd285265eaed754069c238fea8d6d79f172a348b3471a6)
 # Schema: schemas/explain.schema.json (sha256:26f40dfd242e67d3c686423dbefab8ae10bc3d311891b72b9878231699640f8f)
 # Schema: schemas/message.schema.json (sha256:11b022e99e8654fe1600a6d969a97687dbbf3dd064e5f42839eba16749d6b91c)
-# Schema: schemas/prefix.schema.json (sha256:5aa8167099221451a093dfe93474113c85667bbb4863a2afe5f91ae59d70f35a)
-# Schema: schemas/protocol.schema.json (sha256:a84b7e95680e8d6d27faf9d27c738954d2294da06173dcb765e29f631d6faec4)
-# Schema: schemas/replay.schema.json (sha256:bb2eb47e11bdb599de25d174896582fb2b7885992b421afa90bdfd1333832153)
-# Schema: schemas/runs.schema.json (sha256:dca9aa3df52820cb790eb297bca7297b0d60363bec6e2e5cfd5e818acc8439e8)
+# Schema: schemas/prefix.schema.json (sha256:f5b2c58e57b5a12d52a98a2898d996a98943e6a2d74996ffe866caf98f9a382c)
+# Schema: schemas/protocol.schema.json (sha256:bff607f4fb3a366de3e247db859b197e6cfd8d63619c23124b748aaaa3415a7c)
+# Schema: schemas/replay.schema.json (sha256:378366fc4d92f02dcafad87cab6d85a8077f127f84da20b42a7585b33f2abdd9)
+# Schema: schemas/runs.schema.json (sha256:ded0d7420c3c0c359e37d7ce31b13e4b8b5bea92dd58eb7aee00560105da63cc)
 # Schema: schemas/serve.schema.json (sha256:1a8932b60e9e7f406be0f5f42ec641917e878278aee3eed5b4aa73cf8899ab6c)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """Generated types: one module per schema file, re-exported here."""
@@ -47,6 +47,7 @@ from segue.generated.message import (
 from segue.generated.prefix import (
     Hash,
     PrefixDescriptor,
+    ServedPath,
 )
 from segue.generated.protocol import (
     ApprovalDecision,
@@ -57,6 +58,7 @@ from segue.generated.protocol import (
     ClientToolResult,
     ContextItem,
     IdempotencyConflictData,
+    InputErrorData,
     InvalidParamsData,
     ParamError,
     PendingToolCall,
@@ -69,6 +71,7 @@ from segue.generated.protocol import (
     RunEventParams,
     RunNotFoundData,
     RunParams,
+    RunRefusalReason,
     RunResponse,
     RunsGetParams,
     RunsGetResult,
@@ -89,6 +92,8 @@ from segue.generated.runs import (
     RunDetail,
     RunEvent,
     RunEventType,
+    RunNote,
+    RunNoteKind,
     RunResult,
     RunStatus,
     RunSummary,
@@ -126,6 +131,7 @@ __all__ = [
     "IdempotencyConflictData",
     "ImageBlock",
     "ImageSource",
+    "InputErrorData",
     "InvalidParamsData",
     "IterationExplanation",
     "LeftOutModel",
@@ -160,7 +166,10 @@ __all__ = [
     "RunEventType",
     "RunExplanation",
     "RunNotFoundData",
+    "RunNote",
+    "RunNoteKind",
     "RunParams",
+    "RunRefusalReason",
     "RunResponse",
     "RunResult",
     "RunStatus",
@@ -170,6 +179,7 @@ __all__ = [
     "RunsListParams",
     "RunsListResult",
     "ServeConfig",
+    "ServedPath",
     "TextBlock",
     "ToolCallBlock",
     "ToolCallParams",

@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from segue.errors import ProviderError, ProviderErrorKind
-from segue.providers.base import ProviderRequest, ProviderResponse, StreamDelta, StreamDone, StreamEvent
+from segue.providers.base import ProviderNote, ProviderRequest, ProviderResponse, StreamDelta, StreamDone, StreamEvent
 from segue.wire.common import MalformedResponseError, ParsedResponse, WireRequest
 
 _CONTEXT = re.compile(
@@ -125,11 +125,14 @@ class SdkDriver:
             raise ProviderError(
                 f"{self.vendor} response could not be read: {e}", vendor=self.vendor, kind=kind, vendor_message=str(e)
             ) from e
-        warnings = [*wire.warnings, *parsed.warnings]
+        notes = [*wire.notes, *parsed.notes]
         if request.prewarm and parsed.message.content:
-            warnings.append(
-                f"{self.vendor} generated {len(parsed.message.content)} content block(s) for a prewarm request, "
-                "which should only populate the cache"
+            notes.append(
+                ProviderNote(
+                    kind="prewarm-output",
+                    message=f"{self.vendor} generated {len(parsed.message.content)} content block(s) for a prewarm "
+                    "request, which should only populate the cache",
+                )
             )
         return ProviderResponse(
             message=parsed.message,
@@ -141,7 +144,8 @@ class SdkDriver:
             response_body=data,
             request_headers=dict(wire.headers),
             input_transformations=parsed.input_transformations,
-            warnings=warnings,
+            notes=notes,
+            requires_stable_reasoning_prefix=self.requires_stable_reasoning_prefix,
         )
 
 

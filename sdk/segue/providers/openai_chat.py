@@ -54,6 +54,8 @@ class OpenAIChatProvider(ChatCompletionsDriver):
     """
 
     requires_stable_reasoning_prefix = False
+    #: Chat Completions cannot take reasoning back, so replayed runs' reasoning is dropped (cause reasoning-off).
+    reasoning_vendor = None
 
     def __init__(
         self,

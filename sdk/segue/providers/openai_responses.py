@@ -43,6 +43,7 @@ class OpenAIResponsesProvider(SdkDriver):
 
     vendor = "openai"
     requires_stable_reasoning_prefix = False
+    reasoning_vendor = wire.REASONING_VENDOR
 
     def __init__(
         self,

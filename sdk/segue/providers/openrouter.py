@@ -27,8 +27,8 @@ class OpenRouterProvider(ChatCompletionsDriver):
 
     - `provider_order` / `allow_fallbacks`: sent as `provider: {order, allow_fallbacks}` (note: OpenRouter's
       sticky cache routing is not used when an order is set).
-    - `plugins`: sent as given; when None, `[{"id": "context-compression", "enabled": false}]` is sent so an
-      account default cannot compress the replayed conversation.
+    - `plugins`: the app's plugins, sent as given, plus `{"id": "context-compression", "enabled": false}` unless
+      the app configured that plugin itself, so an account default cannot compress the replayed conversation.
     - `reasoning`: OpenRouter's reasoning configuration ({"effort": ...} or {"max_tokens": ...}), sent as is.
       `reasoning_details` are kept verbatim and replayed unmodified.
     - `cache_ttl`: for `anthropic/*` models, per-block cache_control on system, stable head, last replayed and
@@ -42,6 +42,7 @@ class OpenRouterProvider(ChatCompletionsDriver):
     """
 
     vendor = "openrouter"
+    reasoning_vendor = wire.REASONING_VENDOR
 
     def __init__(
         self,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from segue.generated import ContentBlock, Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock, Usage
 from segue.generated.wire import openai_chat as g
-from segue.providers.base import ProviderRequest
+from segue.providers.base import ProviderNote, ProviderRequest
 from segue.wire.breakpoints import BreakpointCache, mark
 from segue.wire.common import (
     MalformedResponseError,
@@ -196,7 +196,7 @@ def parse_response(
         raise MalformedResponseError(f"{where}: no choices in the response (the server returned nothing to parse)")
     choice = as_map(choices[0], f"{where} choice")
     message = req_map(choice, "message", f"{where} choice")
-    warnings: list[str] = []
+    notes: list[ProviderNote] = []
     content: list[ContentBlock] = list((reasoning or plain_reasoning)(message, model))
     text = message.get("content")
     if isinstance(text, str) and text:
@@ -205,17 +205,24 @@ def parse_response(
         entry = as_map(raw, f"{where} tool call")
         call = g.parse_tool_call(entry, model) if "type" not in entry else g.parse_tool_call_entry(entry, model)
         if call is None:
-            warnings.append(f"the server returned a {entry.get('type')!r} tool call segue does not keep; dropped")
+            notes.append(
+                ProviderNote(
+                    kind="unknown-output",
+                    message=f"the server returned a {entry.get('type')!r} tool call segue does not keep; dropped",
+                )
+            )
         else:
             content.append(call)
     usage = data.get("usage")
     if usage is None:
-        warnings.append("the server reported no usage; token counts are recorded as 0")
+        notes.append(
+            ProviderNote(kind="usage-missing", message="the server reported no usage; token counts are recorded as 0")
+        )
     return ParsedResponse(
         message=Message(role="assistant", content=content),
         usage=parse_usage(as_map(usage or {}, f"{where} usage"), data.get("timings")),
         stop_reason=stop_reason(choice.get("finish_reason"), _STOP),
-        warnings=warnings,
+        notes=notes,
     )
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock, Usage
 from segue.generated.wire import openai_responses as g
-from segue.providers.base import ProviderRequest
+from segue.providers.base import ProviderNote, ProviderRequest
 from segue.wire.breakpoints import BreakpointCache, mark
 from segue.wire.common import (
     ParsedResponse,
@@ -65,7 +65,7 @@ def build_request(
             "warms a cache without generating only through prompt_cache_options.prewarm, which breakpoint caches "
             "(GPT-5.6 and later) take; send a normal request instead"
         )
-    warnings: list[str] = []
+    notes: list[ProviderNote] = []
     items: list[ResponseInputItemParam] = []
     fixed: list[Any] = []
     body: dict[str, Any] = {"model": model}
@@ -77,7 +77,7 @@ def build_request(
         items.append(_developer(request.stable_head, fixed))
     anchors = []
     for m in request.messages:
-        own = message_items(m, store=store, warnings=warnings, tool_parts=breakpoints is not None)
+        own = message_items(m, store=store, notes=notes, tool_parts=breakpoints is not None)
         items.extend(own)
         anchors.append(_last_part(own))
     body["input"] = items
@@ -100,7 +100,7 @@ def build_request(
         body["max_output_tokens"] = request.max_tokens
     if stream:
         body["stream"] = True
-    return WireRequest(body=body, warnings=warnings)
+    return WireRequest(body=body, notes=notes)
 
 
 def _developer(text: str, fixed: list[Any]) -> ResponseInputItemParam:
@@ -136,7 +136,7 @@ def cache_key(prefix: str | None, key: str | None) -> str | None:
 
 
 def message_items(
-    m: Message, *, store: bool, warnings: list[str], tool_parts: bool = False
+    m: Message, *, store: bool, notes: list[ProviderNote], tool_parts: bool = False
 ) -> list[ResponseInputItemParam]:
     """The input items for one canonical message, in block order; `tool_parts`: tool outputs as a list of parts."""
     items: list[ResponseInputItemParam] = []
@@ -156,9 +156,12 @@ def message_items(
             if foreign_reasoning(b, REASONING_VENDOR):
                 continue
             if not store and b.encrypted_content is None:
-                warnings.append(
-                    f"openai reasoning item {b.id!r} has no encrypted_content and store=False, so OpenAI cannot "
-                    "resolve it; left off the wire (request it with reasoning=... so include asks for it)"
+                notes.append(
+                    ProviderNote(
+                        kind="reasoning-left-off",
+                        message=f"openai reasoning item {b.id!r} has no encrypted_content and store=False, so OpenAI "
+                        "cannot resolve it; left off the wire (request it with reasoning=... so include asks for it)",
+                    )
                 )
                 continue
             _flush(items, parts, role)
@@ -188,15 +191,15 @@ def parse_response(data: Mapping[str, Any], *, model: str | None = None) -> Pars
     where = "openai response"
     model = model or data.get("model")
     content: list[Any] = []
-    warnings: list[str] = []
+    notes: list[ProviderNote] = []
     for raw in req_list(data, "output", where):
         item = as_map(raw, f"{where} output item")
         if item.get("type") == "message":
-            content.extend(_message_blocks(item, model, warnings))
+            content.extend(_message_blocks(item, model, notes))
             continue
         block = g.parse_output_item(item, model)
         if block is None:
-            warnings.append(f"openai returned a {item.get('type')!r} output item segue does not keep; dropped")
+            notes.append(_unknown(f"openai returned a {item.get('type')!r} output item segue does not keep; dropped"))
         else:
             content.append(block)
     if any(isinstance(b, ToolCallBlock) for b in content):
@@ -210,11 +213,15 @@ def parse_response(data: Mapping[str, Any], *, model: str | None = None) -> Pars
         message=Message(role="assistant", content=content),
         usage=parse_usage(as_map(data.get("usage"), f"{where} usage")),
         stop_reason=stop,
-        warnings=warnings,
+        notes=notes,
     )
 
 
-def _message_blocks(item: Mapping[str, Any], model: str | None, warnings: list[str]) -> list[TextBlock]:
+def _unknown(message: str) -> ProviderNote:
+    return ProviderNote(kind="unknown-output", message=message)
+
+
+def _message_blocks(item: Mapping[str, Any], model: str | None, notes: list[ProviderNote]) -> list[TextBlock]:
     content = item.get("content")
     if isinstance(content, str):  # an input-style assistant message (as segue sends them)
         return [TextBlock(text=content)]
@@ -222,7 +229,7 @@ def _message_blocks(item: Mapping[str, Any], model: str | None, warnings: list[s
     for raw in req_list(item, "content", "openai message item"):
         block = g.parse_message_part(as_map(raw, "openai message part"), model)
         if block is None:
-            warnings.append(f"openai returned a {raw.get('type')!r} message part segue does not keep; dropped")
+            notes.append(_unknown(f"openai returned a {raw.get('type')!r} message part segue does not keep; dropped"))
         else:
             blocks.append(block)
     return blocks

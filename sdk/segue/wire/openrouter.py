@@ -3,9 +3,9 @@
 - `reasoning_details` come back as a list of typed entries; each becomes a ReasoningBlock holding the entry
   verbatim (`native`), and they are replayed unmodified, in order, on the assistant message next to its
   tool_calls (OpenRouter: "you cannot rearrange or modify the sequence").
-- Context compression is turned off explicitly (`plugins: [{"id": "context-compression", "enabled": false}]`)
-  unless the app passes its own plugins: account-default plugins apply to any request that does not name them,
-  and a compressed middle would silently change the replayed prefix.
+- Context compression is turned off explicitly (`{"id": "context-compression", "enabled": false}` added to the
+  app's own plugins) unless the app configured that plugin itself: account-default plugins apply to any request
+  that does not name them, and a compressed middle would silently change the replayed prefix.
 - `provider: {order, allow_fallbacks}` pins routing when the app asks for it.
 - For `anthropic/*` models content goes as parts with per-block `cache_control`, on the same four positions
   as the Anthropic driver: system, stable head, last replayed message, last non-fragment message.
@@ -30,7 +30,7 @@ from segue.wire.common import ParsedResponse, WireRequest, as_map, breakpoint_bl
 
 WIRE = "openrouter"
 REASONING_VENDOR = "openrouter"
-NO_COMPRESSION = ({"id": "context-compression", "enabled": False},)
+COMPRESSION = "context-compression"
 #: Top-level keys the OpenAI SDK's create() has no keyword for.
 EXTRA_BODY = frozenset({"provider", "plugins", "reasoning"})
 
@@ -74,7 +74,7 @@ def build_request(
         routing["allow_fallbacks"] = allow_fallbacks
     if routing:
         body["provider"] = routing
-    body["plugins"] = [dict(p) for p in (NO_COMPRESSION if plugins is None else plugins)]
+    body["plugins"] = with_compression_off(plugins)
     if reasoning is not None:
         body["reasoning"] = dict(reasoning)
     if breakpoints is not None and cache is None:
@@ -83,6 +83,14 @@ def build_request(
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
     return WireRequest(body=body, extra_body=EXTRA_BODY)
+
+
+def with_compression_off(plugins: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """The app's plugins, plus context compression turned off unless the app configured it itself."""
+    chosen = [dict(p) for p in plugins or ()]
+    if not any(p.get("id") == COMPRESSION for p in chosen):
+        chosen.append({"id": COMPRESSION, "enabled": False})
+    return chosen
 
 
 def _replay(block: ReasoningBlock) -> dict[str, Any] | None:
