@@ -32,6 +32,7 @@ from segue.replay import (
 from segue.run_state import RunSpec, make_event
 from segue.skills import Skill, render_system
 from segue.store.run_store import DEFAULT_TENANT, TERMINAL, RunStore
+from segue.stored_run import spec_of
 from segue.tools import Tool, as_tools
 
 DEFAULT_MAX_INPUT_CHARS = 1_000_000
@@ -188,7 +189,7 @@ class Agent(Execution):
                 run_id=stored.run_id,
                 reason="not_terminal",
             )
-        spec = attrs.evolve(self._spec_from_meta(stored), idempotency_key=None, retry_of=stored.run_id)
+        spec = attrs.evolve(spec_of(stored), idempotency_key=None, retry_of=stored.run_id)
         return await _last_result(self._drive(spec, streaming=False))
 
     async def resume(

@@ -14,17 +14,17 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+import attrs
 from ulid import ULID
 
 from segue.catalog import Catalog
-from segue.context import ContextBlock, fold_dynamic, render_stable_head
-from segue.conversation import add_usage, answer_text, as_history, tool_calls, user_message
+from segue.context import fold_dynamic, render_stable_head
+from segue.conversation import add_usage, answer_text, tool_calls, user_message
 from segue.errors import IdempotencyConflictError, InputError, ProviderError, RunStateError, SegueError
 from segue.generated import (
     LlmInteraction,
     Message,
     PrefixDescriptor,
-    ReplayKnobs,
     ReplaySummary,
     RunEvent,
     RunNote,
@@ -54,15 +54,17 @@ from segue.providers.base import (
     Provider,
     ProviderRequest,
     ProviderResponse,
+    ServingPath,
     StreamDone,
     first_member,
     serving_path,
-    without_replayed_reasoning,
+    serving_paths,
 )
 from segue.replay import CurrentPrefix, WireView, plan_replay, run_id_of
 from segue.run_state import RunSpec, RunState, make_event
-from segue.serving import observe, replay_path
+from segue.serving import fit, observe
 from segue.store.run_store import IdempotencyKeyTaken, NewRun, RunStore, StoredRun
+from segue.stored_run import decisions_for, pending_calls, spec_of, still_sent, summary_at_pause
 from segue.tools import Tool
 
 T = TypeVar("T")
@@ -144,13 +146,27 @@ class Execution:
 
     async def _plan(
         self, spec: RunSpec, planned: CurrentPrefix, view: WireView | None
-    ) -> tuple[list[Message], ReplaySummary | None, str | None]:
-        """(replayed + history messages, replay summary, continued_from). Reads only."""
+    ) -> tuple[list[Message], dict[ServingPath, ReplaySummary], str | None]:
+        """(replayed + history messages, the replay summary per path it may be served on, continued_from).
+
+        Reads only. The messages carry the reasoning any path keeps; segue.serving fits them per request."""
         if spec.knobs is None:
-            return list(spec.history), None, None
+            return list(spec.history), {}, None
         stored = await self._db(self._store().load_runs, spec.knobs.runs)
-        plan = plan_replay(stored, spec.knobs, spec.tenant_id, planned, guardrails=bool(self.guardrails), view=view)
-        return [*plan.messages, *spec.history], plan.summary, plan.continued_from
+        others = serving_paths(self.provider, model=spec.model, vendor=spec.vendor)[1:]
+        plan = plan_replay(
+            stored,
+            spec.knobs,
+            spec.tenant_id,
+            planned,
+            guardrails=bool(self.guardrails),
+            view=view,
+            alternatives=[
+                attrs.evolve(planned, vendor=p.vendor, model=p.model, reasoning_vendor=p.reasoning_vendor)
+                for p in others
+            ],
+        )
+        return [*plan.messages, *spec.history], plan.summaries, plan.continued_from
 
     # -- drive ------------------------------------------------------------------------------------------------
 
@@ -165,7 +181,8 @@ class Execution:
         stable_head = render_stable_head(spec.context)
         planned = self._current_prefix(spec, stable_head)
         layout = self._layout_policy(spec)
-        prefix, summary, continued_from = await self._plan(spec, planned, layout.on_wire if layout else None)
+        prefix, plans, continued_from = await self._plan(spec, planned, layout.on_wire if layout else None)
+        summary = plans.get(planned.path)
         state = RunState(
             run_id=str(ULID()),
             spec=spec,
@@ -175,6 +192,7 @@ class Execution:
             own=[],
             replay=summary,
             planned=planned,
+            plans=plans,
             layout=layout,
         )
         text = fold_dynamic(spec.context, spec.input)
@@ -357,6 +375,7 @@ class Execution:
             fragment = state.layout.fragment_for(state.iteration, runtime)
             messages = state.layout.lay_out(messages, fragment, state.iteration)
         replayed = [i for i, m in enumerate(messages) if m.meta and m.meta.get(REPLAYED_META_KEY)]
+        messages, alternatives = fit(state, messages)
         return ProviderRequest(
             system=state.system,
             stable_head=state.stable_head,
@@ -366,7 +385,8 @@ class Execution:
             model=state.spec.model,
             vendor=state.spec.vendor,
             cache_key=state.spec.tenant_id,
-            replay_path=replay_path(state),
+            replay_path=state.planned.path if state.plans else None,
+            replay_alternatives=alternatives,
         )
 
     def _needs_approval(self, call: ToolCallBlock) -> bool:
@@ -436,28 +456,9 @@ class Execution:
         # Everything is checked and planned before the run is claimed: a refusal changes nothing.
         stored = await self._load_own_run(run_id, tenant_id, "resume")
         run_id = stored.run_id
-        pending = stored.meta.get(PENDING_META_KEY)
-        if stored.status != "waiting_approval" or not pending:
-            raise RunStateError(
-                f"run {run_id} is {stored.status}, not waiting_approval; only paused runs resume",
-                run_id=run_id,
-                reason="not_paused",
-            )
-        waiting = list(pending["calls"])
-        if isinstance(approved, bool):
-            decisions = dict.fromkeys(waiting, approved)
-        elif isinstance(approved, Mapping):
-            unknown = sorted(set(approved) - set(waiting))
-            if unknown:
-                raise InputError(f"approved names calls {unknown} that are not pending; pending: {waiting}")
-            decisions = {c: bool(approved.get(c, False)) for c in waiting}
-        else:
-            raise InputError(f"approved must be a bool or a {{call_id: bool}} mapping, got {approved!r}")
-        if tool_results is not None:
-            unknown = sorted(set(tool_results) - set(waiting))
-            if unknown:
-                raise InputError(f"tool_results names calls {unknown} that are not pending: {waiting}")
-        state = await self._resumed_state(stored, int(pending["iteration"]))
+        iteration, waiting = pending_calls(stored)
+        decisions = decisions_for(waiting, approved, tool_results)
+        state = await self._resumed_state(stored, iteration)
         if not await self._db(self._store().claim_paused, run_id, tenant_id, lease_seconds=self.lease_seconds):
             raise RunStateError(
                 f"run {run_id} was resumed by another request already", run_id=run_id, reason="already_resumed"
@@ -477,17 +478,13 @@ class Execution:
 
     async def _resumed_state(self, stored: StoredRun, iteration: int) -> RunState:
         """A paused run's state, re-planned the way its earlier requests were (reads only)."""
-        spec = self._spec_from_meta(stored)
+        spec = spec_of(stored)
         stable_head = render_stable_head(spec.context)
         planned = self._current_prefix(spec, stable_head)
         layout = self._layout_policy(spec)
-        prefix, summary, _ = await self._plan(spec, planned, layout.on_wire if layout else None)
-        before = stored.meta.get(REPLAY_META_KEY)
-        if summary is not None and before is not None:
-            # Reasoning that turned out not to reach the model before the pause (a failover, a vendor drop) stays
-            # off, so the resumed requests extend the earlier ones.
-            summary = get_converter().structure(before, ReplaySummary)
-            prefix = without_replayed_reasoning(prefix, set(summary.reasoning_dropped))
+        prefix, plans, _ = await self._plan(spec, planned, layout.on_wire if layout else None)
+        # The summary as it stood at the pause: reasoning the earlier requests went without stays off.
+        summary = summary_at_pause(stored) if plans else None
         own = [t.message for t in stored.traces]
         descriptor = stored.meta.get(PREFIX_META_KEY)
         return RunState(
@@ -499,6 +496,8 @@ class Execution:
             own=own,
             replay=summary,
             planned=planned,
+            plans=plans,
+            bound=still_sent(summary),
             iteration=iteration,
             resumed_at=iteration,
             usage=stored.usage,
@@ -651,25 +650,6 @@ class Execution:
                 agent=stored.agent_name,
             )
         return stored
-
-    def _spec_from_meta(self, stored: StoredRun) -> RunSpec:
-        request = stored.meta.get(REQUEST_META_KEY, {})
-        replay = stored.meta.get(REPLAY_META_KEY)
-        knobs = get_converter().structure(replay["knobs"], ReplayKnobs) if replay and "knobs" in replay else None
-        return RunSpec(
-            input=stored.input,
-            history=as_history(request.get("history", [])),
-            context=[ContextBlock(c["text"], c["placement"], c.get("source")) for c in request.get("context", [])],
-            knobs=knobs,
-            replay_last=request.get("replay_last", 0),
-            replay_reasoning=request.get("replay_reasoning", True),
-            replay_budget_tokens=request.get("replay_budget_tokens"),
-            tenant_id=stored.tenant_id,
-            metadata={},
-            idempotency_key=None,
-            model=request.get("model"),
-            vendor=request.get("vendor"),
-        )
 
     async def _idempotent_result(self, spec: RunSpec, fingerprint: str) -> RunResult | None:
         assert spec.idempotency_key is not None

@@ -4,18 +4,15 @@ Flow: `validate_knobs` (types, duplicates; no I/O) -> one store query for every 
 (existence, tenant, terminal state; window and token budget; reasoning keep/drop by prefix descriptor) ->
 `ReplayPlan(messages, summary)`. Nothing here writes.
 
-The prefix rule: a run's reasoning is kept only while its recorded PrefixDescriptor equals what precedes it in
-the current request (vendor, model, system hash, tools hash, seed = hash of the messages before its user
-message, as they go on the wire), and the request's wire takes that reasoning back. Dropping a run's reasoning
-changes what precedes every later run, so a later run whose reasoning was produced with it fails the seed check
-too (cause `follows`). One warning per run names the cause.
+Reasoning is kept or dropped per run by the prefix rule (segue.prefix_rule), once per path a request may be
+served on: the path it is aimed at, and the other members of a Failover. One warning per run names the cause.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -23,30 +20,38 @@ import attrs
 from segue.errors import ReplayRunError
 from segue.generated import (
     Message,
-    PrefixDescriptor,
     ReasoningBlock,
     ReplayKnobs,
     ReplaySummary,
     ReplayWarning,
     ReplayWarningCause,
-    ServedPath,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
     get_converter,
 )
-from segue.hashing import ListHasher, canonical_json
-from segue.meta import PREFIX_META_KEY, TOOLS_META_KEY
-from segue.providers.base import REPLAYED_META_KEY
+from segue.hashing import ListHasher
+from segue.meta import TOOLS_META_KEY
+from segue.prefix_rule import CurrentPrefix, WireView, message_json, reasoning_verdict, seed_of
+from segue.providers.base import REPLAYED_META_KEY, ServingPath
 from segue.store.run_store import TERMINAL, StoredRun
 from segue.tokens import count_json
 
+__all__ = [
+    "CurrentPrefix",
+    "ReplayPlan",
+    "WireView",
+    "check_runs",
+    "is_run_id",
+    "message_json",
+    "plan_replay",
+    "run_id_of",
+    "seed_of",
+    "validate_knobs",
+]
+
 log = logging.getLogger("segue.replay")
 _ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$", re.IGNORECASE)
-
-
-#: How a message goes on this request's wire (the trailing-state layout may escape or leave it out: None).
-WireView = Callable[[Message], Message | None]
 
 
 def is_run_id(value: object) -> bool:
@@ -60,40 +65,28 @@ def run_id_of(value: object) -> str | None:
 
 
 @attrs.frozen(kw_only=True)
-class CurrentPrefix:
-    """What the new request puts in front of the replayed runs: compared with each run's descriptor.
-
-    `reasoning_vendor` is the ReasoningBlock.vendor the serving driver's wire takes back (None: none)."""
-
-    vendor: str
-    model: str
-    system_hash: str
-    tools_hash: str
-    tool_hashes: Mapping[str, str]
-    reasoning_vendor: str | None = None
-
-
-@attrs.frozen(kw_only=True)
 class ReplayPlan:
+    """`messages` carry the reasoning any planned path keeps (fit them to a path with without_replayed_reasoning
+    and that path's reasoning_kept); `summaries` has one ReplaySummary per path, the first path's first."""
+
     messages: list[Message]
-    summary: ReplaySummary
+    summaries: dict[ServingPath, ReplaySummary]
     continued_from: str | None
 
+    @property
+    def summary(self) -> ReplaySummary:
+        return next(iter(self.summaries.values()))
 
-def message_json(m: Message) -> str:
-    """A message as hashed: canonical JSON of its role and content (meta never reaches a vendor)."""
-    return canonical_json({"role": m.role, "content": get_converter().unstructure(m.content, list[Any])})
 
+@attrs.define
+class _PathCheck:
+    """The prefix rule on one path: its own running hash of the wire and its own verdicts."""
 
-def seed_of(messages: Sequence[Message], view: WireView | None = None) -> str:
-    """canonical_hash of the messages (as `message_json`) as they go on the wire: what preceded a run's user
-    message."""
-    hasher = ListHasher()
-    for m in messages:
-        shown = view(m) if view is not None else m
-        if shown is not None:
-            hasher.add(message_json(shown))
-    return hasher.digest()
+    current: CurrentPrefix
+    hasher: ListHasher = attrs.Factory(ListHasher)
+    kept: list[str] = attrs.Factory(list)
+    dropped: list[str] = attrs.Factory(list)
+    warnings: list[ReplayWarning] = attrs.Factory(list)
 
 
 def validate_knobs(
@@ -201,16 +194,20 @@ def plan_replay(
     *,
     guardrails: bool = False,
     view: WireView | None = None,
+    alternatives: Sequence[CurrentPrefix] = (),
 ) -> ReplayPlan:
-    """The replayed messages (each marked with its run id) and the summary. `view` is how the request's layout puts
-    a message on the wire; seeds are compared against exactly that."""
+    """The replayed messages (each marked with its run id) and a summary per path: `current`, then the
+    `alternatives` a Failover may serve instead (same system and tools, another vendor / model). `view` is how the
+    request's layout puts a message on the wire; seeds are compared against exactly that."""
     check_runs(stored, knobs.runs, tenant_id)
     runs = [stored[r] for r in knobs.runs]
-    warnings: list[ReplayWarning] = []
+    checks = [_PathCheck(p) for p in (current, *alternatives)]
 
-    def warn(run_id: str, cause: ReplayWarningCause, message: str) -> None:
-        warnings.append(ReplayWarning(run_id=run_id, cause=cause, message=message))
-        log.warning("replay: run %s: %s", run_id, message)
+    def warn(run_id: str, cause: ReplayWarningCause, message: str, only: _PathCheck | None = None) -> None:
+        for check in [only] if only is not None else checks:
+            check.warnings.append(ReplayWarning(run_id=run_id, cause=cause, message=message))
+        if only is None or only is checks[0]:
+            log.warning("replay: run %s: %s", run_id, message)
 
     full_count = len(runs) if knobs.replay_last == "all" else min(int(knobs.replay_last), len(runs))
     modes = ["text"] * (len(runs) - full_count) + ["full"] * full_count
@@ -220,81 +217,60 @@ def plan_replay(
         modes = _fit_budget(runs, modes, full_messages, text_messages, knobs.replay_budget_tokens, warn)
 
     messages: list[Message] = []
-    hasher = ListHasher()  # hash of `messages` as they go on the wire: the seed each full run is checked against
-    kept: list[str] = []
-    dropped: list[str] = []
     for run, mode in zip(runs, modes, strict=True):
         if mode == "skip":
             continue
         if mode == "text":
-            _append(messages, hasher, text_messages[run.run_id], None, run.run_id, view)
+            shown = text_messages[run.run_id]
+            for check in checks:
+                _hash(check.hasher, shown, None, view)
+            messages.extend(_mark(shown, run.run_id))
             continue
-        run_messages = full_messages[run.run_id]
-        items = _stored_items(run, run_messages)
-        _warn_tools(run, run_messages, current, warn)
-        if any(isinstance(b, ReasoningBlock) for m in run_messages for b in m.content):
-            cause = _drop_cause(run, run_messages, hasher.digest(), current, knobs, guardrails, dropped, view)
-            if cause is None:
-                kept.append(run.run_id)
-            else:
-                dropped.append(run.run_id)
-                if cause[0] != "off":
-                    warn(run.run_id, cause[0], cause[1])
-                run_messages = [_without_reasoning(m) for m in run_messages]
-                items = None
-        _append(messages, hasher, run_messages, items, run.run_id, view)
+        full = full_messages[run.run_id]
+        _warn_tools(run, full, current, warn)
+        stripped: list[Message] | None = None
+        keep_any = False
+        for check in checks:
+            items = _stored_items(run, full)
+            sent = full
+            if any(isinstance(b, ReasoningBlock) for m in full for b in m.content):
+                cause = _drop_cause(run, full, check, knobs, guardrails, view)
+                if cause is None:
+                    check.kept.append(run.run_id)
+                else:
+                    check.dropped.append(run.run_id)
+                    if cause[0] != "off":
+                        warn(run.run_id, cause[0], cause[1], check)
+                    stripped = stripped or [_without_reasoning(m) for m in full]
+                    sent, items = stripped, None
+            keep_any = keep_any or sent is full
+            _hash(check.hasher, sent, items, view)
+        messages.extend(_mark(full if keep_any else stripped or full, run.run_id))
 
-    summary = ReplaySummary(
-        schema_version=1,
-        knobs=knobs,
-        runs_full=[r.run_id for r, m in zip(runs, modes, strict=True) if m == "full"],
-        runs_text=[r.run_id for r, m in zip(runs, modes, strict=True) if m == "text"],
-        reasoning_kept=kept,
-        reasoning_dropped=dropped,
-        warnings=warnings,
-    )
-    return ReplayPlan(messages=messages, summary=summary, continued_from=knobs.runs[-1])
+    def summary(check: _PathCheck) -> ReplaySummary:
+        return ReplaySummary(
+            schema_version=1,
+            knobs=knobs,
+            runs_full=[r.run_id for r, m in zip(runs, modes, strict=True) if m == "full"],
+            runs_text=[r.run_id for r, m in zip(runs, modes, strict=True) if m == "text"],
+            reasoning_kept=check.kept,
+            reasoning_dropped=check.dropped,
+            warnings=check.warnings,
+        )
 
-
-def drop_kept(summary: ReplaySummary, run_ids: Sequence[str], cause: ReplayWarningCause, message: str) -> ReplaySummary:
-    """The summary once the reasoning of kept runs `run_ids` turned out not to reach the model after all (a
-    failover served another path, the vendor dropped it): each moves to reasoning_dropped with one warning."""
-    moved = [r for r in summary.reasoning_kept if r in run_ids]
-    if not moved:
-        return summary
-    for run_id in moved:
-        log.warning("replay: run %s: %s", run_id, message)
-    return attrs.evolve(
-        summary,
-        reasoning_kept=[r for r in summary.reasoning_kept if r not in moved],
-        reasoning_dropped=[*summary.reasoning_dropped, *moved],
-        warnings=[*summary.warnings, *(ReplayWarning(run_id=r, cause=cause, message=message) for r in moved)],
-    )
+    summaries: dict[ServingPath, ReplaySummary] = {}
+    for check in checks:
+        summaries.setdefault(check.current.path, summary(check))
+    return ReplayPlan(messages=messages, summaries=summaries, continued_from=knobs.runs[-1])
 
 
-def path_cause(planned: CurrentPrefix, vendor: str, model: str) -> ReplayWarningCause:
-    """Why reasoning kept for `planned` does not fit the path (vendor, model) that served instead."""
-    if vendor != planned.vendor:
-        return "cross-vendor"
-    if model != planned.model:
-        return "model"
-    return "reasoning-off"
-
-
-def _append(
-    messages: list[Message],
-    hasher: ListHasher,
-    new: Sequence[Message],
-    items: Sequence[str] | None,
-    run_id: str,
-    view: WireView | None,
-) -> None:
+def _hash(hasher: ListHasher, new: Sequence[Message], items: Sequence[str] | None, view: WireView | None) -> None:
+    """Add messages to a running hash of the wire, as `view` puts them there (precomputed items when unchanged)."""
     for i, m in enumerate(new):
         shown = view(m) if view is not None else m
         if shown is None:
             continue
         hasher.add(items[i] if items is not None and shown is m else message_json(shown))
-    messages.extend(_mark(new, run_id))
 
 
 def _stored_items(run: StoredRun, messages: Sequence[Message]) -> list[str] | None:
@@ -309,85 +285,17 @@ def _stored_items(run: StoredRun, messages: Sequence[Message]) -> list[str] | No
 def _drop_cause(
     run: StoredRun,
     messages: Sequence[Message],
-    seed: str,
-    current: CurrentPrefix,
+    check: _PathCheck,
     knobs: ReplayKnobs,
     guardrails: bool,
-    dropped: Sequence[str],
     view: WireView | None,
 ) -> tuple[ReplayWarningCause | Literal["off"], str] | None:
     if not knobs.replay_reasoning:
         return ("off", "")
     if guardrails:
         return ("guardrails", "reasoning dropped: guardrails are configured, and reasoning is not replayed with them")
-    if current.reasoning_vendor is None:
-        return (
-            "reasoning-off",
-            f"reasoning dropped: this request's wire ({current.vendor}/{current.model}) takes no reasoning back "
-            "(e.g. Anthropic with thinking off, or Chat Completions)",
-        )
-    mismatch = _mismatch(run, messages, seed, current, view)
-    if mismatch is not None and mismatch[0] == "seed" and dropped:
-        return ("follows", f"reasoning dropped: the messages before it changed because {dropped[-1]}'s was dropped")
-    return mismatch
-
-
-def _mismatch(
-    run: StoredRun, messages: Sequence[Message], seed: str, current: CurrentPrefix, view: WireView | None
-) -> tuple[ReplayWarningCause, str] | None:
-    raw = run.meta.get(PREFIX_META_KEY)
-    if raw is None:
-        return (
-            "predates-metadata",
-            "reasoning dropped: the run has no prefix descriptor (recorded before segue kept them)",
-        )
-    d = get_converter().structure(raw, PrefixDescriptor)
-    if d.vendor != current.vendor:
-        return ("cross-vendor", f"reasoning dropped: it came from {d.vendor}, this request goes to {current.vendor}")
-    families = sorted({b.vendor for m in messages for b in m.content if isinstance(b, ReasoningBlock)})
-    if families != [current.reasoning_vendor]:
-        return (
-            "cross-vendor",
-            f"reasoning dropped: it is {', '.join(families)} reasoning, and this request's wire takes back "
-            f"{current.reasoning_vendor} reasoning only",
-        )
-    if d.model != current.model:
-        return ("model", f"reasoning dropped: the model changed from {d.model} to {current.model}")
-    if d.also_served:
-        return _also_served(d.also_served, current)
-    if d.system_hash != current.system_hash:
-        return ("system", "reasoning dropped: the system prompt (or skills, or stable context) changed since the run")
-    if d.tools_hash != current.tools_hash:
-        return ("tools", "reasoning dropped: the tool definitions changed since the run")
-    if d.seed != seed:
-        return (
-            "seed",
-            "reasoning dropped: the messages before this run differ from when it ran "
-            "(the window moved or earlier runs changed)",
-        )
-    if view is not None and _changed_before_reasoning(messages, view):
-        return (
-            "layout",
-            "reasoning dropped: this request's trailing-state layout leaves out (or rewrites) the run's own "
-            "runtime-state fragments, which preceded its reasoning when it ran",
-        )
-    return None
-
-
-def _also_served(paths: Sequence[ServedPath], current: CurrentPrefix) -> tuple[ReplayWarningCause, str]:
-    shown = ", ".join(f"{p.vendor}/{p.model}" for p in paths)
-    cause: ReplayWarningCause = "cross-vendor" if any(p.vendor != current.vendor for p in paths) else "model"
-    return (
-        cause,
-        f"reasoning dropped: a failover mid-run let {shown} serve part of it, so its reasoning is bound "
-        f"to more than {current.vendor}/{current.model}",
-    )
-
-
-def _changed_before_reasoning(messages: Sequence[Message], view: WireView) -> bool:
-    """Whether the wire view changes a message of the run that came before some of its reasoning."""
-    last = max(i for i, m in enumerate(messages) if any(isinstance(b, ReasoningBlock) for b in m.content))
-    return any(view(m) is not m for m in messages[:last])
+    earlier = check.dropped[-1] if check.dropped else None
+    return reasoning_verdict(run.meta, messages, check.hasher.digest(), check.current, earlier_drop=earlier, view=view)
 
 
 def _warn_tools(run: StoredRun, messages: Sequence[Message], current: CurrentPrefix, warn: Any) -> None:

@@ -22,7 +22,8 @@ from segue.generated import (
 )
 from segue.layout import LayoutPolicy
 from segue.notes import RunNotes
-from segue.replay import CurrentPrefix, WireView
+from segue.prefix_rule import CurrentPrefix, WireView
+from segue.providers.base import ServingPath
 
 
 @attrs.frozen(kw_only=True)
@@ -54,8 +55,10 @@ class RunState:
     stable_head: str | None
     prefix: list[Message]  # replayed runs + history: sent, never re-persisted
     own: list[Message]  # this run's messages, persisted as traces
-    replay: ReplaySummary | None
-    planned: CurrentPrefix  # the path, system and tools the replay was planned for
+    replay: ReplaySummary | None  # the summary of the path that served (segue.serving)
+    planned: CurrentPrefix  # the path the run is aimed at, with the system and tools hashes
+    plans: dict[ServingPath, ReplaySummary] = attrs.Factory(dict)  # the replay, planned per path it may be served on
+    bound: frozenset[str] | None = None  # runs whose reasoning every request so far carried (None: none served)
     iteration: int = 0
     resumed_at: int = 0  # the iteration a resumed run was paused at
     usage: Usage = ZERO_USAGE

@@ -1,14 +1,17 @@
-"""Who served each request, and what that means for the run: the loop hands every response here.
+"""Who served each request, and what that means for the run: the loop fits each request here and hands every
+response back.
 
-A Failover may answer from another member than the one the run was planned for, and a vendor may drop replayed
-reasoning. The response says so; this module makes everything that describes the run follow:
+A run's replay is planned once per path it may be served on (the path it is aimed at, and the other members of
+a Failover): the plans differ only in whose replayed reasoning they keep. A request carries the messages fitted
+to each path; the response says which path served. Everything that describes the run then follows that path:
 
-- the prefix descriptor is written with the first response, naming the vendor and model that served it (the
-  seed hashes the replayed prefix as that request carried it); a later iteration served by another path is added
-  as `also_served`;
-- the replay summary: replayed reasoning the serving member left off (it serves another path), or the vendor
-  reported dropping, moves from reasoning_kept to reasoning_dropped with one warning per run, and later requests
-  of the run leave it off too;
+- the replay summary is the serving path's plan; a run whose reasoning a later request leaves out (another
+  member served) moves to reasoning_dropped with one warning, and no later request of the run sends it again; a
+  run whose reasoning the vendor reports dropping moves too (cause vendor-dropped), but stays on the wire, since
+  the vendor drops it the same way each time and the cached prefix holds it;
+- the prefix descriptor is written with the first response, naming the vendor and model that served it, its seed
+  hashing the replayed prefix as that request carried it; a later iteration served on another path is added as
+  `also_served`;
 - the run's notes (everything else the call reported), once per distinct note;
 - the layout decision, made on the path that served.
 """
@@ -19,8 +22,9 @@ from typing import Any
 
 import attrs
 
-from segue.generated import PrefixDescriptor, ServedPath, get_converter
+from segue.generated import Message, PrefixDescriptor, ReplaySummary, ReplayWarning, ServedPath, get_converter
 from segue.meta import NOTES_META_KEY, PREFIX_META_KEY, REPLAY_META_KEY
+from segue.prefix_rule import drop_kept, path_cause, seed_of
 from segue.providers.base import (
     REPLAYED_META_KEY,
     ProviderNote,
@@ -29,27 +33,41 @@ from segue.providers.base import (
     ServingPath,
     without_replayed_reasoning,
 )
-from segue.replay import drop_kept, path_cause, seed_of
 from segue.run_state import RunState
 
+#: Warning causes that say why a run's reasoning was dropped (the others are about tools and the budget).
+_DROP_CAUSES = frozenset(
+    {"model", "system", "tools", "seed", "cross-vendor", "predates-metadata", "follows", "guardrails", "reasoning-off"}
+    | {"layout", "vendor-dropped"}
+)
 
-def replay_path(state: RunState) -> ServingPath | None:
-    """The path the replayed reasoning of `state` was kept for (None when none was kept)."""
-    if state.replay is None or not state.replay.reasoning_kept:
-        return None
-    p = state.planned
-    return ServingPath(vendor=p.vendor, model=p.model, reasoning_vendor=p.reasoning_vendor)
+
+def fit(state: RunState, messages: list[Message]) -> tuple[list[Message], dict[ServingPath, list[Message]]]:
+    """The request's messages fitted to the path the run is aimed at, and to every other planned path."""
+    if not state.plans:
+        return messages, {}
+    own = state.planned.path
+    keep = _keep(state)
+    return without_replayed_reasoning(messages, keep[own]), {
+        path: without_replayed_reasoning(messages, runs) for path, runs in keep.items() if path != own
+    }
 
 
 def observe(state: RunState, request: ProviderRequest, response: ProviderResponse, iteration: int) -> dict[str, Any]:
     """Fold one response into `state`; returns the run meta to write in the same transaction as this iteration."""
     replay, notes_before = state.replay, state.notes.as_list()
-    if response.replayed_reasoning_removed:
-        _served_elsewhere(state, response)
+    served = response.replay_path or request.replay_path
+    sent = _keep(state).get(served, frozenset()) if served is not None else frozenset()
+    if served is not None and state.replay is not None:
+        _follow(state, served, response)
+        # Reasoning the vendor drops below stays on the wire: the vendor drops it the same way every time, and
+        # leaving it off would change the prefix the cache holds.
+        state.bound = frozenset(state.replay.reasoning_kept)
     for note in response.notes:
         run_id = _replayed_run(note, request)
         if run_id is not None and state.replay is not None:
-            state.replay = drop_kept(state.replay, [run_id], "vendor-dropped", f"reasoning dropped: {note.message}")
+            warning = ReplayWarning(run_id=run_id, cause="vendor-dropped", message=f"reasoning dropped: {note.message}")
+            state.replay = drop_kept(state.replay, {run_id: warning})
         else:
             state.notes.add(note, iteration)
     if state.layout is not None:
@@ -61,7 +79,7 @@ def observe(state: RunState, request: ProviderRequest, response: ProviderRespons
         )
     conv = get_converter()
     updates: dict[str, Any] = {}
-    descriptor = _describe(state, response)
+    descriptor = _describe(state, response, sent)
     if descriptor != state.descriptor:
         state.descriptor = descriptor
         updates[PREFIX_META_KEY] = conv.unstructure(descriptor)
@@ -72,16 +90,39 @@ def observe(state: RunState, request: ProviderRequest, response: ProviderRespons
     return updates
 
 
-def _served_elsewhere(state: RunState, response: ProviderResponse) -> None:
-    planned = state.planned
-    if state.replay is not None and state.replay.reasoning_kept:
-        cause = path_cause(planned, response.vendor, response.model)
+def _keep(state: RunState) -> dict[ServingPath, frozenset[str]]:
+    """Per planned path, the replayed runs whose reasoning a request of this run carries there: what the path's
+    plan keeps, less what an earlier request of the run already went without."""
+    return {
+        path: frozenset(plan.reasoning_kept) & state.bound
+        if state.bound is not None
+        else frozenset(plan.reasoning_kept)
+        for path, plan in state.plans.items()
+    }
+
+
+def _follow(state: RunState, served: ServingPath, response: ProviderResponse) -> None:
+    """Make the replay summary the serving path's."""
+    assert state.replay is not None
+    plan = state.plans.get(served)
+    if plan is None:  # a member segue planned no path for: it got none of the replayed reasoning
         message = (
-            f"reasoning dropped: {response.vendor}/{response.model} served after a failover, not "
-            f"{planned.vendor}/{planned.model} the replay was planned for, so the reasoning was left off"
+            f"reasoning dropped: {response.vendor}/{response.model} served, a Failover member the replay was not "
+            "planned for, so no replayed reasoning was sent"
         )
-        state.replay = drop_kept(state.replay, state.replay.reasoning_kept, cause, message)
-    state.prefix = without_replayed_reasoning(state.prefix)
+        cause = path_cause(state.planned, response.vendor, response.model)
+        drops = {r: ReplayWarning(run_id=r, cause=cause, message=message) for r in state.replay.reasoning_kept}
+        state.replay = drop_kept(state.replay, drops)
+    elif state.bound is None:  # the first response: the run's replay is that path's plan
+        state.replay = plan
+    else:
+        drops = {r: _drop_warning(plan, r) for r in state.replay.reasoning_kept if r not in plan.reasoning_kept}
+        state.replay = drop_kept(state.replay, drops)
+
+
+def _drop_warning(plan: ReplaySummary, run_id: str) -> ReplayWarning:
+    found = next((w for w in plan.warnings if w.run_id == run_id and w.cause in _DROP_CAUSES), None)
+    return found or ReplayWarning(run_id=run_id, cause="follows", message="reasoning dropped on the path that served")
 
 
 def _replayed_run(note: ProviderNote, request: ProviderRequest) -> str | None:
@@ -94,7 +135,8 @@ def _replayed_run(note: ProviderNote, request: ProviderRequest) -> str | None:
     return run_id if isinstance(run_id, str) else None
 
 
-def _describe(state: RunState, response: ProviderResponse) -> PrefixDescriptor:
+def _describe(state: RunState, response: ProviderResponse, sent: frozenset[str]) -> PrefixDescriptor:
+    """The descriptor after this response: written with the first, then only a new serving path is added."""
     d = state.descriptor
     if d is None:
         return PrefixDescriptor(
@@ -103,7 +145,7 @@ def _describe(state: RunState, response: ProviderResponse) -> PrefixDescriptor:
             model=response.model,
             system_hash=state.planned.system_hash,
             tools_hash=state.planned.tools_hash,
-            seed=seed_of(state.prefix, state.view),
+            seed=seed_of(without_replayed_reasoning(state.prefix, sent), state.view),
         )
     served = ServedPath(vendor=response.vendor, model=response.model)
     if (d.vendor, d.model) == (served.vendor, served.model) or served in (d.also_served or []):

@@ -7,7 +7,7 @@ ever sees these types.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
@@ -69,9 +69,12 @@ class ProviderRequest:
     #: documented mechanism (Anthropic `max_tokens: 0`, OpenAI breakpoint caches' `prompt_cache_options.prewarm`)
     #: and raise WireError where there is none. The response has usage and no content.
     prewarm: bool = False
-    #: The path the replayed reasoning in `messages` was kept for. A Failover member serving another path leaves
-    #: it off (`ProviderResponse.replayed_reasoning_removed`); None: nothing replayed.
+    #: The path `messages` were fitted to: the replayed reasoning it keeps is what the prefix rule allows there
+    #: (None: nothing replayed). A Failover member on another path sends `replay_alternatives[its path]` instead,
+    #: or, for a path segue did not plan, the messages without any replayed reasoning.
     replay_path: ServingPath | None = None
+    #: The same messages fitted to the other paths a Failover may serve (they differ only in replayed reasoning).
+    replay_alternatives: Mapping[ServingPath, list[Message]] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)
@@ -90,9 +93,9 @@ class ProviderResponse:
     input_transformations: list[dict[str, Any]] = attrs.field(factory=list)
     #: What the driver or Failover reports besides the answer, typed by kind.
     notes: list[ProviderNote] = attrs.field(factory=list)
-    #: True when the member that served left the replayed reasoning off (it serves another path than
-    #: `ProviderRequest.replay_path`).
-    replayed_reasoning_removed: bool = False
+    #: The path whose fitted messages the serving member sent, when not the request's own `replay_path` (a
+    #: Failover member on another path answered); None: the request's own.
+    replay_path: ServingPath | None = None
     #: The serving driver's flag (a Failover's members may differ); None when the provider does not say.
     requires_stable_reasoning_prefix: bool | None = None
 
@@ -161,13 +164,24 @@ def serving_path(provider: Provider, *, model: str | None = None, vendor: str | 
     return ServingPath(vendor=first.vendor, model=model or first.model, reasoning_vendor=reasoning_vendor(first))
 
 
-def without_replayed_reasoning(messages: Sequence[Message], runs: Collection[str] | None = None) -> list[Message]:
-    """`messages` with the reasoning of replayed messages (of `runs` only, if given) left out; the run's own
-    messages and history's keep theirs."""
+def serving_paths(provider: Provider, *, model: str | None = None, vendor: str | None = None) -> list[ServingPath]:
+    """Every path a request may be served on, in the order they are tried (the overrides apply to the first)."""
+    first = first_member(provider, vendor)
+    paths = [serving_path(provider, model=model, vendor=vendor)]
+    for d in members(provider):
+        path = ServingPath(vendor=d.vendor, model=d.model, reasoning_vendor=reasoning_vendor(d))
+        if d is not first and path not in paths:
+            paths.append(path)
+    return paths
+
+
+def without_replayed_reasoning(messages: Sequence[Message], keep: Collection[str] = ()) -> list[Message]:
+    """`messages` with the reasoning of replayed runs left out, except the runs in `keep`; the run's own messages
+    and history's keep theirs."""
     out: list[Message] = []
     for m in messages:
         replayed = (m.meta or {}).get(REPLAYED_META_KEY)
-        if replayed and (runs is None or replayed in runs) and any(isinstance(b, ReasoningBlock) for b in m.content):
+        if replayed and replayed not in keep and any(isinstance(b, ReasoningBlock) for b in m.content):
             m = attrs.evolve(m, content=[b for b in m.content if not isinstance(b, ReasoningBlock)])
         out.append(m)
     return out

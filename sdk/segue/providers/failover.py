@@ -13,6 +13,7 @@ from segue.providers.base import (
     ProviderNote,
     ProviderRequest,
     ProviderResponse,
+    ServingPath,
     StreamDelta,
     StreamDone,
     StreamEvent,
@@ -32,10 +33,11 @@ class Failover:
     The response names the member that served (`vendor`, `model`) and carries a `failover` note per member
     skipped. `vendor` / `model` are the primary's; `requires_stable_reasoning_prefix` is true if any member needs
     it. A runtime model override goes to the first member tried: the primary, or with a runtime vendor
-    (ProviderRequest.vendor) the first member of that vendor, which is then tried first. Replayed reasoning is
-    kept for one path (ProviderRequest.replay_path); a member serving another path gets the request without it
-    and says so (`replayed_reasoning_removed`). A stream fails over only before its first delta: once text has
-    been shown, switching vendors would repeat or contradict it.
+    (ProviderRequest.vendor) the first member of that vendor, which is then tried first. The request's messages
+    are fitted to one path (ProviderRequest.replay_path: which replayed reasoning that path takes back); a member
+    on another path sends the messages fitted to its own (`replay_alternatives`, or none of the replayed
+    reasoning for a path segue did not plan) and the response names that path (`replay_path`). A stream fails
+    over only before its first delta: once text has been shown, switching vendors would repeat or contradict it.
     """
 
     def __init__(self, providers: Sequence[Provider]) -> None:
@@ -57,16 +59,20 @@ class Failover:
         serving = [p for p in self.providers if any(d.vendor == vendor for d in members(p))]
         return serving + [p for p in self.providers if p not in serving]
 
-    def _request(self, first: bool, member: Provider, request: ProviderRequest) -> tuple[ProviderRequest, bool]:
-        """The request as `member` gets it, and whether its replayed reasoning was left off."""
+    def _request(
+        self, first: bool, member: Provider, request: ProviderRequest
+    ) -> tuple[ProviderRequest, ServingPath | None]:
+        """The request as `member` gets it, and the path its messages were fitted to when not the request's own."""
         if not first:  # the override names the first member's model
             request = attrs.evolve(request, model=None, vendor=None)
         if request.replay_path is None:
-            return request, False
+            return request, None
         path = serving_path(member, model=request.model, vendor=request.vendor)
         if path == request.replay_path:
-            return request, False
-        return attrs.evolve(request, messages=without_replayed_reasoning(request.messages), replay_path=path), True
+            return request, None
+        fitted = request.replay_alternatives.get(path)
+        messages = fitted if fitted is not None else without_replayed_reasoning(request.messages)
+        return attrs.evolve(request, messages=messages, replay_path=path), path
 
     def _skip(self, member: Provider, error: ProviderError, skipped: list[ProviderNote]) -> None:
         message = f"{member.vendor}/{member.model} failed ({error.kind}: {error.vendor_message or error}); failed over"
@@ -77,7 +83,7 @@ class Failover:
         skipped: list[ProviderNote] = []
         order = self._order(request.vendor)
         for i, member in enumerate(order):
-            sent, removed = self._request(i == 0, member, request)
+            sent, path = self._request(i == 0, member, request)
             try:
                 response = await member.complete(sent)
             except ProviderError as e:
@@ -85,14 +91,14 @@ class Failover:
                     raise _final(e, skipped) from e
                 self._skip(member, e, skipped)
                 continue
-            return _noted(response, skipped, removed)
+            return _noted(response, skipped, path)
         raise AssertionError("unreachable: the last member either answers or raises")
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
         skipped: list[ProviderNote] = []
         order = self._order(request.vendor)
         for i, member in enumerate(order):
-            sent, removed = self._request(i == 0, member, request)
+            sent, path = self._request(i == 0, member, request)
             started = False
             try:
                 async for event in member.stream(sent):
@@ -100,7 +106,7 @@ class Failover:
                         started = True
                         yield event
                     else:
-                        yield StreamDone(response=_noted(event.response, skipped, removed))
+                        yield StreamDone(response=_noted(event.response, skipped, path))
                 return
             except ProviderError as e:
                 if started or not e.retryable or i == len(order) - 1:
@@ -108,14 +114,11 @@ class Failover:
                 self._skip(member, e, skipped)
 
 
-def _noted(response: ProviderResponse, skipped: list[ProviderNote], removed: bool) -> ProviderResponse:
-    if not skipped and not removed:
+def _noted(response: ProviderResponse, skipped: list[ProviderNote], path: ServingPath | None) -> ProviderResponse:
+    if not skipped and path is None:
         return response
-    return attrs.evolve(
-        response,
-        notes=[*skipped, *response.notes],
-        replayed_reasoning_removed=response.replayed_reasoning_removed or removed,
-    )
+    # A nested Failover may have named a more specific path already.
+    return attrs.evolve(response, notes=[*skipped, *response.notes], replay_path=response.replay_path or path)
 
 
 def _final(error: ProviderError, skipped: list[ProviderNote]) -> ProviderError:
