@@ -5,7 +5,8 @@ One general mechanism for every generated class, driven by attrs field metadata,
 - `metadata={"json": ...}` renames a field on the wire;
 - a field with `metadata={"extra": True}` collects properties the schema does not name, and gives them back;
 - object unions dispatch on their tag through a table the generator emits;
-- primitives are checked, not coerced: "5" is not an int and 1 is not a string.
+- primitives are checked, not coerced: "5" is not an int and 1 is not a string. A JSON number with no fraction
+  (1.0) is an integer, as JSON Schema's `integer` says, so what the schema accepts the classes accept too.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def unset_or(validator: Callable[[Any, Any, Any], None]) -> Callable[[Any, Any, 
 
 def _strict(kind: type) -> Callable[[Any, Any], Any]:
     def structure(value: Any, _: Any) -> Any:
+        if kind is int and isinstance(value, float) and value.is_integer():
+            return int(value)
         # bool is an int subclass in Python, but not in JSON.
         if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
             raise TypeError(f"expected {kind.__name__}, got {type(value).__name__} {value!r:.60}")

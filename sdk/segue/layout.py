@@ -202,6 +202,7 @@ class LayoutPolicy:
         self._restored_iteration: int | None = None
         self._restore_checked = False
         self._kept: dict[int, KeptFragment] = {}
+        self._sent: set[int] = set()  # iterations whose request carried a fragment
         if mode != "auto":
             self._decision = LayoutDecision(
                 mode=mode, reason=f"configured trailing_state_layout={mode!r}", iteration=0, basis="configured",
@@ -334,6 +335,8 @@ class LayoutPolicy:
         if mode == "replace":  # nothing is kept in replace mode, but a resumed run's list may carry fragments
             own = [m for m in own if not is_fragment(m)]
         laid = assemble([*pre, *own], fragment, "appendOnly")  # the filtering is done: escape and append
+        if fragment is not None:
+            self._sent.add(iteration)
         if self._first_iteration is None:
             self._first_iteration = iteration
         if fragment is not None and mode == "appendOnly":
@@ -384,10 +387,18 @@ class LayoutPolicy:
         boundary = self._boundary if self._boundary is not None else len(history)
         return [*history[:boundary], *self._interleave(history[boundary:], boundary)]
 
+    @property
+    def unstored_fragments(self) -> list[int]:
+        """Iterations whose request ended with a fragment the run does not store (replace): the reasoning those
+        iterations produced saw a message its replay can never show again."""
+        return sorted(self._sent - set(self._kept))
+
     def meta(self) -> dict[str, Any]:
         """For `agent_runs.meta["segue.layout"]`."""
         out: dict[str, Any] = {"configured": self.configured}
         if self._decision is not None:
             out.update(self._decision.as_meta())
         out["restored_iteration"] = self._restored_iteration
+        if self.unstored_fragments:
+            out["unstored_fragments"] = self.unstored_fragments
         return out

@@ -82,11 +82,13 @@ def reasoning_verdict(
     *,
     earlier_drop: str | None,
     view: WireView | None,
+    unstored_fragment: bool = False,
 ) -> Verdict | None:
     """Why a run's reasoning (in `messages`, recorded with `meta`) cannot go on this request, or None if it can.
 
     `seed` hashes what precedes the run on this request's wire; `earlier_drop` is the last earlier replayed run
-    whose reasoning this request drops (a seed mismatch then says `follows`)."""
+    whose reasoning this request drops (a seed mismatch then says `follows`); `unstored_fragment`: some of the
+    run's reasoning was produced right after a runtime-state fragment its replace layout did not store."""
     if current.reasoning_vendor is None:
         return (
             "reasoning-off",
@@ -102,6 +104,8 @@ def reasoning_verdict(
     d = get_converter().structure(raw, PrefixDescriptor)
     if d.vendor != current.vendor:
         return ("cross-vendor", f"reasoning dropped: it came from {d.vendor}, this request goes to {current.vendor}")
+    if d.also_served:
+        return _also_served(d.also_served, current)
     families = sorted({b.vendor for m in messages for b in m.content if isinstance(b, ReasoningBlock)})
     if families != [current.reasoning_vendor]:
         return (
@@ -111,8 +115,6 @@ def reasoning_verdict(
         )
     if d.model != current.model:
         return ("model", f"reasoning dropped: the model changed from {d.model} to {current.model}")
-    if d.also_served:
-        return _also_served(d.also_served, current)
     if d.system_hash != current.system_hash:
         return ("system", "reasoning dropped: the system prompt (or skills, or stable context) changed since the run")
     if d.tools_hash != current.tools_hash:
@@ -124,6 +126,12 @@ def reasoning_verdict(
             "seed",
             "reasoning dropped: the messages before this run differ from when it ran "
             "(the window moved or earlier runs changed)",
+        )
+    if unstored_fragment:
+        return (
+            "layout",
+            "reasoning dropped: it was produced right after a runtime-state fragment that the run's replace layout "
+            "did not store, so no replay can show the model what it saw",
         )
     if view is not None and _changed_before_reasoning(messages, view):
         return (

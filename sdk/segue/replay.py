@@ -10,7 +10,6 @@ served on: the path it is aimed at, and the other members of a Failover. One war
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -31,7 +30,7 @@ from segue.generated import (
     get_converter,
 )
 from segue.hashing import ListHasher
-from segue.meta import TOOLS_META_KEY
+from segue.meta import LAYOUT_META_KEY, TOOLS_META_KEY
 from segue.prefix_rule import CurrentPrefix, WireView, message_json, reasoning_verdict, seed_of
 from segue.providers.base import REPLAYED_META_KEY, ServingPath
 from segue.store.run_store import TERMINAL, StoredRun
@@ -50,7 +49,6 @@ __all__ = [
     "validate_knobs",
 ]
 
-log = logging.getLogger("segue.replay")
 _ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$", re.IGNORECASE)
 
 
@@ -206,8 +204,6 @@ def plan_replay(
     def warn(run_id: str, cause: ReplayWarningCause, message: str, only: _PathCheck | None = None) -> None:
         for check in [only] if only is not None else checks:
             check.warnings.append(ReplayWarning(run_id=run_id, cause=cause, message=message))
-        if only is None or only is checks[0]:
-            log.warning("replay: run %s: %s", run_id, message)
 
     full_count = len(runs) if knobs.replay_last == "all" else min(int(knobs.replay_last), len(runs))
     modes = ["text"] * (len(runs) - full_count) + ["full"] * full_count
@@ -295,7 +291,19 @@ def _drop_cause(
     if guardrails:
         return ("guardrails", "reasoning dropped: guardrails are configured, and reasoning is not replayed with them")
     earlier = check.dropped[-1] if check.dropped else None
-    return reasoning_verdict(run.meta, messages, check.hasher.digest(), check.current, earlier_drop=earlier, view=view)
+    unstored = set(run.meta.get(LAYOUT_META_KEY, {}).get("unstored_fragments", []))
+    after_unstored = any(
+        t.iteration in unstored and any(isinstance(b, ReasoningBlock) for b in t.message.content) for t in run.traces
+    )
+    return reasoning_verdict(
+        run.meta,
+        messages,
+        check.hasher.digest(),
+        check.current,
+        earlier_drop=earlier,
+        view=view,
+        unstored_fragment=after_unstored,
+    )
 
 
 def _warn_tools(run: StoredRun, messages: Sequence[Message], current: CurrentPrefix, warn: Any) -> None:

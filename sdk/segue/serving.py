@@ -24,7 +24,7 @@ import attrs
 
 from segue.generated import Message, PrefixDescriptor, ReplaySummary, ReplayWarning, ServedPath, get_converter
 from segue.meta import NOTES_META_KEY, PREFIX_META_KEY, REPLAY_META_KEY
-from segue.prefix_rule import drop_kept, path_cause, seed_of
+from segue.prefix_rule import drop_kept, log, path_cause, seed_of
 from segue.providers.base import (
     REPLAYED_META_KEY,
     ProviderNote,
@@ -115,6 +115,8 @@ def _follow(state: RunState, served: ServingPath, response: ProviderResponse) ->
         state.replay = drop_kept(state.replay, drops)
     elif state.bound is None:  # the first response: the run's replay is that path's plan
         state.replay = plan
+        for w in plan.warnings:
+            log.warning("replay: run %s: %s", w.run_id, w.message)
     else:
         drops = {r: _drop_warning(plan, r) for r in state.replay.reasoning_kept if r not in plan.reasoning_kept}
         state.replay = drop_kept(state.replay, drops)
