@@ -89,14 +89,16 @@ def has_reasoning(message: dict[str, Any]) -> bool:
     return any(b["type"] == "reasoning" for b in message["content"])
 
 
-def own_start(request: dict[str, Any], run_id: str) -> int:
-    return next(i for i, m in enumerate(request["messages"]) if (m.get("meta") or {}).get("segue.replayed") == run_id)
+def position(messages: list[dict[str, Any]], question: str) -> int:
+    """Where a run's user message is in a request (every question is unique)."""
+    return next(i for i, m in enumerate(messages) if m["role"] == "user" and m["content"][0].get("text") == question)
 
 
 @attrs.frozen
 class Produced:
     """What the test knows about a finished run from its own first request and its config."""
 
+    question: str
     path: tuple[str, str]
     paths: frozenset[tuple[str, str]]  # every path that served one of its iterations
     prompt: int
@@ -107,8 +109,9 @@ class Produced:
 
 def produced(calls: list[LlmInteraction], run_id: str, first_input: str, config: dict[str, Any]) -> Produced:
     request = calls[0].provider_request["messages"]
-    start = next(i for i, m in enumerate(request) if m["role"] == "user" and m["content"][0].get("text") == first_input)
+    start = position(request, first_input)
     return Produced(
+        question=first_input,
         path=(calls[0].vendor, calls[0].model),
         paths=frozenset((c.vendor, c.model) for c in calls),
         prompt=config["prompt"],
@@ -126,7 +129,7 @@ def expected(
     messages = request["messages"]
     for run_id in runs:
         p = made[run_id]
-        start = own_start(request, run_id)
+        start = position(messages, p.question)
         reasoning_at = next(i for i in range(start, len(messages)) if messages[i]["role"] == "assistant")
         others = p.paths - {p.path}
         if served[0] != p.path[0]:
@@ -188,7 +191,7 @@ async def _converse(plan: list[dict[str, Any]]) -> None:
             mine = produced(calls, result.run_id, question, config)
             # The descriptor is true: who served the run's first iteration, and what preceded its user message.
             assert (detail.prefix.vendor, detail.prefix.model) == mine.path
-            also = {(p.vendor, p.model) for p in detail.prefix.also_served or []}
+            also = {(p["vendor"], p["model"]) for p in detail.meta["segue.prefix"].get("also_served", [])}
             assert also == mine.paths - {mine.path}
             assert detail.prefix.seed == mine.seed
             if ids:
@@ -197,10 +200,12 @@ async def _converse(plan: list[dict[str, Any]]) -> None:
                 first_request = calls[0].provider_request
                 first_verdicts = expected(first_request, (calls[0].vendor, calls[0].model), config, ids, made)
                 # What the first request carried: the reasoning of exactly the runs it allows.
+                sent = first_request["messages"]
+                starts = [position(sent, made[r].question) for r in ids] + [position(sent, question)]
                 on_wire = {
-                    m["meta"]["segue.replayed"]
-                    for m in first_request["messages"]
-                    if (m.get("meta") or {}).get("segue.replayed") and has_reasoning(m)
+                    r
+                    for r, a, b in zip(ids, starts, starts[1:], strict=False)
+                    if any(has_reasoning(m) for m in sent[a:b])
                 }
                 assert on_wire == {r for r in ids if first_verdicts[r] is None}
                 verdicts = first_verdicts
