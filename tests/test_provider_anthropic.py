@@ -323,7 +323,9 @@ async def test_prewarm_sends_max_tokens_zero_with_the_usual_breakpoints() -> Non
     assert rec.body["max_tokens"] == 0
     assert json.dumps(rec.body).count("cache_control") == 3  # system, stable head, the last (replayed) message
     assert_typed(rec.body, MessageCreateParamsNonStreaming)
-    assert result.message.content == [] and result.warnings == []
+    assert result.message.content == []
+    # This provider has thinking off, so (as on its normal requests) the replayed thinking is not sent.
+    assert [n.kind for n in result.notes] == ["reasoning-left-off"]
     assert (result.usage.output_tokens, result.usage.cache_write_tokens) == (0, 2000)
 
 

@@ -280,7 +280,7 @@ async def test_responses_prewarm_asks_only_to_prepare_the_cache(catalog: Catalog
     assert rec.body["prompt_cache_options"] == {"mode": "implicit", "ttl": "30m", "prewarm": True}
     assert_typed(rec.body, ResponseCreateParamsNonStreaming)
     assert result.message.content == []
-    assert (result.usage.output_tokens, result.usage.cache_write_tokens, result.warnings) == (0, 150, [])
+    assert (result.usage.output_tokens, result.usage.cache_write_tokens, result.notes) == (0, 150, [])
     events = [e async for e in provider.stream(request(prewarm=True))]
     assert len(events) == 1 and isinstance(events[0], StreamDone)
     assert "stream" not in rec.body
@@ -292,8 +292,11 @@ async def test_prewarm_that_generates_anyway_is_reported(catalog: Catalog) -> No
 
     result = await provider.complete(request(prewarm=True))
 
-    assert result.warnings == [
-        "openai generated 1 content block(s) for a prewarm request, which should only populate the cache"
+    assert [(n.kind, n.message) for n in result.notes] == [
+        (
+            "prewarm-output",
+            "openai generated 1 content block(s) for a prewarm request, which should only populate the cache",
+        )
     ]
 
 
