@@ -125,9 +125,14 @@ class Model:
     def types(self) -> dict[str, NamedType]:
         return {t.name: t for f in self.files for t in f.types}
 
+    @property
+    def owner(self) -> dict[str, str]:
+        """Type name -> the module (schema file) that defines it."""
+        return {t.name: t.module for f in self.files for t in f.types}
+
     def module_deps(self, f: SchemaFile) -> list[str]:
         """Other modules whose types this file's types reference, sorted."""
-        owner = {t.name: t.module for t in self.types.values()}
+        owner = self.owner
         deps = {owner[n] for t in f.types for n in referenced_names(t)} - {f.module}
         return sorted(deps)
 
@@ -159,7 +164,7 @@ def load_model(schema_dir: Path, display_root: Path | None = None) -> Model:
     root = display_root or schema_dir.parent
     raws: dict[str, tuple[str, dict[str, Any], bytes]] = {}
     for p in paths:
-        shown = _shown(p, root)
+        shown = shown_path(p, root)
         data = p.read_bytes()
         try:
             raw = json.loads(data)
@@ -199,7 +204,8 @@ def load_model(schema_dir: Path, display_root: Path | None = None) -> Model:
     return model
 
 
-def _shown(p: Path, root: Path) -> str:
+def shown_path(p: Path, root: Path) -> str:
+    """A file's path as error messages and headers show it: relative to `root` when it is inside."""
     try:
         return p.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:

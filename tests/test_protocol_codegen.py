@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from codegen.errors import SchemaError
+from codegen.method_table import load_protocol
 from codegen.model import load_model
-from codegen.protocol import render_protocol
 from segue.generated.protocol_methods import ERROR_DATA, METHODS, ErrorCode
 from segue.protocol.methods import Methods
 from segue.protocol.rpc import Dispatcher
@@ -176,7 +176,7 @@ def test_bad_method_tables_fail_with_file_pointer_and_reason(tmp_path: Path, cas
     shutil.copytree(REPO / "schemas", tmp_path / "schemas")
     (tmp_path / "schemas" / "protocol.schema.json").write_text(json.dumps(schema, indent=2))
     with pytest.raises(SchemaError) as failure:
-        render_protocol(load_model(tmp_path / "schemas"))
+        load_protocol(load_model(tmp_path / "schemas"))
     assert f"schemas/protocol.schema.json{pointer}: " in str(failure.value)
     assert reason in str(failure.value)
 

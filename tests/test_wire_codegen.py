@@ -1,23 +1,26 @@
-"""codegen/wire.py: the mapping files are validated (file + JSON pointer + reason) and the generated serializers
-are fresh, importable without the SDKs, and behave as the mapping says."""
+"""codegen/wire_mapping.py and codegen/plugins/wire.py: the mapping files are validated (file + JSON pointer +
+reason) and the generated serializers are fresh, importable without the SDKs, and behave as the mapping says."""
 
 from __future__ import annotations
 
 import copy
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from codegen.driver import GENERATED_DIR, PACKAGE, REPO_ROOT, format_python
 from codegen.errors import SchemaError
 from codegen.model import load_model
-from codegen.render import REPO_ROOT
-from codegen.wire import MAPPING_SCHEMA, WIRE_DIR, iter_wire_files, load_mappings, render_wire
+from codegen.plugins import wire
+from codegen.spec import load_spec
+from codegen.wire_mapping import iter_wire_files, load_mappings
 from segue.generated import ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock
 from segue.generated.wire import anthropic, openai_chat, openai_responses, openrouter
 from segue.wire.common import MalformedResponseError, WireError
+
+WIRE_DIR = REPO_ROOT / "schemas" / "wire"
 
 
 @pytest.fixture(scope="module")
@@ -25,16 +28,15 @@ def model() -> Any:
     return load_model(REPO_ROOT / "schemas")
 
 
-def test_generated_wire_modules_are_fresh(model: Any) -> None:
-    rendered = render_wire(model)
+def test_generated_wire_modules_are_fresh() -> None:
+    rendered = wire.generate(load_spec(REPO_ROOT / "schemas"), PACKAGE)
     assert sorted(rendered) == sorted(
-        f"sdk/segue/generated/wire/{name}.py" for name in ["__init__", *(p.stem for p in iter_wire_files())]
+        f"wire/{name}.py" for name in ["__init__", *(p.stem for p in iter_wire_files(WIRE_DIR))]
     )
-    # render_all formats these with ruff; compare after the same formatting.
-    from codegen.render import format_python
-
-    for path, text in format_python(rendered).items():
-        assert (REPO_ROOT / path).read_text(encoding="utf-8") == text, f"{path} is stale: run python -m codegen"
+    # The driver formats every plugin's Python with ruff; compare after the same formatting.
+    for rel, text in format_python(rendered, GENERATED_DIR).items():
+        path = REPO_ROOT / GENERATED_DIR / rel
+        assert path.read_text(encoding="utf-8") == text, f"{path} is stale: run python -m codegen"
 
 
 def _mapping(name: str = "anthropic") -> dict[str, Any]:
@@ -42,7 +44,6 @@ def _mapping(name: str = "anthropic") -> dict[str, Any]:
 
 
 def _load(tmp_path: Path, model: Any, *files: dict[str, Any]) -> Any:
-    shutil.copy(WIRE_DIR / MAPPING_SCHEMA, tmp_path / MAPPING_SCHEMA)
     for f in files:
         (tmp_path / f"{f['wire']}.json").write_text(json.dumps(f), encoding="utf-8")
     return load_mappings(tmp_path, model)

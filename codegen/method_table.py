@@ -1,15 +1,11 @@
-"""The JSON-RPC method table: a schema file's top-level `protocol` keyword -> dispatch table and client helpers.
+"""Stage two for the JSON-RPC method table: a schema file's top-level `protocol` keyword -> a checked `Protocol`.
 
 `schemas/protocol.schema.json` lists, under `protocol.methods`, each method's name, kind (request or
 notification), direction and the `$defs` types of its params and result, and under `protocol.errors` the error
 codes with the type of their `data`. The params, result and data types are ordinary `$defs` objects that the
 normal path turns into attrs classes and TypeScript interfaces. This module checks the table against the loaded
-model (a typo fails with the file, the JSON pointer and the reason, before anything is written) and renders:
-
-- `sdk/segue/generated/protocol_methods.py`: `METHODS` (name -> params class, result class, kind, direction),
-  `ErrorCode` and `ERROR_DATA`, which the server in `segue.protocol` dispatches with;
-- `typescript/protocol-methods.d.ts`: the `SegueMethods` map (and its siblings) for TypeScript clients;
-- `typescript/protocol-client.js` + `.d.ts`: a small typed client over a child process's stdio.
+model, so a typo fails with the file, the JSON pointer and the reason before anything is written;
+codegen/plugins/protocol.py renders the dispatch table and the TypeScript client from it.
 """
 
 from __future__ import annotations
@@ -23,7 +19,6 @@ from jsonschema.exceptions import best_match
 
 from codegen.errors import SchemaError
 from codegen.model import Model, SchemaFile
-from codegen.render import GENERATED_DIR, header, template_env
 
 KEYWORD = "protocol"
 METHOD_NAME = r"^(\$/)?[a-z][A-Za-z0-9]*(/[a-z][A-Za-z0-9]*)*$"
@@ -84,8 +79,6 @@ META_SCHEMA: dict[str, Any] = {
     "required": ["methods", "errors"],
     "additionalProperties": False,
 }
-
-_env = template_env()
 
 
 @attrs.frozen(kw_only=True)
@@ -207,50 +200,6 @@ def load_protocol(model: Model) -> Protocol | None:
                 f.path, f"/{KEYWORD}/methods/{_escape(CANCEL_METHOD)}", "must be a clientToServer notification"
             )
     return Protocol(file=f, methods=tuple(methods), errors=tuple(errors))
-
-
-def render_protocol(model: Model) -> dict[str, str]:
-    """The generated dispatch table and TypeScript client files; empty when no schema has a method table."""
-    protocol = load_protocol(model)
-    if protocol is None:
-        return {}
-    types = model.types
-    used = sorted(
-        {n for m in protocol.methods for n in (m.params, m.result) if n} | {e.data for e in protocol.errors if e.data}
-    )
-    by_module: dict[str, list[str]] = {}
-    for name in used:
-        by_module.setdefault(types[name].module, []).append(name)
-    context = {
-        "protocol": protocol,
-        "imports": sorted(by_module.items()),
-        "requests": protocol.of("request", "clientToServer"),
-        "client_notifications": protocol.of("notification", "clientToServer"),
-        "notifications": protocol.of("notification", "serverToClient"),
-        "server_requests": protocol.of("request", "serverToClient"),
-        "cancel_method": CANCEL_METHOD if any(m.name == CANCEL_METHOD for m in protocol.methods) else None,
-        "doc": _doc,
-    }
-    ts = f"{GENERATED_DIR}/typescript"
-    return {
-        f"{GENERATED_DIR}/protocol_methods.py": _env.get_template("protocol_methods.py.jinja").render(
-            header=header([protocol.file]), **context
-        ),
-        f"{ts}/protocol-methods.d.ts": _env.get_template("protocol-methods.d.ts.jinja").render(
-            header=header([protocol.file], "//"), **context
-        ),
-        f"{ts}/protocol-client.d.ts": _env.get_template("protocol-client.d.ts.jinja").render(
-            header=header([protocol.file], "//"), **context
-        ),
-        f"{ts}/protocol-client.js": _env.get_template("protocol-client.js.jinja").render(
-            header=header([protocol.file], "//"), **context
-        ),
-    }
-
-
-def _doc(text: str) -> str:
-    """Text safe inside a /** */ comment."""
-    return " ".join(text.split()).replace("*/", "*\\/")
 
 
 def _escape(part: str) -> str:
