@@ -1,11 +1,14 @@
-"""`python -m codegen`: regenerate, `--check` for staleness, `--export DIR` for the cross-language bundle."""
+"""`python -m codegen`: regenerate, `--check` for staleness, `--export DIR` for the cross-language bundle,
+`--update-golden` to rewrite the golden records under tests/codegen_golden/."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
+from codegen import golden
 from codegen.driver import GENERATED_DIR, REPO_ROOT, export, generate, stale_files, write
 from codegen.errors import SchemaError
 
@@ -17,9 +20,18 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="exit 1 naming each stale generated file; write nothing")
     mode.add_argument("--export", type=Path, metavar="DIR", help="write the bundle for clients in other languages")
+    mode.add_argument(
+        "--update-golden",
+        action="store_true",
+        help="regenerate the expected output of the golden-record cases in tests/codegen_golden/",
+    )
     args = parser.parse_args(argv)
 
     try:
+        if args.update_golden:
+            changed = golden.update()
+            print(f"codegen: {len(golden.cases())} golden cases, {len(changed)} files changed" + _lines(changed))
+            return 0
         files = generate(args.schemas)
     except SchemaError as e:
         print(f"codegen: {e}", file=sys.stderr)
@@ -41,8 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"codegen: wrote the bundle to {args.export}")
         return 0
     changed = write(files, out_dir)
-    print(f"codegen: {len(files)} files, {len(changed)} changed" + "".join(f"\n  {GENERATED_DIR}/{c}" for c in changed))
+    print(f"codegen: {len(files)} files, {len(changed)} changed" + _lines(f"{GENERATED_DIR}/{c}" for c in changed))
     return 0
+
+
+def _lines(paths: Iterable[str]) -> str:
+    return "".join(f"\n  {p}" for p in paths)
 
 
 if __name__ == "__main__":

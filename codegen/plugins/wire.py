@@ -155,17 +155,20 @@ class _ModuleBuilder:
         t = self.model.types[rule.spec["canonical"]]
         self.canonical.add(t.name)
         args: list[tuple[str, str]] = []
+        helpers: set[str] = set()
         for fname, v in rule.spec["fields"].items():
             f = find_field(t, fname)
             expr = None if f is None else read_expr(f, v)
             assert expr is not None, "checked by _Checker.check_from"
             args.append((fname, expr))
-            self.helpers.update(h for h in _PARSE_HELPERS if h + "(" in expr)
+            helpers.update(h for h in _PARSE_HELPERS if h + "(" in expr)
+        self.helpers |= helpers
         where = f"{self.m.wire} {rule.spec['tag']!r} item" if "tag" in rule.spec else f"{self.m.wire} {rule.name}"
         return {
             "name": f"parse_{rule.name}",
             "returns": t.name,
-            "where": where,
+            # What a parse error names (`w`); only the helpers read it, so a rule that uses none has no `w`.
+            "where": where if helpers else None,
             "args": args,
             "doc": f"Vendor dict -> {t.name} ({rule.file}#{rule.pointer}).",
         }
