@@ -164,12 +164,7 @@ def load_model(schema_dir: Path, display_root: Path | None = None) -> Model:
     root = display_root or schema_dir.parent
     raws: dict[str, tuple[str, dict[str, Any], bytes]] = {}
     for p in paths:
-        shown = shown_path(p, root)
-        data = p.read_bytes()
-        try:
-            raw = json.loads(data)
-        except json.JSONDecodeError as e:
-            raise SchemaError(shown, "/", f"not valid JSON: {e}") from None
+        shown, data, raw = read_json(p, root)
         _check_metaschema(shown, raw)
         sid = raw.get("$id")
         if not isinstance(sid, str) or not sid.startswith("urn:segue:schema:"):
@@ -202,6 +197,16 @@ def load_model(schema_dir: Path, display_root: Path | None = None) -> Model:
     _check_unions(model)
     _check_module_cycles(model)
     return model
+
+
+def read_json(p: Path, root: Path) -> tuple[str, bytes, Any]:
+    """(the path as shown, the bytes (for the header's hash), the parsed JSON) of an input file."""
+    shown = shown_path(p, root)
+    data = p.read_bytes()
+    try:
+        return shown, data, json.loads(data)
+    except json.JSONDecodeError as e:
+        raise SchemaError(shown, "/", f"not valid JSON: {e}") from None
 
 
 def shown_path(p: Path, root: Path) -> str:

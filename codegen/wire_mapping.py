@@ -25,7 +25,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from codegen.errors import SchemaError
-from codegen.model import Field, Model, NamedType, SchemaFile, TypeExpr, shown_path
+from codegen.model import Field, Model, NamedType, SchemaFile, TypeExpr, read_json
 
 MAPPING_SCHEMA = "wire-mapping.schema.json"
 #: The grammar of mapping files. It describes what this module understands, so it is read from codegen's own
@@ -62,12 +62,7 @@ def load_mappings(wire_dir: Path, model: Model, display_root: Path | None = None
     validator = Draft202012Validator(json.loads(GRAMMAR.read_text(encoding="utf-8")))
     raw_files: dict[str, SchemaFile] = {}
     for p in iter_wire_files(wire_dir):
-        shown = shown_path(p, root)
-        data = p.read_bytes()
-        try:
-            raw = json.loads(data)
-        except json.JSONDecodeError as e:
-            raise SchemaError(shown, "/", f"not valid JSON: {e}") from None
+        shown, data, raw = read_json(p, root)
         err = best_match(validator.iter_errors(raw))
         if err is not None:
             raise SchemaError(shown, _pointer(err.absolute_path), f"invalid wire mapping: {err.message}")

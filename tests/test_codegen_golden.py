@@ -52,7 +52,7 @@ def differences(actual: Path, expected: Path) -> list[str]:
 
 
 def test_there_are_golden_cases_for_every_plugin() -> None:
-    assert golden.cases() == ["protocol", "types", "wire"]
+    assert {"protocol", "types", "wire"} <= set(golden.cases())
     specs = [load_spec(golden.GOLDEN_DIR / case / "schemas") for case in golden.cases()]
     for plugin in PLUGINS:
         assert any(plugin.generate(spec, "pkg") for spec in specs), f"no golden case exercises {plugin}"
@@ -123,7 +123,7 @@ def test_golden_typescript_compiles_under_strict(generated: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     compiled = {Path(line).resolve() for line in result.stdout.splitlines()}
     assert {(generated / d).resolve() for d in declarations} <= compiled
-    assert len(declarations) == 9
+    assert "golden_protocol/typescript/protocol-client.d.ts" in declarations
 
 
 def test_the_golden_packages_work_outside_segue_generated(generated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
