@@ -17,6 +17,7 @@ from wsgiref.types import WSGIApplication
 import attrs
 
 log = logging.getLogger("segue.dashboard")
+REQUEST_TIMEOUT_SECONDS = 30.0
 
 
 class _Server(ThreadingMixIn, WSGIServer):
@@ -29,6 +30,9 @@ class _Server6(_Server):
 
 
 class _Handler(WSGIRequestHandler):
+    #: Seconds a connection may take to send its request: a client that stops half-way is dropped, not kept.
+    timeout = REQUEST_TIMEOUT_SECONDS
+
     def log_message(self, format: str, *args: Any) -> None:
         log.info("%s %s", self.address_string(), format % args)
 

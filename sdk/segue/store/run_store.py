@@ -126,28 +126,35 @@ class RunStore:
         self.is_sqlite = isinstance(self.db, pw.SqliteDatabase)
         self._units = Units(self.db, self.url, reconnect_seconds=reconnect_seconds)
         shown = redact(self.url)
+        #: The schema version found when a writer opened the store (before migrating); None for readers.
+        self.migrated_from: int | None = None
         try:
+            self.db.connect(reuse_if_open=True)
             if read_only:
                 self._check_schema(shown)
             else:
-                self.db.connect(reuse_if_open=True)
-                migrations.migrate(self.db, self.models, shown)
+                self.migrated_from = migrations.migrate(self.db, self.models, shown)
         except pw.ImproperlyConfigured as e:
             raise StoreError(
                 f"cannot open the run store at {shown}: {e}; install it with pip install 'segue[postgres]'"
             ) from None
         except pw.PeeweeException as e:
             self.db.dispose()
-            raise StoreError(f"cannot open the run store at {shown}: {' '.join(str(e).split())}") from None
+            message = " ".join(str(e).split())
+            if "file is not a database" in message:
+                raise StoreError(f"{shown} is not a SQLite database ({message}); pass a segue run store") from None
+            raise StoreError(f"cannot open the run store at {shown}: {message}") from None
 
     def _check_schema(self, shown: str) -> None:
         try:
-            self._units.read(lambda: migrations.check(self.db, self.models, shown))
-        except StoreError as e:
+            migrations.check(self.db, self.models, shown)
+        except pw.OperationalError as e:
             # A WAL file on read-only media: `mode=ro` needs a -shm file it cannot create; immutable reads it.
-            if "unable to open database file" not in str(e) or not read_only_fallback(self.db):
+            cannot_share = any(m in str(e) for m in ("unable to open database file", "readonly database"))
+            if not cannot_share or not read_only_fallback(self.db):
                 raise
-            self._units.read(lambda: migrations.check(self.db, self.models, shown))
+            self.db.connect()
+            migrations.check(self.db, self.models, shown)
 
     def close(self) -> None:
         self._units.close()
@@ -568,6 +575,21 @@ class RunStore:
                 for t in tools
             ],
         )
+
+    def schema_version(self) -> int:
+        """The store's schema version (segue.store.migrations)."""
+        return self._units.read(lambda: migrations.current_version(self.db, self.models))
+
+    def tenants(self, limit: int = 20) -> list[tuple[str, int]]:
+        """(tenant, number of runs), most runs first: for operators (the CLI's hint when a list is empty)."""
+        runs = self.models.AgentRun
+        query = (
+            runs.select(runs.tenant_id, pw.fn.COUNT(runs.id).alias("n"))
+            .group_by(runs.tenant_id)
+            .order_by(pw.fn.COUNT(runs.id).desc(), runs.tenant_id)
+            .limit(limit)
+        )
+        return self._units.read(lambda: [(r.tenant_id, int(r.n)) for r in query])
 
     def counts(self, run_ids: Sequence[str] | None = None) -> dict[str, int]:
         """Row counts per table (for load checks and tests)."""
