@@ -83,7 +83,7 @@ def export(files: dict[str, str], schema_dir: Path, dest: Path) -> None:
     """The bundle: schemas with $refs resolved, TypeScript declarations, and the fixtures."""
     prefix = f"{GENERATED_DIR}/"
     for rel, text in files.items():
-        if rel.startswith(prefix + "schemas/") or rel.startswith(prefix + "typescript/"):
+        if rel.startswith((prefix + "schemas/", prefix + "typescript/")) or rel == prefix + "protocol.json":
             target = dest / rel.removeprefix(prefix)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8", newline="\n")

@@ -71,6 +71,7 @@ def test_the_dispatch_table_is_the_schemas_method_table() -> None:
         "REQUEST_IN_FLIGHT": -32004,
         "RUN_NOT_FOUND": -32005,
         "CATALOG_LOOKUP_ERROR": -32006,
+        "TENANT_NOT_ALLOWED": -32007,
         "REQUEST_CANCELLED": -32800,
     }
     assert sorted(codes.values()) == sorted(e.value for e in ErrorCode)

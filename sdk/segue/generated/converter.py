@@ -3,7 +3,7 @@
 # Schema: schemas/explain.schema.json (sha256:26f40dfd242e67d3c686423dbefab8ae10bc3d311891b72b9878231699640f8f)
 # Schema: schemas/message.schema.json (sha256:585fe7f09701a1efa3f19debbd8c00c8b6991acdf9cf9fe7d57c986c38c84ff6)
 # Schema: schemas/prefix.schema.json (sha256:5aa8167099221451a093dfe93474113c85667bbb4863a2afe5f91ae59d70f35a)
-# Schema: schemas/protocol.schema.json (sha256:6675378b152c08726fc55956602f111733ec7bcba2004cefe44f2a2d8f316623)
+# Schema: schemas/protocol.schema.json (sha256:a1babbe4d1be2122ef840f1106fcc387ea3e8f7691da07b7cfda1c1ea05ab016)
 # Schema: schemas/replay.schema.json (sha256:bb2eb47e11bdb599de25d174896582fb2b7885992b421afa90bdfd1333832153)
 # Schema: schemas/runs.schema.json (sha256:dca9aa3df52820cb790eb297bca7297b0d60363bec6e2e5cfd5e818acc8439e8)
 # Schema: schemas/serve.schema.json (sha256:5190450536c8ba1a13e132091a2a53333a4026baca9385f45fa53adec5f2d78f)
@@ -66,6 +66,7 @@ CLASSES: tuple[type, ...] = (
     protocol.IdempotencyConflictData,
     protocol.RequestInFlightData,
     protocol.RunNotFoundData,
+    protocol.TenantNotAllowedData,
     protocol.ParamError,
     protocol.InvalidParamsData,
     replay.ReplayKnobs,
