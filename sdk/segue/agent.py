@@ -207,7 +207,7 @@ class Agent(Execution):
         tenant_id: str = DEFAULT_TENANT,
     ) -> AsyncIterator[RunEvent]:
         try:
-            async for event in self._resume_events(run_id, approved, tool_results, tenant_id):
+            async for event in self._resume_events(run_id, approved, tool_results, tenant_id, streaming=True):
                 yield event
         except _VALIDATION_ERRORS as e:
             yield _validation_event(e)

@@ -317,6 +317,8 @@ class Execution:
                         "RUN_COMPLETED", state.run_id, iteration, result=self._result(state, "success", answer)
                     )
                     return
+                for call in calls:  # before the tools run, so a client can show "calling X..."
+                    yield make_event("TOOL_CALL", state.run_id, iteration, tool_call=call)
                 events: list[RunEvent] = []
                 tool_message, records = await self._run_tools(state, iteration, calls, {}, None, events)
                 state.own.append(tool_message)
@@ -396,8 +398,6 @@ class Execution:
             outcome = await tool.invoke(call.id, arguments)
             return outcome.result, outcome.duration_ms
 
-        for call in calls:
-            events.append(make_event("TOOL_CALL", state.run_id, iteration, tool_call=call))
         outcomes = await asyncio.gather(*(one(c) for c in calls))
         results: list[ToolResultBlock] = []
         records: list[ToolCallRecord] = []
@@ -429,6 +429,8 @@ class Execution:
         approved: bool | Mapping[str, bool],
         tool_results: Mapping[str, str] | None,
         tenant_id: str,
+        *,
+        streaming: bool = False,
     ) -> AsyncIterator[RunEvent]:
         stored = await self._load_own_run(run_id, tenant_id, "resume")
         pending = stored.meta.get(PENDING_META_KEY)
@@ -467,13 +469,15 @@ class Execution:
             persisted=list(own),
         )
         calls = tool_calls(own[-1])
+        for call in calls:
+            yield make_event("TOOL_CALL", state.run_id, state.iteration, tool_call=call)
         events: list[RunEvent] = []
         tool_message, records = await self._run_tools(state, state.iteration, calls, decisions, tool_results, events)
         for event in events:
             yield event
         state.own.append(tool_message)
         await self._record(state, state.iteration, None, records)
-        async for event in self._loop(state, streaming=False):
+        async for event in self._loop(state, streaming=streaming):
             yield event
 
     # -- record -----------------------------------------------------------------------------------------------

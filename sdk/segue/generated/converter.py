@@ -6,7 +6,7 @@
 # Schema: schemas/protocol.schema.json (sha256:a1babbe4d1be2122ef840f1106fcc387ea3e8f7691da07b7cfda1c1ea05ab016)
 # Schema: schemas/replay.schema.json (sha256:bb2eb47e11bdb599de25d174896582fb2b7885992b421afa90bdfd1333832153)
 # Schema: schemas/runs.schema.json (sha256:dca9aa3df52820cb790eb297bca7297b0d60363bec6e2e5cfd5e818acc8439e8)
-# Schema: schemas/serve.schema.json (sha256:5190450536c8ba1a13e132091a2a53333a4026baca9385f45fa53adec5f2d78f)
+# Schema: schemas/serve.schema.json (sha256:8a2a57d1b2c0e7f91b65bab71c87a8ff3386c7d577f5db8d585ccaa4cc0ff60c)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """The one cattrs converter for every generated type: tagged unions dispatch on their tag, None is omitted."""
 
@@ -80,6 +80,8 @@ CLASSES: tuple[type, ...] = (
     runs.RunDetail,
     runs.RunEvent,
     serve.ServeConfig,
+    serve.HttpConfig,
+    serve.HttpToken,
     serve.AgentConfig,
     serve.ProviderConfig,
     serve.ToolConfig,

@@ -36,8 +36,10 @@ from segue.generated.protocol import (
     ReplayRunErrorData,
     RequestId,
     RequestInFlightData,
+    TenantNotAllowedData,
 )
 from segue.generated.protocol_methods import METHODS, ErrorCode, Method
+from segue.protocol.auth import Principal, TenantNotAllowed
 
 log = logging.getLogger("segue.protocol")
 CANCEL_METHOD = "$/cancelRequest"
@@ -87,10 +89,12 @@ def response(request_id: RequestId | None, *, result: Any = None, error: RpcErro
 class Session:
     """One client: its requests in flight, and what the server sends it (notifications, requests to the client)."""
 
-    def __init__(self, send: Send, *, client_requests: bool) -> None:
+    def __init__(self, send: Send, *, client_requests: bool, principal: Principal | None = None) -> None:
         self.send = send
         #: Whether the transport can carry server-to-client requests (stdio yes, HTTP no).
         self.client_requests = client_requests
+        #: Who the client is (HTTP with tokens): requests act only for the tenants it allows. None: any tenant.
+        self.principal = principal
         self.in_flight: dict[RequestId, asyncio.Task[Message]] = {}
         self.cancelled: set[RequestId] = set()
         self._calls: dict[str, asyncio.Future[Message]] = {}
@@ -256,8 +260,11 @@ class Dispatcher:
             raise _Refused(request_id, ErrorCode.INVALID_REQUEST, f"{method} is a notification: send it without an id")
         try:
             params = parse_params(spec, message.get("params"))
-        except RpcError as e:
-            raise _Refused(request_id, e.code, e.message, e.data) from None
+            if session.principal is not None and hasattr(params, "tenant_id"):
+                params = attrs.evolve(params, tenant_id=session.principal.tenant_for(params.tenant_id))
+        except (RpcError, TenantNotAllowed) as e:
+            error = error_from_exception(e)
+            raise _Refused(request_id, error.code, error.message, error.data) from None
         context = RequestContext(session=session, request_id=request_id, method=method)
         task = asyncio.get_running_loop().create_task(
             self._run(context, spec, params), name=f"segue {method} {request_id}"
@@ -370,6 +377,8 @@ def error_from_exception(e: Exception) -> RpcError:
         return RpcError(ErrorCode.INPUT_ERROR, str(e))
     if isinstance(e, CatalogError):
         return RpcError(ErrorCode.CATALOG_LOOKUP_ERROR, str(e))
+    if isinstance(e, TenantNotAllowed):
+        return RpcError(ErrorCode.TENANT_NOT_ALLOWED, str(e), TenantNotAllowedData(tenant_id=e.tenant))
     if isinstance(e, StoreError):
         return RpcError(ErrorCode.INTERNAL_ERROR, f"the run store failed: {e}")
     log.exception("internal error while serving a request", exc_info=e)
