@@ -69,6 +69,7 @@ def write(files: dict[str, str], root: Path) -> list[str]:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".codegen-")
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files: keep generated code readable like its sources
         os.replace(tmp, target)
         changed.append(rel)
     for p in sorted((root / GENERATED_DIR).rglob("*")):
@@ -90,6 +91,12 @@ def export(files: dict[str, str], schema_dir: Path, dest: Path) -> None:
     fixtures = schema_dir / "fixtures"
     if fixtures.is_dir():
         shutil.copytree(fixtures, dest / "fixtures", dirs_exist_ok=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _read(p: Path) -> str | None:
