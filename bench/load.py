@@ -90,18 +90,36 @@ async def ticker(lags: list[float], stop: asyncio.Event) -> None:
         lags.append(time.perf_counter() - started - 0.001)
 
 
+@dataclass
+class OnTwin:
+    """The demo's agent on a store, its model the twin served on loopback in its own thread, like a vendor: the
+    twin's work is the "model time", and it never runs on the event loop the agents share."""
+
+    agent: Agent
+    timed: Timed
+    store: RunStore
+    client: anthropic.AsyncAnthropic
+    server: Any
+
+    @classmethod
+    def start(cls, url: str) -> OnTwin:
+        server = serve("127.0.0.1", 0, twin=Twin())
+        client = anthropic.AsyncAnthropic(api_key="load-test", base_url=server.url, max_retries=0)
+        store = RunStore(url)
+        thinking = {"type": "enabled", "budget_tokens": 1024}
+        timed = Timed(AnthropicProvider("claude-sonnet-4-6", cache_ttl="1h", thinking=thinking, client=client))
+        agent = Agent(timed, PROMPT, demo_tools(), store, name="load", max_iterations=8)
+        return cls(agent=agent, timed=timed, store=store, client=client, server=server)
+
+    async def close(self) -> None:
+        self.store.close()
+        await self.client.close()
+        self.server.close()
+
+
 async def load(url: str, conversations: int, turns: int) -> dict[str, Any]:
-    # The twin runs as a loopback HTTP server in its own thread, like a vendor: its work is the "model time",
-    # and it never runs on the event loop the agents share.
-    server = serve("127.0.0.1", 0, twin=Twin())
-    client = anthropic.AsyncAnthropic(api_key="load-test", base_url=server.url, max_retries=0)
-    store = RunStore(url)
-    timed = Timed(
-        AnthropicProvider(
-            "claude-sonnet-4-6", cache_ttl="1h", thinking={"type": "enabled", "budget_tokens": 1024}, client=client
-        )
-    )
-    agent = Agent(timed, PROMPT, demo_tools(), store, name="load", max_iterations=8)
+    setup = OnTwin.start(url)
+    agent, timed, store = setup.agent, setup.timed, setup.store
     # One conversation alone first: it warms up imports, converters and the twin, and gives the per-run overhead
     # without contention (with 50 runs sharing one event loop, each run also waits for the others' CPU slices).
     solo: list[float] = []
@@ -127,9 +145,7 @@ async def load(url: str, conversations: int, turns: int) -> dict[str, Any]:
     terminal = sum(1 for d in details if d is not None and d.status in ("success", "error", "max_iterations"))
     expected_traces = sum(2 * len(d.llm_interactions) for d in details if d is not None)
     counts = store.counts(run_ids)
-    store.close()
-    await client.close()
-    server.close()
+    await setup.close()
     return {
         "runs": len(run_ids),
         "errors": errors,
@@ -208,15 +224,8 @@ async def tolerant_conversation(index: int, agent: Agent, turns: int, outcomes: 
 
 async def load_with_restart(server: PgServer, conversations: int, turns: int) -> dict[str, Any]:
     """The load on `server`, which is restarted once a third of the runs have finished."""
-    twin_server = serve("127.0.0.1", 0, twin=Twin())
-    client = anthropic.AsyncAnthropic(api_key="load-test", base_url=twin_server.url, max_retries=0)
-    store = RunStore(server.url)
-    timed = Timed(
-        AnthropicProvider(
-            "claude-sonnet-4-6", cache_ttl="1h", thinking={"type": "enabled", "budget_tokens": 1024}, client=client
-        )
-    )
-    agent = Agent(timed, PROMPT, demo_tools(), store, name="load", max_iterations=8)
+    setup = OnTwin.start(server.url)
+    agent, timed, store = setup.agent, setup.timed, setup.store
     outcomes: list[Outcome] = []
     window: list[float] = []
 
@@ -239,14 +248,12 @@ async def load_with_restart(server: PgServer, conversations: int, turns: int) ->
     details = {run_id: store.get_run(run_id, all_tenants=True) for run_id in run_ids}
     terminal = sum(1 for d in details.values() if d is not None and d.status in ("success", "error", "max_iterations"))
     # Traces as sent: the user message, assistant + tool per tool-calling iteration, the final answer. A run that
-    # failed after some iterations keeps the traces of those it recorded: one fewer than twice its calls.
+    # failed after some iterations keeps the user message and the iterations it recorded: twice its calls, plus one.
     traces_ok = all(
         d is not None and len(d.traces) == 2 * len(d.llm_interactions) + (0 if d.status == "success" else 1)
         for d in details.values()
     )
-    store.close()
-    await client.close()
-    twin_server.close()
+    await setup.close()
     return {
         "runs": len(outcomes),
         "elapsed": elapsed,

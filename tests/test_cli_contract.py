@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 from test_dashboard_data import SampleRuns, build_store
+from test_store import new_run
 
-from segue.store import NewRun, RunStore
+from segue.store import RunStore
 
 TIMEOUT = 120
 
@@ -155,17 +156,7 @@ def test_runs_sweep_ends_abandoned_runs(tmp_path: Path) -> None:
     store = RunStore(url)
     abandoned = "01J" + "0" * 23
     store.create_run(
-        NewRun(
-            run_id=abandoned,
-            tenant_id="t",
-            agent_name="a",
-            input="i",
-            model="m",
-            vendor="v",
-            meta={},
-            metadata={},
-            lease_seconds=0.01,
-        ),
+        new_run(abandoned, "t", input="i", lease_seconds=0.01),
         [],
     )
     store.close()
@@ -195,16 +186,7 @@ def test_a_wal_store_on_read_only_media_can_be_read(read_only_media: Path) -> No
     path = read_only_media / "runs.db"
     store = RunStore(f"sqlite:///{path}")
     store.create_run(
-        NewRun(
-            run_id="01J" + "0" * 23,
-            tenant_id="t",
-            agent_name="a",
-            input="i",
-            model="m",
-            vendor="v",
-            meta={},
-            metadata={},
-        ),
+        new_run("01J" + "0" * 23, "t", input="i"),
         [],
     )
     store.close()

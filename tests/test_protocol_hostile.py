@@ -18,8 +18,9 @@ from protocol_harness import (
     twin_agent,
     write_config,
 )
+from test_store import new_run
 
-from segue.store import NewRun, RunStore
+from segue.store import RunStore
 
 LIST = {"jsonrpc": "2.0", "method": "runs/list", "params": {}}
 DEEP = '{"jsonrpc":"2.0","id":7,"method":"runs/list","params":{"x":' + "[" * 1000 + "]" * 1000 + "}}"
@@ -141,17 +142,7 @@ def test_serve_sweeps_abandoned_runs_at_start(tmp_path: Path) -> None:
     store = RunStore(f"sqlite:///{tmp_path}/runs.db")
     abandoned = "01J" + "0" * 23
     store.create_run(
-        NewRun(
-            run_id=abandoned,
-            tenant_id="default",
-            agent_name="analyst",
-            input="i",
-            model="m",
-            vendor="v",
-            meta={},
-            metadata={},
-            lease_seconds=0.01,
-        ),
+        new_run(abandoned, "default", input="i", lease_seconds=0.01),
         [],
     )
     store.close()

@@ -9,12 +9,13 @@ from typing import Any
 import peewee as pw
 import pytest
 from conftest import fresh_pg_store, pg_url
+from test_store import new_run
 
 from segue import Agent, InputError, RunStore
 from segue.errors import StoreError
 from segue.generated import Message, TextBlock, ToolResultBlock
 from segue.providers.base import ProviderRequest
-from segue.store import NewRun, migrations
+from segue.store import migrations
 from segue.store.text import MARK, decode, encode
 from segue.testing import ScriptedProvider, call, text
 
@@ -113,29 +114,11 @@ def _limit_pages(store: RunStore, pages: int) -> None:
 def test_a_full_disk_is_reported_as_such_and_writes_resume_afterwards(tmp_path: Path) -> None:
     """Issue 16 item 6: peewee's failed ROLLBACK replaced SQLite's "database or disk is full"."""
     store = RunStore(f"sqlite:///{tmp_path}/full.db")
-    first = NewRun(
-        run_id="01J" + "0" * 23,
-        tenant_id="t",
-        agent_name="a",
-        input="small",
-        model="m",
-        vendor="v",
-        meta={},
-        metadata={},
-    )
+    first = new_run("01J" + "0" * 23, "t", input="small")
     store.create_run(first, [])
     (pages,) = store.db.execute_sql("PRAGMA page_count").fetchone()
     _limit_pages(store, pages)
-    big = NewRun(
-        run_id="01J" + "0" * 22 + "1",
-        tenant_id="t",
-        agent_name="a",
-        input="x" * 200_000,
-        model="m",
-        vendor="v",
-        meta={},
-        metadata={},
-    )
+    big = new_run("01J" + "0" * 22 + "1", "t", input="x" * 200_000)
     with pytest.raises(StoreError, match="database or disk is full") as info:
         store.create_run(big, [])
     assert "cannot rollback" not in str(info.value)
@@ -173,16 +156,7 @@ def test_a_dropped_postgresql_connection_is_reopened_once() -> None:
     store's own connection is touched, so the shared test server is never restarted."""
     store = fresh_pg_store()
     store.create_run(
-        NewRun(
-            run_id="01J" + "0" * 23,
-            tenant_id="t",
-            agent_name="a",
-            input="i",
-            model="m",
-            vendor="v",
-            meta={},
-            metadata={},
-        ),
+        new_run("01J" + "0" * 23, "t", input="i"),
         [],
     )
     killer = RunStore(store.url)
@@ -204,16 +178,7 @@ def test_a_dropped_postgresql_connection_is_reopened_once() -> None:
         iterations=1,  # type: ignore[union-attr]
     )
     drop()
-    second = NewRun(
-        run_id="01J" + "0" * 22 + "1",
-        tenant_id="t",
-        agent_name="a",
-        input="i",
-        model="m",
-        vendor="v",
-        meta={},
-        metadata={},
-    )
+    second = new_run("01J" + "0" * 22 + "1", "t", input="i")
     store.create_run(second, [])  # the connection died before the transaction began: safe to run again
     assert [r.status for r in store.list_runs(tenant_id="t")] == ["running", "success"]
     killer.close()
@@ -253,16 +218,7 @@ def test_read_only_opens_change_nothing(tmp_path: Path) -> None:
     assert reader.list_runs() == []
     with pytest.raises(StoreError, match="readonly"):
         reader.create_run(
-            NewRun(
-                run_id="01J" + "0" * 23,
-                tenant_id="t",
-                agent_name="a",
-                input="i",
-                model="m",
-                vendor="v",
-                meta={},
-                metadata={},
-            ),
+            new_run("01J" + "0" * 23, "t", input="i"),
             [],
         )
     reader.close()
@@ -288,16 +244,7 @@ def test_read_only_postgresql_store_cannot_write() -> None:
     assert reader.list_runs() == []
     with pytest.raises(StoreError, match="read-only transaction"):
         reader.create_run(
-            NewRun(
-                run_id="01J" + "0" * 23,
-                tenant_id="t",
-                agent_name="a",
-                input="i",
-                model="m",
-                vendor="v",
-                meta={},
-                metadata={},
-            ),
+            new_run("01J" + "0" * 23, "t", input="i"),
             [],
         )
     reader.close()

@@ -6,7 +6,7 @@
 # Schema: schemas/protocol.schema.json (sha256:a1babbe4d1be2122ef840f1106fcc387ea3e8f7691da07b7cfda1c1ea05ab016)
 # Schema: schemas/replay.schema.json (sha256:bb2eb47e11bdb599de25d174896582fb2b7885992b421afa90bdfd1333832153)
 # Schema: schemas/runs.schema.json (sha256:dca9aa3df52820cb790eb297bca7297b0d60363bec6e2e5cfd5e818acc8439e8)
-# Schema: schemas/serve.schema.json (sha256:8a2a57d1b2c0e7f91b65bab71c87a8ff3386c7d577f5db8d585ccaa4cc0ff60c)
+# Schema: schemas/serve.schema.json (sha256:2e5b86af329efd8c95075163ab784b74d57d204cb1db45432c55c9179febf64b)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """Generated types: one module per schema file, re-exported here."""
 
