@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import require_tool
 from test_dashboard_data import SampleRuns, build_store
 from test_store import new_run
 
@@ -170,20 +169,41 @@ def test_runs_sweep_ends_abandoned_runs(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def read_only_media() -> Iterator[Path]:
-    """A folder the CLI process cannot write (as root, the CLI runs as `nobody`): read-only media in miniature."""
-    folder = Path(tempfile.mkdtemp(prefix="segue-ro-"))
-    folder.chmod(0o755)
+def read_only_media(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
+    """A folder, and a command prefix under which that folder is read-only media.
+
+    As root (CI), permissions stop nothing: the command runs in a mount namespace of its own where the folder is
+    bind-mounted read-only, a real read-only filesystem (EROFS). Otherwise the folder's write bits are removed.
+    """
+    folder = tmp_path / "media"
+    folder.mkdir()
+    if os.geteuid() == 0:
+        remount = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+        yield (
+            folder,
+            [
+                require_tool("unshare", "mounts the folder read-only as root"),
+                "--mount",
+                "sh",
+                "-c",
+                remount,
+                str(folder),
+            ],
+        )
+        return
+    folder.chmod(0o555)
     try:
-        yield folder
+        yield folder, []
     finally:
         folder.chmod(0o755)
-        shutil.rmtree(folder)
 
 
-def test_a_wal_store_on_read_only_media_can_be_read(read_only_media: Path) -> None:
+def test_a_wal_store_on_read_only_media_can_be_read(read_only_media: tuple[Path, list[str]]) -> None:
     """Issue 16 item 8: a WAL-mode file on read-only media could not be read ("not a SQLite database")."""
-    path = read_only_media / "runs.db"
+    folder, prefix = read_only_media
+    path = folder / "runs.db"
+    if not prefix:
+        folder.chmod(0o755)  # to write the store first
     store = RunStore(f"sqlite:///{path}")
     store.create_run(
         new_run("01J" + "0" * 23, "t", input="i"),
@@ -193,13 +213,14 @@ def test_a_wal_store_on_read_only_media_can_be_read(read_only_media: Path) -> No
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     db.close()
-    before = sorted(p.name for p in read_only_media.iterdir())
-    path.chmod(0o444)
-    read_only_media.chmod(0o555)
+    before = sorted(p.name for p in folder.iterdir())
+    if not prefix:
+        folder.chmod(0o555)
     command = [sys.executable, "-m", "segue.cli", "runs", "list", "--db", f"sqlite:///{path}", "--admin", "--json"]
-    if os.geteuid() == 0:  # root writes anywhere: drop to nobody, for whom the folder is read-only
-        command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *command]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, cwd=read_only_media)
+    done = subprocess.run([*prefix, *command], capture_output=True, text=True, timeout=TIMEOUT)
     assert done.returncode == 0, done.stderr
     assert [r["run_id"] for r in json.loads(done.stdout)] == ["01J" + "0" * 23]
-    assert sorted(p.name for p in read_only_media.iterdir()) == before == ["runs.db"], "nothing was created"
+    assert sorted(p.name for p in folder.iterdir()) == before == ["runs.db"], "nothing was created"
+    # The same command shows the folder really is read-only there.
+    probe = subprocess.run([*prefix, "touch", str(folder / "probe")], capture_output=True, text=True, timeout=TIMEOUT)
+    assert probe.returncode != 0 and ("Read-only file system" in probe.stderr or "Permission denied" in probe.stderr)
