@@ -18,6 +18,7 @@ import pytest
 from conftest import require_tool
 from test_dashboard_data import SampleRuns, build_store
 from test_store import new_run
+from test_store_faults import version_one_store
 
 from segue.store import RunStore
 
@@ -134,11 +135,7 @@ def test_demo_with_a_key_but_no_network_is_one_line(tmp_path: Path) -> None:
 
 def test_read_commands_never_migrate_and_db_migrate_does(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    store = RunStore(f"sqlite:///{path}")
-    store.db.execute_sql("DELETE FROM segue_schema_version WHERE version > 1")
-    store.db.execute_sql("PRAGMA journal_mode = DELETE")
-    store.close()
-    before = path.read_bytes()
+    before = version_one_store(path)
     err = one_line(segue("runs", "list", "--db", f"sqlite:///{path}"), 2)
     assert "schema version 1" in err and "segue db migrate" in err
     assert path.read_bytes() == before, "a read command changed the file"

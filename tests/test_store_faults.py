@@ -200,14 +200,19 @@ def test_an_unreachable_postgresql_server_is_one_clear_error() -> None:
         store.list_runs(tenant_id="t")
 
 
-def test_read_only_opens_change_nothing(tmp_path: Path) -> None:
-    """Issue 16 item 8: `runs list` switched the file to WAL and ran migrations."""
-    path = tmp_path / "old.db"
+def version_one_store(path: Path) -> bytes:
+    """A SQLite store at schema version 1 in rollback-journal mode (as an older segue left it); its bytes."""
     writer = RunStore(f"sqlite:///{path}")
     writer.db.execute_sql("DELETE FROM segue_schema_version WHERE version > 1")
     writer.db.execute_sql("PRAGMA journal_mode = DELETE")
     writer.close()
-    before = path.read_bytes()
+    return path.read_bytes()
+
+
+def test_read_only_opens_change_nothing(tmp_path: Path) -> None:
+    """Issue 16 item 8: `runs list` switched the file to WAL and ran migrations."""
+    path = tmp_path / "old.db"
+    before = version_one_store(path)
     with pytest.raises(StoreError, match=r"schema version 1; this segue reads version 2: upgrade it with `segue db"):
         RunStore(f"sqlite:///{path}", read_only=True)
     assert path.read_bytes() == before
