@@ -380,3 +380,19 @@ def test_a_cancelled_run_ends_with_one_terminal_event_and_tool_call_comes_first(
         assert [e["type"] for e in events] == ["RUN_STARTED", "TOOL_CALL", "RUN_ERROR"], events
         assert events[-1]["result"]["status"] == "cancelled" and events[-1]["error"] == "the run was cancelled"
         stream.close()
+
+
+def test_the_connection_default_stays_below_the_open_file_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With 64 files (the issue's setting), 70 slow connections must not take them all: the default is 32."""
+    import resource
+
+    from segue.generated.serve import HttpConfig
+    from segue.protocol.http import Limits
+
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (64, 64))
+    assert Limits.from_config(None).max_connections == 32
+    assert Limits.from_config(HttpConfig(max_connections=7, request_timeout_seconds=2.0)) == Limits(
+        max_connections=7, request_timeout=2.0
+    )
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (100_000, 100_000))
+    assert Limits.from_config(None).max_connections == 100

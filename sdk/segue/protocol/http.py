@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import resource
 import signal
 import sys
 from collections.abc import Iterator
@@ -79,21 +78,30 @@ class Limits:
     @classmethod
     def from_config(cls, config: HttpConfig | None) -> Limits:
         c = config or HttpConfig()
-        # Below the open-file limit, so that connections can never starve the process of file descriptors.
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-        default_connections = 100 if soft == resource.RLIM_INFINITY else max(1, min(100, soft // 2))
-        chosen: dict[str, Any] = {
-            "request_timeout": c.request_timeout_seconds,
-            "max_body_bytes": c.max_body_bytes,
-            "max_bodies_bytes": c.max_bodies_bytes,
-            "max_sessions": c.max_sessions,
-            "session_idle_seconds": c.session_idle_seconds,
-            "event_buffer": c.event_buffer,
-        }
-        return cls(
-            max_connections=c.max_connections or default_connections,
-            **{k: v for k, v in chosen.items() if v is not None},
-        )
+        return cls(max_connections=c.max_connections or _default_connections(), **_given(c))
+
+
+def _default_connections() -> int:
+    """100, or half the open-file limit when that is lower: connections never starve the process of files."""
+    try:
+        import resource  # POSIX only
+    except ImportError:
+        return 100
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 100 if soft == resource.RLIM_INFINITY else max(1, min(100, soft // 2))
+
+
+def _given(c: HttpConfig) -> dict[str, Any]:
+    """The limits the config sets (the others keep Limits' defaults)."""
+    chosen: dict[str, Any] = {
+        "request_timeout": c.request_timeout_seconds,
+        "max_body_bytes": c.max_body_bytes,
+        "max_bodies_bytes": c.max_bodies_bytes,
+        "max_sessions": c.max_sessions,
+        "session_idle_seconds": c.session_idle_seconds,
+        "event_buffer": c.event_buffer,
+    }
+    return {k: v for k, v in chosen.items() if v is not None}
 
 
 class _HttpError(Exception):
