@@ -95,9 +95,10 @@ def main() -> None:
         ids = asyncio.run(make_conversation(url))
         store = RunStore(url)
         agent = Agent(ScriptedProvider(replies=[]), "You answer from the database.", [run_query], store)
-        knobs = agent._validate("next", None, None, ids, "all", True, None, "default", None, None, None).knobs
+        spec = agent._validate("next", None, None, ids, "all", True, None, "default", None, None, None, None)
+        knobs = spec.knobs
         assert knobs is not None
-        current = agent._current_prefix(None, None)
+        current = agent._current_prefix(spec, None)
 
         def plan() -> Any:
             return plan_replay(store.load_runs(ids), knobs, "default", current)

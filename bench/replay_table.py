@@ -40,10 +40,10 @@ def main() -> None:
             print("| setting | tool calls | input tokens | cache read | cache write | cost | chat total cost |")
             print("|---|---|---:|---:|---:|---:|---:|")
             for label, r, chat in rows:
-                total = sum(x.cost or 0 for x in chat)
+                total = chat_total(chat)
                 print(
                     f"| {label} | {', '.join(r.tool_calls)} | {r.usage.input_tokens:,} | {r.cache_read:,} | "
-                    f"{r.cache_write:,} | ${r.cost or 0:.4f} | ${total:.4f} |"
+                    f"{r.cache_write:,} | ${dollars(r.cost)} | ${dollars(total)} |"
                 )
         else:
             print(f"\n{title}")
@@ -51,11 +51,21 @@ def main() -> None:
                 f"{'setting':<22} {'tool calls':<44} {'input':>7} {'read':>7} {'write':>7} {'cost $':>8} {'chat $':>8}"
             )
             for label, r, chat in rows:
-                total = sum(x.cost or 0 for x in chat)
+                total = chat_total(chat)
                 print(
                     f"{label:<22} {', '.join(r.tool_calls)[:44]:<44} {r.usage.input_tokens:>7} {r.cache_read:>7} "
-                    f"{r.cache_write:>7} {r.cost or 0:>8.4f} {total:>8.4f}"
+                    f"{r.cache_write:>7} {dollars(r.cost):>8} {dollars(total):>8}"
                 )
+
+
+def chat_total(chat: list[TurnReport]) -> float | None:
+    """The chat's cost, or None when the catalog prices some turn not at all (never a partial sum)."""
+    costs = [x.cost for x in chat]
+    return None if None in costs else sum(c or 0.0 for c in costs)
+
+
+def dollars(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.4f}"
 
 
 if __name__ == "__main__":

@@ -120,7 +120,7 @@ def print_rows(name: str, rows: list[dict[str, Any]], catalog: Catalog) -> None:
             output_tokens=r["output"],
             cache_read_tokens=r["read"],
             cache_write_tokens=r["write"],
-            cache_write_1h_tokens=r["write"],
+            cache_write_tokens_by_ttl={"1h": r["write"]},
         )
         cost = catalog.cost(usage, MODEL, "anthropic")
         total += cost

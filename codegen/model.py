@@ -55,12 +55,13 @@ CONSTRAINT_KEYWORDS = ("minimum", "maximum", "minLength", "maxLength", "pattern"
 PRIMITIVES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
 TAG = "type"
 
-Kind = Literal["str", "int", "float", "bool", "any", "object", "list", "named", "const", "enum", "union"]
+Kind = Literal["str", "int", "float", "bool", "any", "object", "map", "list", "named", "const", "enum", "union"]
 
 
 @attrs.frozen(kw_only=True)
 class TypeExpr:
-    """A field's type: a primitive, a list, a reference to a named type, a literal, or a union of those."""
+    """A field's type: a primitive, a list, a map (string keys, `item` values), a reference to a named type, a
+    literal, or a union of those."""
 
     kind: Kind
     item: TypeExpr | None = None
@@ -268,6 +269,10 @@ class _Loader:
         if not name.isidentifier() or not name[0].isupper():
             raise self.fail(pointer, f"type names must be CapWords identifiers, got {name!r}")
         if node.get("type") == "object" and ("properties" in node or "additionalProperties" in node):
+            if "properties" not in node and _is_value_schema(node.get("additionalProperties")):
+                return NamedType(  # a map of string keys to one value type
+                    name=name, module=self.module, form="alias", description=desc, target=self.load_expr(node, pointer)
+                )
             return self.load_object(name, node, pointer)
         if "oneOf" in node and all(self._is_object_ref(m) for m in node["oneOf"]):
             variants = []
@@ -402,8 +407,16 @@ class _Loader:
                 raise self.fail(
                     pointer, "inline objects with properties are not supported: name this object in $defs and $ref it"
                 )
+            if _is_value_schema(node.get("additionalProperties")):
+                item = self.load_expr(node["additionalProperties"], f"{pointer}/additionalProperties")
+                return TypeExpr(kind="map", item=item, nullable=nullable)
             return TypeExpr(kind="object", nullable=nullable)
         raise self.fail(pointer, f"unsupported type {t!r}")
+
+
+def _is_value_schema(node: Any) -> bool:
+    """`additionalProperties` holding a schema for every value (not true/false/{}) makes an object a map."""
+    return isinstance(node, dict) and bool(set(node) - {"description", "$comment"})
 
 
 def _check_unions(model: Model) -> None:

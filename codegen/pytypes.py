@@ -25,6 +25,9 @@ def _py_base(e: TypeExpr) -> str:
             return "Any"
         case "object":
             return "dict[str, Any]"
+        case "map":
+            assert e.item is not None
+            return f"dict[str, {py_type(e.item)}]"
         case "list":
             assert e.item is not None
             return f"list[{py_type(e.item)}]"
@@ -82,12 +85,20 @@ def expr_validators(e: TypeExpr, model: Model) -> list[str]:
     if e.kind == "union" and any(m.constraints for m in e.members):
         return ["_v.or_(" + ", ".join(_member_check(m, model) for m in e.members) + ")"]
     out = _constraint_validators(e.constraints, e.kind in ("int", "float"))
-    if e.kind == "list" and e.item is not None:
+    if e.kind in ("list", "map") and e.item is not None:
         inner = expr_validators(e.item, model)
         if inner:
             member = inner[0] if len(inner) == 1 else "_v.and_(" + ", ".join(inner) + ")"
-            # The iterable validator pins attrs' type variable, so mypy accepts it inside optional().
-            out.append(f"_v.deep_iterable(member_validator={member}, iterable_validator=_v.instance_of(list))")
+            if e.item.nullable:
+                member = f"_v.optional({member})"
+            # The container validator pins attrs' type variables, so mypy accepts it inside optional().
+            if e.kind == "list":
+                out.append(f"_v.deep_iterable(member_validator={member}, iterable_validator=_v.instance_of(list))")
+            else:
+                out.append(
+                    f"_v.deep_mapping(key_validator=_v.instance_of(str), value_validator={member}, "
+                    "mapping_validator=_v.instance_of(dict))"
+                )
     return out
 
 
@@ -169,6 +180,9 @@ def _ts_base(e: TypeExpr) -> str:
             return "unknown"
         case "object":
             return "{ [key: string]: unknown }"
+        case "map":
+            assert e.item is not None
+            return f"{{ [key: string]: {ts_type(e.item)} }}"
         case "list":
             assert e.item is not None
             inner = ts_type(e.item)

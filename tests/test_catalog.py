@@ -26,9 +26,9 @@ from segue.generated import Usage
 SCHEMA_REF = "../schemas/catalog.schema.json"
 
 
-def write(directory: Path, name: str, **rows: Any) -> Path:
+def write(directory: Path, name: str, version: int = 2, **rows: Any) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    doc = {"$schema": SCHEMA_REF, "version": 1, **rows}
+    doc = {"$schema": SCHEMA_REF, "version": version, **rows}
     path = directory / name
     path.write_text(json.dumps(doc, indent=2))
     return path
@@ -220,8 +220,10 @@ def test_env_path_layers_and_env_false_ignores_it(tmp_path: Path, monkeypatch: p
     d = cascade_dir(tmp_path, vendor_cfg=llm(prefix_prompt_cache=True))
     monkeypatch.setenv("SEGUE_CATALOG_PATH", f"{os.pathsep}{d}{os.pathsep}")  # empty entries are skipped
     assert Catalog.load().resolve("t-model", "t-vendor").prefix_prompt_cache is True
-    with pytest.raises(CatalogLookupError):
-        Catalog.load(env=False).resolve("t-model")
+    without = Catalog.load(env=False)
+    assert without.find_model("t-model") is None
+    with pytest.raises(CatalogLookupError, match="unknown vendor 't-vendor'"):
+        without.resolve("t-model", "t-vendor")
 
 
 # --- bad input ---------------------------------------------------------------------------------------------------
@@ -268,7 +270,7 @@ def test_unknown_version_is_refused_naming_known_versions(tmp_path: Path) -> Non
     (tmp_path / "app" / "x.json").write_text(json.dumps({"$schema": SCHEMA_REF, "version": 7, "models": []}))
     err = only_error(tmp_path / "app")
     assert err.pointer == "/version"
-    assert "1" in err.expected and "got 7" in str(err) and "newer segue" in str(err)
+    assert "1, 2" in err.expected and "got 7" in str(err) and "newer segue" in str(err)
 
 
 def test_missing_model_in_a_model_vendor_row(tmp_path: Path) -> None:
@@ -318,21 +320,21 @@ def test_check_dir_collects_every_problem(tmp_path: Path) -> None:
 
 
 def test_a_migration_is_one_function(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
+    def v2_to_v3(doc: dict[str, Any]) -> dict[str, Any]:
         for model in doc.get("models", []):
-            model["notes"] = "migrated from version 1: " + model.get("notes", "")
+            model["notes"] = "migrated from version 2: " + model.get("notes", "")
         return doc
 
-    monkeypatch.setattr(catalog_mod, "CURRENT_VERSION", 2)
-    monkeypatch.setitem(catalog_mod.MIGRATIONS, 1, v1_to_v2)
-    assert catalog_mod.known_versions() == [1, 2]
+    monkeypatch.setattr(catalog_mod, "CURRENT_VERSION", 3)
+    monkeypatch.setitem(catalog_mod.MIGRATIONS, 2, v2_to_v3)
+    assert catalog_mod.known_versions() == [1, 2, 3]
     d = tmp_path / "app"
     d.mkdir()
-    (d / "v2.json").write_text(json.dumps({"$schema": SCHEMA_REF, "version": 2, "models": [
-        {"id": "m2", "model_type": "llm", "notes": "native"}]}))  # fmt: skip
+    (d / "v3.json").write_text(json.dumps({"$schema": SCHEMA_REF, "version": 3, "models": [
+        {"id": "m3", "model_type": "llm", "notes": "native"}]}))  # fmt: skip
     cat = load(d)
-    assert (cat.model("gpt-4.1-mini").notes or "").startswith("migrated from version 1: Pre-GPT-5.6")
-    assert cat.model("m2").notes == "native"
+    assert (cat.model("gpt-4.1-mini").notes or "").startswith("migrated from version 2: Exact-prefix cache")
+    assert cat.model("m3").notes == "native"
 
 
 # --- lookups and pricing -------------------------------------------------------------------------------------------
@@ -350,8 +352,14 @@ def test_model_for_accepts_api_names_and_suggests_close_ids() -> None:
     assert "unknown model 'claude-sonet-4-6'" in str(info.value) and "'claude-sonnet-4-6'" in str(info.value)
     with pytest.raises(CatalogLookupError, match="unknown vendor 'opnai'; did you mean 'openai'"):
         cat.resolve("gpt-4.1-mini", "opnai")
-    with pytest.raises(CatalogLookupError, match=r"no inference_provider row for model 'gpt-4\.1-mini'.*openai"):
-        cat.resolve("gpt-4.1-mini", "anthropic")
+    # A listed model at a vendor with no row for it: the model's own layers and that vendor's defaults.
+    elsewhere = cat.resolve("gpt-4.1-mini", "anthropic")
+    assert elsewhere.note == (
+        "no model-vendor row serves gpt-4.1-mini at anthropic: from the model's and the vendor's defaults "
+        "(its inference providers: openai, openrouter)"
+    )
+    assert elsewhere.layers == ("model type llm", "model gpt-4.1-mini", "vendor anthropic model_defaults")
+    assert (elsewhere.cache_kind, elsewhere.wire) == ("block", "anthropic")
 
 
 def test_inference_vendors_by_priority_and_vendor_rows() -> None:
@@ -372,20 +380,21 @@ def test_cost_counts_each_part_of_the_prompt_once() -> None:
         output_tokens=100_000,
         cache_read_tokens=500_000,
         cache_write_tokens=200_000,
-        cache_write_1h_tokens=50_000,
+        cache_write_tokens_by_ttl={"5m": 150_000, "1h": 50_000},
     )
     # 300k uncached * 3 + 500k read * 0.3 + 150k 5m-writes * 3.75 + 50k 1h-writes * 6 + 100k out * 15
     assert cat.cost(usage, "claude-sonnet-4-6", "anthropic") == pytest.approx(0.9 + 0.15 + 0.5625 + 0.3 + 1.5)
     plain = Usage(input_tokens=2_000_000, output_tokens=0)  # missing cache fields count as 0
     assert cat.cost(plain, "gpt-4.1-mini", "openai") == pytest.approx(0.8)
     assert cat.cost(plain, "llama-3.3-70b-instruct", "vllm") == 0
-    # absent cache_read price = input price; absent 1h price = the 5m price
+    # an absent price is unknown, never the input price: reads on Cerebras have no known price
     p = cat.resolve("gpt-oss-120b", "cerebras").pricing
-    assert p is not None and p.cache_read == p.input == 0.35
-    assert cat.resolve("gpt-5.6-terra", "openai").pricing.cache_write_1h == 3.125  # type: ignore[union-attr]
+    assert p is not None and p.cache_read is None
+    with pytest.raises(CatalogLookupError, match=r"needs pricing\.cache_read"):
+        cat.cost(Usage(input_tokens=10, output_tokens=0, cache_read_tokens=5), "gpt-oss-120b", "cerebras")
     with pytest.raises(ValueError, match="exceed input_tokens"):
         cat.cost(Usage(input_tokens=10, output_tokens=0, cache_read_tokens=20), "gpt-4.1-mini", "openai")
-    with pytest.raises(CatalogLookupError, match="no pricing for gpt-oss-120b"):
+    with pytest.raises(CatalogLookupError, match="no cost for gpt-oss-120b"):
         cat.cost(plain, "gpt-oss-120b")
 
 
@@ -406,12 +415,13 @@ def test_explain_names_file_pointer_and_layer_for_every_key() -> None:
 
 def test_every_packaged_file_validates_and_names_its_schema() -> None:
     files = sorted(packaged_catalog_dir().glob("*.json"))
-    assert {f.name for f in files} >= {"model_types.json", "models.json", "vendors.json", "model_vendors.json"}
+    assert {f.name for f in files} >= {"model_types.json", "models.json", "vendors.json", "model_vendors.json",
+                                       "left_out.json"}  # fmt: skip
     validator = catalog_mod._validator()
     for f in files:
         doc = json.loads(f.read_text())
         assert doc["$schema"] == SCHEMA_REF and (f.parent / doc["$schema"]).resolve().is_file()
-        assert doc["version"] == 1
+        assert doc["version"] == catalog_mod.CURRENT_VERSION
         assert list(validator.iter_errors(doc)) == [], f.name
     assert check_dir(packaged_catalog_dir()) == []
 
@@ -428,22 +438,37 @@ def test_every_shipped_serving_path_resolves() -> None:
         if vendor is None:
             continue
         assert r.wire in ("anthropic", "openai_responses", "openai_chat", "openrouter")
-        assert r.pricing is not None, (model, vendor)
+        assert r.note is None, (model, vendor)  # a listed path: every layer of the cascade is there
         assert r.cache_kind in ("block", "prefix", "breakpoint"), (model, vendor)
-        assert r.prefix_prompt_cache == (r.cache_kind == "prefix"), (model, vendor)
+        if r.prefix_prompt_cache:  # only an exact-prefix cache rewards appendOnly
+            assert r.cache_kind == "prefix", (model, vendor)
         if r.cache_kind == "block":
-            assert (r.cache_max_breakpoints, r.cache_lookback_blocks) == (4, 20)
+            assert (r.cache_max_breakpoints, r.cache_lookback_blocks, r.cache_ttls) == (4, 20, ["5m", "1h"])
+        if r.cache_kind == "breakpoint":
+            assert not r.prefix_prompt_cache, (model, vendor)
+            assert (r.cache_max_breakpoints, r.cache_match_breakpoints, r.cache_ttls) == (4, 80, ["30m", "12h"])
     assert {v for _, v in paths} >= {"anthropic", "openai", "openrouter", "cerebras", "gemini", "vllm", "llamacpp"}
     sonnet = cat.resolve("claude-sonnet-4-6", "anthropic")
     assert sonnet.pricing is not None
-    assert sonnet.pricing.cache_write_5m == pytest.approx(1.25 * sonnet.pricing.input)
-    assert sonnet.pricing.cache_write_1h == pytest.approx(2 * sonnet.pricing.input)
+    assert sonnet.pricing.cache_write["5m"] == pytest.approx(1.25 * sonnet.pricing.input)
+    assert sonnet.pricing.cache_write["1h"] == pytest.approx(2 * sonnet.pricing.input)
     assert sonnet.pricing.cache_read == pytest.approx(0.1 * sonnet.pricing.input)
     assert (sonnet.cache_min_tokens, cat.resolve("claude-haiku-4-5", "anthropic").cache_min_tokens) == (1024, 4096)
     mini = cat.resolve("gpt-4.1-mini", "openai")
     assert (mini.prefix_prompt_cache, mini.cache_min_tokens, mini.cache_increment_tokens) == (True, 1024, 128)
     assert cat.resolve("anthropic/claude-opus-4.8", "openrouter").prefix_prompt_cache is False
     assert cat.resolve("openai/gpt-4.1-mini", "openrouter").prefix_prompt_cache is True
+
+
+def test_gemini_and_cerebras_follow_seed_004() -> None:
+    """Seed 004 names Gemini and Cerebras as block or sliding caches that are happiest when the fragment is
+    replaced; no twin measurement says otherwise (docs/layout.md), so `auto` must pick replace there."""
+    cat = load()
+    for model, vendor in (("gemini-3-flash", "gemini"), ("gpt-oss-120b", "cerebras")):
+        r = cat.resolve(model, vendor)
+        assert r.prefix_prompt_cache is False
+        assert r.source("llm", "prefix_prompt_cache").layer == f"vendor {vendor} model_defaults"  # type: ignore[union-attr]
+        assert "seed 004" in (cat.vendor(vendor).notes or "")
 
 
 def test_an_api_name_shared_by_two_models_needs_the_vendor(tmp_path: Path) -> None:
@@ -461,3 +486,15 @@ def test_an_api_name_shared_by_two_models_needs_the_vendor(tmp_path: Path) -> No
         cat.model_for("shared")
     assert (cat.model_for("shared", "vllm"), cat.model_for("shared", "llamacpp")) == ("m-a", "m-b")
     assert cat.resolve("shared", "llamacpp").prefix_prompt_cache is True  # the local vendor's defaults
+
+
+def test_the_catalogs_doc_example_prints_what_its_comments_say(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/catalogs.md's Python example runs, and each print matches the value its comment shows."""
+    text = (Path(__file__).parents[1] / "docs" / "catalogs.md").read_text()
+    (block,) = [b.split("\n", 1)[1] for b in text.split("```")[1::2] if b.startswith("python\n")]
+    exec(compile(block, "docs/catalogs.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    expected = [line.split("  # ", 1)[1] for line in block.splitlines() if line.startswith("print(")]
+    assert len(printed) == len(expected)
+    for out, comment in zip(printed, expected, strict=True):
+        assert out and comment.startswith(out), (out, comment)

@@ -35,8 +35,15 @@ def test_catalog_explain_names_sources(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_catalog_explain_unknown_model(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["catalog", "explain", "gpt-9000", "--vendor", "openai"]) == 2
-    assert "gpt-9000" in capsys.readouterr().err
+    """A model the catalog does not list resolves from the vendor's defaults; only an unknown vendor fails."""
+    assert main(["catalog", "explain", "gpt-9000", "--vendor", "openai"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == ["gpt-9000@openai  (api_name gpt-9000, wire openai_responses)",
+                       "not in the catalog: from the vendor's defaults"]  # fmt: skip
+    assert main(["catalog", "explain", "gpt-4.1-mni", "--vendor", "openai"]) == 0
+    assert "did you mean 'gpt-4.1-mini'?" in capsys.readouterr().out
+    assert main(["catalog", "explain", "gpt-9000", "--vendor", "opnai"]) == 2
+    assert "unknown vendor 'opnai'; did you mean 'openai'?" in capsys.readouterr().err
 
 
 def test_catalog_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -46,7 +53,7 @@ def test_catalog_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
         json.dumps(
             {
                 "$schema": "../schemas/catalog.schema.json",
-                "version": 1,
+                "version": 2,
                 "model_types": [{"id": "embedding", "name": "Embedding"}],
             }
         )

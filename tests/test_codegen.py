@@ -61,6 +61,24 @@ def test_adding_a_field_shows_in_python_and_typescript(workspace: Path) -> None:
     assert codegen("--check", *args).returncode == 0
 
 
+def test_a_map_type_shows_in_python_and_typescript(workspace: Path) -> None:
+    """`additionalProperties` holding a schema makes a map: dict[str, T] in Python, an index signature in TS."""
+    schema_path = workspace / "schemas" / "message.schema.json"
+    schema = json.loads(schema_path.read_text())
+    schema["$defs"]["TextBlock"]["properties"]["scores"] = {
+        "type": "object",
+        "additionalProperties": {"type": ["number", "null"], "minimum": 0},
+    }
+    schema_path.write_text(json.dumps(schema, indent=2))
+    args = ("--schemas", str(workspace / "schemas"), "--out", str(workspace))
+    assert codegen(*args).returncode == 0
+    py = (workspace / GENERATED / "message.py").read_text()
+    assert "    scores: dict[str, float | None] | None = attrs.field(\n" in py
+    assert "_v.deep_mapping(" in py and "value_validator=_v.optional(_v.ge(0))" in py
+    ts = (workspace / GENERATED / "typescript" / "message.d.ts").read_text()
+    assert "  scores?: { [key: string]: number | null };\n" in ts
+
+
 BAD_SCHEMAS: dict[str, tuple[dict[str, Any], str, str]] = {
     "untagged_union": (
         {

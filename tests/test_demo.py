@@ -32,7 +32,7 @@ async def test_tool_added_on_turn_three_drops_reasoning_for_cause_tools() -> Non
     reports = await run_chat("tool_added", vendor="anthropic", twin=Twin())
     third = reports[2].replay
     assert third is not None
-    assert [w.cause for w in third.warnings] == ["tools", "follows"]
+    assert [w.cause for w in third.warnings] == ["tools", "tools"], "each run names its own cause"
     assert reports[2].cached_share < reports[1].cached_share
 
 

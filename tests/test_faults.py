@@ -194,8 +194,10 @@ async def test_failover_serves_iteration_two_and_records_who_served(sqlite_store
     wire = json.loads(secondary.requests[0].content)["messages"]
     assert wire[-2]["tool_calls"][0]["id"] == "toolu_1"
     assert wire[-1] == {"role": "tool", "tool_call_id": "toolu_1", "content": "facts about x"}
-    warnings = (run.meta or {})["segue.vendor_warnings"]
-    assert any(f"anthropic/{MODEL} failed ({kind}: {body['error']['message']})" in w for w in warnings)
+    (note,) = (run.meta or {})["segue.notes"]
+    assert note["kind"] == "failover" and (note["iteration"], note["count"]) == (2, 1)
+    assert f"anthropic/{MODEL} failed ({kind}: {body['error']['message']})" in note["message"]
+    assert result.notes is not None and result.notes[0].message == note["message"]
     assert (run.vendor, run.model) == ("openai", "gpt-4.1"), "the run row names the model that finished it"
 
 
@@ -212,7 +214,7 @@ async def test_context_length_does_not_fail_over_and_keeps_the_vendors_message(s
     assert "replay fewer runs" in error, "the error says what to do"
     assert "failed over" not in error
     run = detail(sqlite_store, result.run_id)
-    assert "segue.vendor_warnings" not in (run.meta or {})
+    assert "segue.notes" not in (run.meta or {}) and result.notes is None
     assert_first_iteration_intact(run, primary)
 
 

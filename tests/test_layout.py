@@ -193,6 +193,19 @@ def test_block_host_first_stays_replace_after_failover_to_prefix_host(catalog: C
     assert stored == loop.history and not any(is_fragment(m) for m in stored)  # no replace-mode fragment stored
 
 
+def test_breakpoint_caches_decide_replace_like_the_block_cache(catalog: Catalog) -> None:
+    """GPT-5.6 caches only at breakpoints ("Marks the exact end of a reusable prompt prefix", the pinned openai SDK's
+    `PromptCacheBreakpoint`), so keeping every fragment buys nothing: the drivers put a breakpoint before the
+    fragment, and `auto` replaces it, as on Anthropic's block cache. The catalog data says so for every
+    breakpoint-cache path (prefix_prompt_cache false); no layout code names the kind."""
+    paths = [(m, v) for m, v in catalog.serving_paths() if v and catalog.resolve(m, v).cache_kind == "breakpoint"]
+    assert ("gpt-5.6-sol", "openai") in paths
+    for model, vendor in paths:
+        decision = make(catalog).observe_served(1, vendor, model)
+        assert (decision.mode, decision.basis) == ("replace", "served"), f"{model}@{vendor}"
+        assert decision.reason.startswith(f"catalog: {model}@{vendor} prefix_prompt_cache=false (")
+
+
 def test_vendor_naming_override_decides_immediately(catalog: Catalog) -> None:
     p = make(catalog, model_override="gpt-4.1-mini", vendor_override="openai")
     d = p.decision
@@ -239,6 +252,18 @@ def test_served_api_name_and_unknown_paths(catalog: Catalog) -> None:
     q = make(catalog)
     d = q.observe_served(1, "my-proxy", "house-model")
     assert d.mode == "replace" and d.reason == "catalog: no entry for house-model@my-proxy"
+
+
+def test_a_model_the_catalog_does_not_list_decides_from_the_vendor_defaults(catalog: Catalog) -> None:
+    """The cascade without the model layers: OpenAI's defaults say prefix cache, Anthropic's say block cache."""
+    d = make(catalog).observe_served(1, "openai", "gpt-9-experimental")
+    assert d.mode == "appendOnly"
+    assert d.reason.startswith("catalog: gpt-9-experimental@openai prefix_prompt_cache=true (catalogs/vendors.json#")
+    assert d.reason.endswith("; not in the catalog: from the vendor's defaults")
+    block = make(catalog).observe_served(1, "anthropic", "claude-sonnet-9")
+    assert block.mode == "replace" and "not in the catalog: from the vendor's defaults" in block.reason
+    breakpoint_cache = make(catalog).observe_served(1, "openai", "gpt-6.2-sol")  # a listed breakpoint-cache path
+    assert breakpoint_cache.mode == "replace" and "prefix_prompt_cache=false" in breakpoint_cache.reason
 
 
 def test_undecided_later_iteration_freezes_replace(catalog: Catalog) -> None:

@@ -161,8 +161,13 @@ def test_runs_get_retry_idempotency_and_catalog(tmp_path: Path) -> None:
         explained = client.call("catalog/explain", {"model": "claude-sonnet-4-6", "vendor": "anthropic"})["result"]
         assert explained["label"] == "claude-sonnet-4-6@anthropic"
         assert explained["keys"] and all(k["file"] and k["layer"] for k in explained["keys"])
-        unknown = client.call("catalog/explain", {"model": "no-such-model"})
-        assert unknown["error"]["code"] == -32006 and "no-such-model" in unknown["error"]["message"]
+        assert "note" not in explained, "a listed path needs no note"
+        unlisted = client.call("catalog/explain", {"model": "no-such-model", "vendor": "openai"})["result"]
+        assert unlisted["label"] == "no-such-model@openai", "a model the catalog does not list: the vendor's defaults"
+        assert unlisted["layers"] == ["model type llm (default)", "vendor openai model_defaults"]
+        assert unlisted["note"].startswith("not in the catalog: from the vendor's defaults")
+        unknown = client.call("catalog/explain", {"model": "no-such-model", "vendor": "no-such-vendor"})
+        assert unknown["error"]["code"] == -32006 and "no-such-vendor" in unknown["error"]["message"]
         assert client.close() == 0
 
 

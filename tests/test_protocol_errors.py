@@ -206,6 +206,21 @@ def test_bad_requests_get_the_right_codes(tmp_path: Path) -> None:
             "applies to provider kinds anthropic, twin-anthropic",
         ),
         (
+            {"agents": [{"name": "a", "provider": {"kind": "twin-anthropic", "model": "m", "cache_mode": "explicit"}}]},
+            "#/agents/0/provider/cache_mode",
+            "applies to provider kinds openai_responses, twin-openai, openai_chat, openrouter",
+        ),
+        (
+            {"agents": [{"name": "a", "provider": {"kind": "twin-openai", "model": "gpt-5.6-sol", "cache_ttl": "1h"}}]},
+            "#/agents/0/provider",
+            "cache_ttl '1h' is for Anthropic's cache_control; this provider takes '30m' or '12h'",
+        ),
+        (
+            {"agents": [{"name": "a", "provider": {"kind": "twin-anthropic", "model": "m", "cache_ttl": "12h"}}]},
+            "#/agents/0/provider",
+            "cache_ttl '12h' is for OpenAI breakpoint caches; this provider takes '5m' or '1h'",
+        ),
+        (
             {
                 "agents": [
                     {

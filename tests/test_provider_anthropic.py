@@ -102,7 +102,11 @@ async def test_first_turn_body_headers_and_response() -> None:
     assert result.request_body == rec.body and result.request_headers == {}
     assert result.message == Message(role="assistant", content=[TextBlock(text="Hello.")])
     assert result.usage == Usage(
-        input_tokens=2012, output_tokens=30, cache_read_tokens=1800, cache_write_tokens=200, cache_write_1h_tokens=0
+        input_tokens=2012,
+        output_tokens=30,
+        cache_read_tokens=1800,
+        cache_write_tokens=200,
+        cache_write_tokens_by_ttl={"5m": 200, "1h": 0},
     )
     assert (result.vendor, result.model, result.stop_reason) == ("anthropic", MODEL, "end_turn")
     assert "sk-ant-test" not in json.dumps([result.request_body, result.request_headers])
@@ -161,25 +165,61 @@ async def test_replayed_tool_turn_with_thinking_is_verbatim_and_binds_blocks() -
         ),
         ToolCallBlock(id="toolu_2", name="run_query", arguments={"sql": "SELECT count(*) FROM orders"}),
     ]
-    assert result.stop_reason == "tool_use" and result.warnings == []
+    assert result.stop_reason == "tool_use" and result.notes == []
 
 
-async def test_vendor_dropping_more_thinking_than_predicted_is_a_warning() -> None:
+async def test_each_thinking_block_the_vendor_reports_dropping_is_a_vendor_dropped_note() -> None:
+    """Rule (pinned SDK, BetaThinkingDroppedInputTransformation.path): "Where the removed block was in your
+    request, as `messages.{i}.content.{j}`: `i` indexes the `messages` array you sent". segue maps that wire path
+    back to the canonical message, even where canonical messages merged into one wire turn."""
     dropped = [{"type": "thinking_dropped", "path": "messages.1.content.0", "reason": "prefix_binding_mismatch"}]
+    # A second assistant message merges into wire message 1 (roles alternate): its blocks come after the first's.
+    merged = [*replayed()[:2], Message(role="assistant", content=[TextBlock(text="Counting.")]), *replayed()[2:]]
+    later = [{"type": "thinking_dropped", "path": "messages.1.content.3", "reason": "model_binding_mismatch"}]
     rec = Recorder(
         json_response(response([{"type": "text", "text": "ok"}], input_transformations=dropped)),
-        json_response(response([{"type": "text", "text": "ok"}], input_transformations=dropped)),
+        json_response(response([{"type": "text", "text": "ok"}], input_transformations=[])),
+        json_response(response([{"type": "text", "text": "ok"}])),
+        json_response(response([{"type": "text", "text": "ok"}], input_transformations=later)),
     )
     provider = AnthropicProvider(MODEL, thinking={"type": "adaptive"}, client=anthropic_client(rec))
 
-    surprised = await provider.complete(ProviderRequest(system="s", messages=replayed(), expected_reasoning_drops=0))
+    surprised = await provider.complete(ProviderRequest(system="s", messages=replayed()))
     assert surprised.input_transformations == dropped
-    assert len(surprised.warnings) == 1
-    assert "dropped 1 thinking block(s) but segue predicted 0" in surprised.warnings[0]
-    assert "messages.1.content.0 (prefix_binding_mismatch)" in surprised.warnings[0]
+    (note,) = surprised.notes
+    assert (note.kind, note.message_index) == ("vendor-dropped", 1)
+    assert "messages.1.content.0 (prefix_binding_mismatch)" in note.message
 
-    predicted = await provider.complete(ProviderRequest(system="s", messages=replayed(), expected_reasoning_drops=1))
-    assert predicted.warnings == []
+    kept = await provider.complete(ProviderRequest(system="s", messages=replayed()))
+    assert kept.notes == []
+
+    silent = await provider.complete(ProviderRequest(system="s", messages=replayed()))
+    assert [n.kind for n in silent.notes] == ["unconfirmed"], "no input_transformations although binding was asked"
+
+    merged_note = (await provider.complete(ProviderRequest(system="s", messages=merged))).notes
+    assert json.loads(rec.requests[3].content)["messages"][1]["content"][3] == {"type": "text", "text": "Counting."}
+    assert [(n.kind, n.message_index) for n in merged_note] == [("vendor-dropped", 2)]
+
+
+async def test_thinking_off_leaves_replayed_thinking_off_and_says_so() -> None:
+    """Rule (pinned SDK, anthropic.types.beta): block binding is a field of BetaThinkingConfigEnabledParam and
+    BetaThinkingConfigAdaptiveParam only ("Controls for block binding: what happens when a thinking block this
+    request sends back fails the conversation check"); BetaThinkingConfigDisabledParam has nothing but `type`, and
+    the default prefix_mismatch_behavior is "error": "fails the request with a 400 error". A request without
+    thinking cannot ask for drop_block, so segue sends no thinking blocks there, and the driver declares it replays
+    none (the planner then drops that reasoning with cause reasoning-off)."""
+    for thinking in (None, {"type": "disabled"}):
+        rec = Recorder(json_response(response([{"type": "text", "text": "ok"}])))
+        provider = AnthropicProvider(MODEL, thinking=thinking, client=anthropic_client(rec))
+        assert provider.reasoning_vendor is None
+        result = await provider.complete(ProviderRequest(system="s", messages=replayed(), replay_end=3))
+        sent = rec.body["messages"][1]["content"]
+        assert [b["type"] for b in sent] == ["tool_use"], sent
+        assert "anthropic-beta" not in rec.headers and "block_binding" not in json.dumps(rec.body)
+        (note,) = result.notes
+        assert note.kind == "reasoning-left-off" and "2 thinking block(s) were left off" in note.message
+    on = AnthropicProvider(MODEL, thinking={"type": "adaptive"}, client=anthropic_client(Recorder()))
+    assert on.reasoning_vendor == "anthropic"
 
 
 async def test_reasoning_dropped_by_segue_or_foreign_never_reaches_the_wire() -> None:
@@ -220,7 +260,7 @@ async def test_reasoning_dropped_by_segue_or_foreign_never_reaches_the_wire() ->
     assert "secret plan" not in json.dumps(rec.body)
     assert rec.body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
     assert "anthropic-beta" not in rec.headers
-    assert result.warnings == []
+    assert result.notes == []
 
 
 async def test_four_breakpoints_with_stable_head_and_never_on_the_fragment() -> None:
@@ -266,6 +306,35 @@ async def test_no_cache_ttl_means_no_breakpoints() -> None:
     provider = AnthropicProvider(MODEL, cache_ttl=None, client=anthropic_client(rec))
     await provider.complete(ProviderRequest(system="s", stable_head="h", messages=replayed(), replay_end=3))
     assert "cache_control" not in json.dumps(rec.body)
+
+
+async def test_prewarm_sends_max_tokens_zero_with_the_usual_breakpoints() -> None:
+    """`max_tokens`: "Set to `0` to populate the prompt cache without generating a response" (the pinned anthropic
+    SDK's `MessageCreateParamsBase.max_tokens` docstring, linking the page's "pre-warming the cache"). The
+    breakpoints are the ones a normal request of the same prefix carries; the answer is empty."""
+    warm = response([], stop="max_tokens")
+    warm["usage"].update(input_tokens=3, output_tokens=0, cache_read_input_tokens=0, cache_creation_input_tokens=2000)
+    rec = Recorder(json_response(warm))
+    provider = AnthropicProvider(MODEL, cache_ttl="1h", max_tokens=2048, client=anthropic_client(rec))
+    request = ProviderRequest(system="s", stable_head="h", messages=replayed()[:4], replay_end=3, prewarm=True)
+
+    result = await provider.complete(request)
+
+    assert rec.body["max_tokens"] == 0
+    assert json.dumps(rec.body).count("cache_control") == 3  # system, stable head, the last (replayed) message
+    assert_typed(rec.body, MessageCreateParamsNonStreaming)
+    assert result.message.content == []
+    # This provider has thinking off, so (as on its normal requests) the replayed thinking is not sent.
+    assert [n.kind for n in result.notes] == ["reasoning-left-off"]
+    assert (result.usage.output_tokens, result.usage.cache_write_tokens) == (0, 2000)
+
+
+async def test_prewarm_without_breakpoints_is_refused_before_sending() -> None:
+    rec = Recorder()
+    provider = AnthropicProvider(MODEL, cache_ttl=None, client=anthropic_client(rec))
+    with pytest.raises(WireError, match="prewarm needs cache breakpoints, but cache_ttl is None"):
+        await provider.complete(ProviderRequest(system="s", messages=replayed(), prewarm=True))
+    assert rec.requests == []
 
 
 def stream_events() -> list[dict[str, Any]]:
@@ -439,7 +508,11 @@ def test_thinking_block_without_signature_is_refused_before_sending() -> None:
     ]
     with pytest.raises(WireError, match="has no 'signature'"):
         wire.build_request(
-            ProviderRequest(system="", messages=bad), model=MODEL, max_tokens=10, cache_ttl=None, thinking=None
+            ProviderRequest(system="", messages=bad),
+            model=MODEL,
+            max_tokens=2048,
+            cache_ttl=None,
+            thinking={"type": "adaptive"},
         )
 
 

@@ -56,7 +56,9 @@ async def test_rate_limited_primary_fails_over_and_says_who_served() -> None:
     assert json.loads(a.requests[0].content)["model"] == "claude-opus-4-8"  # the override went to the primary only
     assert (result.vendor, result.model) == ("openai", "gpt-4.1")
     assert result.message.content == [TextBlock(text="42.")]
-    assert "anthropic/claude-sonnet-4-6 failed (rate_limit: Too many requests); failed over" in result.warnings[0]
+    (note,) = result.notes
+    assert note.kind == "failover"
+    assert note.message == "anthropic/claude-sonnet-4-6 failed (rate_limit: Too many requests); failed over"
     # The secondary is another vendor: the primary's thinking never reaches it.
     assert "Count them." not in b.requests[0].content.decode()
 
@@ -92,7 +94,7 @@ async def test_stream_fails_over_before_the_first_delta() -> None:
     assert [i.text for i in items if isinstance(i, StreamDelta)] == ["42."]
     done = items[-1]
     assert isinstance(done, StreamDone) and done.response.vendor == "openai"
-    assert "failed over" in done.response.warnings[0]
+    assert done.response.notes[0].kind == "failover" and "failed over" in done.response.notes[0].message
     assert json.loads(b.requests[0].content)["stream"] is True
 
 

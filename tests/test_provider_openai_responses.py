@@ -198,7 +198,7 @@ async def test_replayed_tool_turn_keeps_reasoning_items_before_their_call() -> N
     assert result.stop_reason == "tool_use"
 
 
-async def test_unreplayable_and_foreign_reasoning_is_left_off_with_a_warning() -> None:
+async def test_unreplayable_and_foreign_reasoning_is_left_off_with_a_note() -> None:
     messages = replayed()
     messages[1] = Message(
         role="assistant",
@@ -221,7 +221,8 @@ async def test_unreplayable_and_foreign_reasoning_is_left_off_with_a_warning() -
         "message",
     ]
     assert "secret plan" not in json.dumps(rec.body)
-    assert len(result.warnings) == 1 and "'rs_1' has no encrypted_content" in result.warnings[0]
+    (note,) = result.notes
+    assert note.kind == "reasoning-left-off" and "'rs_1' has no encrypted_content" in note.message
 
 
 def test_prompt_cache_key_is_per_customer_and_bounded() -> None:

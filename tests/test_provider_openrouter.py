@@ -124,9 +124,21 @@ async def test_provider_pinning_and_app_plugins_pass_through() -> None:
     )
     await provider.complete(ProviderRequest(system="", messages=[Message(role="user", content=[TextBlock(text="Hi")])]))
     assert rec.body["provider"] == {"order": ["groq", "together"], "allow_fallbacks": False}
-    assert rec.body["plugins"] == [{"id": "web", "max_results": 3}]
+    # The app's plugin, plus compression off: an app plugin must not let an account default compress the replay.
+    assert rec.body["plugins"] == [{"id": "web", "max_results": 3}, *NO_COMPRESSION]
     assert rec.body["reasoning"] == {"effort": "low"}
     assert_typed(rec.body, CompletionCreateParamsNonStreaming, extra=EXTRA)
+
+
+@pytest.mark.parametrize("mine", [{"id": "context-compression"}, {"id": "context-compression", "enabled": True}])
+async def test_compression_the_app_configured_itself_is_left_as_it_set_it(mine: dict[str, Any]) -> None:
+    """Rule (https://openrouter.ai/docs/guides/features/message-transforms): the current form is
+    `plugins: [{"id": "context-compression"}]`, disabled with `"enabled": false`; account-default plugins apply
+    whenever the request does not mention them. segue adds the disable only when the app did not name the plugin."""
+    rec = Recorder(json_response(completion({"content": "ok"})))
+    provider = OpenRouterProvider("meta-llama/llama-4", plugins=[{"id": "web"}, mine], client=openai_client(rec, BASE))
+    await provider.complete(ProviderRequest(system="", messages=[Message(role="user", content=[TextBlock(text="Hi")])]))
+    assert rec.body["plugins"] == [{"id": "web"}, mine]
 
 
 async def test_anthropic_model_replays_reasoning_details_and_caches_four_blocks() -> None:

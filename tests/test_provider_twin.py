@@ -80,7 +80,7 @@ async def test_replayed_conversation_is_accepted_and_read_from_cache(kind: str, 
     _, second = await run(provider, "How many customers are there?", history, streaming=streaming, append_only=True)
 
     calls = [*first, *second]
-    assert all(r.warnings == [] for r in calls), [r.warnings for r in calls]
+    assert all(r.notes == [] for r in calls), [r.notes for r in calls]
     assert calls[0].usage.cache_read_tokens == 0
     for r in calls[1:]:
         # Every later request is an extension of the one before it: most of the prompt comes from the cache.
@@ -94,11 +94,13 @@ async def test_replayed_conversation_is_accepted_and_read_from_cache(kind: str, 
 
 async def test_moving_the_fragment_invalidates_replayed_thinking_and_the_driver_says_so() -> None:
     """Replace-style layout changes the prefix a thinking block was signed under: the vendor drops the block and
-    reports it, and the driver turns the surprise (segue predicted no drop) into a warning."""
+    reports it, and the driver turns the report into a vendor-dropped note pointing at the message it came from."""
     twin = Twin()
     provider = driver("anthropic", twin)
     _, responses = await run(provider, "Which tables are there?", [], streaming=False, append_only=False)
     assert len(responses) >= 2
     dropped: list[Any] = responses[1].input_transformations
     assert [t["type"] for t in dropped] == ["thinking_dropped"]
-    assert "dropped 1 thinking block(s) but segue predicted 0" in responses[1].warnings[0]
+    (note,) = responses[1].notes
+    assert note.kind == "vendor-dropped" and dropped[0]["path"] in note.message
+    assert note.message_index is not None and note.message_index > 0

@@ -75,7 +75,8 @@ async def test_system_prompt_edit_drops_reasoning_from_then_on(store: RunStore, 
     ids = [r.run_id for r in first]
     with caplog.at_level(logging.WARNING, logger="segue.replay"):
         result = await edited.run("c", runs=ids, replay_last="all")
-    assert causes(result) == [(ids[0], "system"), (ids[1], "follows")]
+    # Each run names its own cause: the prompt both ran under changed.
+    assert causes(result) == [(ids[0], "system"), (ids[1], "system")]
     assert f"run {ids[0]}" in caplog.text and "system prompt" in caplog.text
     assert result.replay is not None and result.replay.reasoning_dropped == ids
 
@@ -302,25 +303,40 @@ async def test_fingerprint_covers_the_knobs(store: RunStore) -> None:
 
 
 async def test_vendor_report_of_dropped_reasoning_reaches_the_replay_summary(store: RunStore) -> None:
-    """When the vendor drops replayed reasoning segue expected it to keep, the summary and meta say so."""
+    """When the vendor reports dropping a replayed run's reasoning, that run moves to reasoning_dropped with one
+    vendor-dropped warning naming it, however many requests of the run reported it; nothing else is vendor-dropped."""
     import attrs
 
-    from segue.providers.base import ProviderRequest, ProviderResponse
+    from segue.providers.base import REPLAYED_META_KEY, ProviderNote, ProviderRequest, ProviderResponse
 
     class Reporting(ScriptedProvider):
         async def complete(self, request: ProviderRequest) -> ProviderResponse:
             response = await super().complete(request)
-            if request.replay_end is not None:
-                response = attrs.evolve(response, warnings=["vendor dropped 1 thinking block(s) but segue predicted 0"])
-            return response
+            thinking = [
+                i
+                for i, m in enumerate(request.messages)
+                if (m.meta or {}).get(REPLAYED_META_KEY) and any(isinstance(b, ReasoningBlock) for b in m.content)
+            ]
+            if not thinking:
+                return response
+            dropped = ProviderNote(
+                kind="vendor-dropped", message="dropped messages.1.content.0", message_index=thinking[0]
+            )
+            unconfirmed = ProviderNote(kind="unconfirmed", message="no input_transformations")
+            return attrs.evolve(response, notes=[dropped, unconfirmed])
 
     provider = Reporting(replies=[LookupPolicy()] * 20)
     agent = Agent(provider, "p", [lookup], store)
     (one,) = await converse(agent, ["a"])
     result = await agent.run("b", runs=[one.run_id], replay_last="all")
     assert result.replay is not None
-    dropped = [w for w in result.replay.warnings if w.cause == "vendor-dropped"]
-    assert dropped and dropped[0].run_id == result.run_id and "dropped 1 thinking block" in dropped[0].message
+    assert result.replay.reasoning_kept == [] and result.replay.reasoning_dropped == [one.run_id]
+    assert causes(result) == [(one.run_id, "vendor-dropped")], "two requests reported it: one warning"
+    assert "dropped messages.1.content.0" in result.replay.warnings[0].message
+    assert result.notes is not None
+    assert [(n.kind, n.count) for n in result.notes] == [("unconfirmed", 2)], "other notes are notes, deduplicated"
     detail = store.get_run(result.run_id)
     assert detail is not None and detail.replay == result.replay
-    assert detail.meta["segue.vendor_warnings"] == [w.message for w in dropped]
+    assert detail.meta["segue.notes"] == [
+        {"kind": "unconfirmed", "message": "no input_transformations", "iteration": 1, "count": 2}
+    ]

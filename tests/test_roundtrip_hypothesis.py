@@ -52,6 +52,10 @@ def expr_strategy(e: TypeExpr, depth: int) -> st.SearchStrategy[Any]:
             return json_value
         case "object":
             return st.dictionaries(st.text(max_size=6), json_value, max_size=3)
+        case "map":
+            assert e.item is not None
+            value = expr_strategy(e.item, depth + 1)
+            return st.dictionaries(st.text(max_size=6), (st.none() | value) if e.item.nullable else value, max_size=3)
         case "list":
             assert e.item is not None
             return st.lists(expr_strategy(e.item, depth + 1), min_size=c.get("minItems", 0), max_size=2 if depth else 3)

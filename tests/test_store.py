@@ -235,7 +235,36 @@ def test_version_one_databases_are_migrated(tmp_path: Path) -> None:
     reopened = RunStore(url)
     from segue.store import migrations
 
-    assert migrations.current_version(reopened.db, reopened.models) == migrations.LATEST == 2
+    assert migrations.current_version(reopened.db, reopened.models) == migrations.LATEST == 3
+
+
+def test_stored_usage_moves_to_per_ttl_writes(tmp_path: Path) -> None:
+    """Store schema 3: usage saved with `cache_write_1h_tokens` (the 1-hour part of Anthropic's writes, the only
+    TTL split segue used to keep) reads back as `cache_write_tokens_by_ttl`, runs and interactions alike."""
+    from segue.store import migrations
+
+    url = f"sqlite:///{tmp_path}/old.db"
+    store = RunStore(url)
+    (rid,) = run_ids(1)
+    store.create_run(new_run(rid), [user("hi")])
+    usage = Usage(input_tokens=100, output_tokens=1, cache_write_tokens=40)
+    interaction = LlmInteraction(
+        iteration=1, vendor="anthropic", model="m", provider_request={}, usage=usage, latency_ms=1
+    )
+    store.record_iteration(rid, iteration=1, first_index=1, traces=[assistant("a")], interaction=interaction,
+                           tool_calls=[], usage=usage)  # fmt: skip
+    old = json.dumps({"input_tokens": 100, "output_tokens": 1, "cache_write_tokens": 40, "cache_write_1h_tokens": 10})
+    store.db.execute_sql("UPDATE agent_runs SET usage = ?", (old,))
+    store.db.execute_sql("UPDATE llm_interactions SET usage = ?", (old,))
+    store.db.execute_sql("DELETE FROM segue_schema_version WHERE version > 2")
+    store.close()
+    reopened = RunStore(url)
+    assert migrations.current_version(reopened.db, reopened.models) == 3
+    detail = reopened.get_run(rid, tenant_id="t1")
+    assert detail is not None
+    for read in (detail.usage, detail.llm_interactions[0].usage):
+        assert (read.cache_write_tokens, read.cache_write_tokens_by_ttl) == (40, {"5m": 30, "1h": 10})
+    reopened.close()
 
 
 def test_postgres_real_columns_become_double_precision() -> None:

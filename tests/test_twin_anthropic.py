@@ -161,6 +161,29 @@ async def _tool_loop_turn(client: anthropic.AsyncAnthropic, system: str) -> list
     ]
 
 
+async def test_thinking_with_a_forced_tool_choice_is_refused() -> None:
+    """Thinking only supports `tool_choice` `auto` (the default) or `none`: "Attempting to use `tool_choice:
+    {"type": "any"}` or `tool_choice: {"type": "tool", "name": "..."}` will result in an error because these
+    options force tool use, which is incompatible with extended thinking." Adaptive thinking is thinking too.
+
+    https://platform.claude.com/docs/en/build-with-claude/extended-thinking (extended thinking with tool use)
+    """
+    _, client = _client()
+    ask = [{"role": "user", "content": "q"}]
+    for thinking in (THINKING, {"type": "adaptive"}):
+        for choice in ({"type": "any"}, {"type": "tool", "name": "list_tables"}):
+            message = await _rejects(client, tools=TOOLS, messages=ask, thinking=thinking, tool_choice=choice)
+            assert message.startswith("Thinking may not be enabled when tool_choice forces tool use"), message
+    for choice in ({"type": "auto"}, {"type": "none"}):
+        await client.messages.create(
+            model=MODEL, max_tokens=2048, tools=TOOLS, messages=ask, thinking=THINKING, tool_choice=choice
+        )
+    forced = await client.messages.create(
+        model=MODEL, max_tokens=64, tools=TOOLS, messages=ask, tool_choice={"type": "any"}
+    )
+    assert forced.content  # without thinking, forcing a tool is fine
+
+
 async def test_thinking_signature_is_bound_to_its_prefix() -> None:
     """A thinking block's signature binds it to the model and the prefix (system, tools, earlier messages).
 

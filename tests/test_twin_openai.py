@@ -127,10 +127,11 @@ async def test_reasoning_from_another_model_is_omitted_not_rejected() -> None:
 
 
 async def test_responses_usage_fields() -> None:
-    """usage: input_tokens, input_tokens_details.cached_tokens, output_tokens,
+    """usage: input_tokens, input_tokens_details.cached_tokens and cache_write_tokens (both required fields of the
+    pinned SDK's `InputTokensDetails`; no writes are reported before GPT-5.6), output_tokens,
     output_tokens_details.reasoning_tokens.
 
-    https://developers.openai.com/api/docs/guides/reasoning
+    https://developers.openai.com/api/docs/guides/reasoning; pinned openai SDK, `ResponseUsage`
     """
     _, client = _twin(AssistantTurn(text="abcdefgh", reasoning="abcd"))
     response = await client.responses.create(model=REASONER, input="hi")
@@ -138,6 +139,7 @@ async def test_responses_usage_fields() -> None:
     assert response.usage.output_tokens_details.reasoning_tokens == 1
     assert response.usage.output_tokens == 3  # 1 reasoning + 2 text tokens (8 bytes)
     assert response.usage.input_tokens_details.cached_tokens == 0
+    assert response.usage.input_tokens_details.cache_write_tokens == 0
     assert response.usage.total_tokens == response.usage.input_tokens + 3
 
 
@@ -171,7 +173,8 @@ async def test_chat_tool_messages_must_answer_tool_calls() -> None:
 
 
 async def test_chat_completion_shape_and_usage() -> None:
-    """A tool-calling chat completion: finish_reason tool_calls, usage with prompt_tokens_details.cached_tokens.
+    """A tool-calling chat completion: finish_reason tool_calls, usage with prompt_tokens_details.cached_tokens
+    and cache_write_tokens.
 
     https://platform.openai.com/docs/api-reference/chat/create
     """
@@ -183,4 +186,5 @@ async def test_chat_completion_shape_and_usage() -> None:
     assert choice.message.tool_calls[0].function.arguments == '{"a":1}'  # type: ignore[union-attr]
     assert completion.usage is not None and completion.usage.prompt_tokens_details is not None
     assert completion.usage.prompt_tokens_details.cached_tokens == 0
+    assert completion.usage.prompt_tokens_details.cache_write_tokens == 0
     assert completion.usage.completion_tokens == 3  # "f" (1) + '{"a":1}' (7 bytes -> 2)

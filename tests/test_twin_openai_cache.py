@@ -47,7 +47,8 @@ def test_prefix_cache_counts_whole_128_token_steps_from_1024() -> None:
 
 
 async def test_prompts_under_1024_tokens_are_never_cached() -> None:
-    """Prompts shorter than 1024 tokens are not cached, however often they repeat.
+    """ "By default, caching is enabled automatically for prompts that are 1024 tokens or longer": shorter prompts
+    are not cached, however often they repeat.
 
     https://developers.openai.com/api/docs/guides/prompt-caching
     """
@@ -87,20 +88,50 @@ async def test_cache_is_keyed_by_prompt_cache_key() -> None:
     assert (await _cached(client))[1] >= 1024
 
 
-async def test_in_memory_retention_expires_and_24h_survives() -> None:
-    """in_memory entries live ~10 minutes of inactivity on the twin's clock; prompt_cache_retention="24h" longer.
+async def test_retention_defaults_to_24h_and_in_memory_expires_after_inactivity() -> None:
+    """For models that support both `in_memory` and `24h`, "Organizations without ZDR enabled default to `24h`";
+    `in_memory` entries are cleared "within 5 to 10 minutes of inactivity" (the twin: 600 s, a hit refreshes).
 
-    https://developers.openai.com/api/docs/guides/prompt-caching
+    Pinned openai SDK, `prompt_cache_retention` docstring; https://developers.openai.com/api/docs/guides/prompt-caching
     """
     clock = FakeClock()
     client = _client(clock)
-    await _cached(client, prompt_cache_key="mem")
-    await _cached(client, prompt_cache_key="day", prompt_cache_retention="24h")
+    await _cached(client, prompt_cache_key="mem", prompt_cache_retention="in_memory")
+    await _cached(client, prompt_cache_key="default")
     clock.advance(599)
-    assert (await _cached(client, prompt_cache_key="mem"))[1] >= 1024  # hit refreshes
+    assert (await _cached(client, prompt_cache_key="mem", prompt_cache_retention="in_memory"))[1] >= 1024
     clock.advance(601)
-    assert (await _cached(client, prompt_cache_key="mem"))[1] == 0
-    assert (await _cached(client, prompt_cache_key="day", prompt_cache_retention="24h"))[1] >= 1024
+    assert (await _cached(client, prompt_cache_key="mem", prompt_cache_retention="in_memory"))[1] == 0
+    assert (await _cached(client, prompt_cache_key="default"))[1] >= 1024  # 1200 s later: the 24h default
+    clock.advance(86_401)
+    assert (await _cached(client, prompt_cache_key="default"))[1] == 0
+
+
+IMAGE = {"type": "input_image", "image_url": "data:image/png;base64," + "iVBORw0KGgo" * 40, "detail": "auto"}
+
+
+async def test_images_are_part_of_the_prefix_and_count_input_tokens() -> None:
+    """ "Cache hits are only possible for exact prefix matches within a prompt ... This also applies to images and
+    tools, which must be identical between requests." An image counts input tokens, and a different image ends
+    the shared prefix where it starts.
+
+    https://developers.openai.com/api/docs/guides/prompt-caching (structuring prompts)
+    """
+    client = _client()
+
+    def ask(image: dict[str, Any]) -> list[Any]:
+        return [{"role": "user", "content": [{"type": "input_text", "text": "Describe this chart."}, image]}]
+
+    without = await client.responses.create(model="gpt-4.1", instructions=LONG, input="Describe this chart.")
+    first = await client.responses.create(model="gpt-4.1", instructions=LONG, input=ask(IMAGE))
+    assert first.usage is not None and without.usage is not None
+    assert first.usage.input_tokens > without.usage.input_tokens + 100  # the image's ~450 bytes are input
+    same = await client.responses.create(model="gpt-4.1", instructions=LONG, input=ask(IMAGE))
+    assert same.usage is not None and same.usage.input_tokens_details.cached_tokens > without.usage.input_tokens
+    other = {**IMAGE, "image_url": "data:image/png;base64," + "R0lGODlh" * 55}
+    changed = await client.responses.create(model="gpt-4.1", instructions=LONG, input=ask(other))
+    assert changed.usage is not None
+    assert changed.usage.input_tokens_details.cached_tokens <= without.usage.input_tokens
 
 
 async def test_chat_completions_report_cached_prompt_tokens() -> None:

@@ -18,7 +18,7 @@ from segue.generated import (
     ToolResultBlock,
     UrlImageSource,
 )
-from segue.providers.base import FRAGMENT_META_KEY, ProviderRequest
+from segue.providers.base import FRAGMENT_META_KEY, ProviderNote, ProviderRequest
 from segue.wire import anthropic, openai_chat, openai_responses, openrouter
 from segue.wire.common import WireError
 
@@ -154,7 +154,7 @@ def test_responses_items_follow_block_order() -> None:
         Message(role="assistant", content=[TextBlock(text="calling"), call(1)]),
         Message(role="tool", content=[result(1)]),
     ]
-    items = [i for m in messages for i in openai_responses.message_items(m, store=False, warnings=[])]
+    items = [i for m in messages for i in openai_responses.message_items(m, store=False, notes=[])]
     assert items == [
         {
             "type": "message",
@@ -173,12 +173,10 @@ def test_responses_items_follow_block_order() -> None:
 
 def test_responses_with_store_replays_reasoning_by_id() -> None:
     reasoning = ReasoningBlock(vendor="openai", format="openai.reasoning_item", id="rs_1", summary=["s"])
-    warnings: list[str] = []
-    items = openai_responses.message_items(
-        Message(role="assistant", content=[reasoning]), store=True, warnings=warnings
-    )
+    notes: list[ProviderNote] = []
+    items = openai_responses.message_items(Message(role="assistant", content=[reasoning]), store=True, notes=notes)
     assert items == [{"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "s"}]}]
-    assert warnings == []
+    assert notes == []
 
 
 # ---- round trips: canonical -> vendor -> canonical ----
@@ -256,7 +254,7 @@ responses_blocks = st.lists(
 @given(responses_blocks)
 def test_openai_responses_round_trip(blocks: list[Any]) -> None:
     original = Message(role="assistant", content=blocks)
-    items = openai_responses.message_items(original, store=False, warnings=[])
+    items = openai_responses.message_items(original, store=False, notes=[])
     data = {"output": items, "status": "completed", "usage": _usage(input_tokens=1, output_tokens=1)}
     assert openai_responses.parse_response(data, model=MODEL).message == original
 

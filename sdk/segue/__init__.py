@@ -11,6 +11,7 @@ from segue.errors import (
     InputError,
     ProviderError,
     ReplayRunError,
+    RunStateError,
     SegueError,
     StoreError,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "RunDetail",
     "RunEvent",
     "RunResult",
+    "RunStateError",
     "RunStore",
     "RunSummary",
     "SegueError",

@@ -5,7 +5,8 @@ One general mechanism for every generated class, driven by attrs field metadata,
 - `metadata={"json": ...}` renames a field on the wire;
 - a field with `metadata={"extra": True}` collects properties the schema does not name, and gives them back;
 - object unions dispatch on their tag through a table the generator emits;
-- primitives are checked, not coerced: "5" is not an int and 1 is not a string.
+- primitives are checked, not coerced: "5" is not an int and 1 is not a string. A JSON number with no fraction
+  (1.0) is an integer, as JSON Schema's `integer` says, so what the schema accepts the classes accept too.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def unset_or(validator: Callable[[Any, Any, Any], None]) -> Callable[[Any, Any, 
 
 def _strict(kind: type) -> Callable[[Any, Any], Any]:
     def structure(value: Any, _: Any) -> Any:
+        if kind is int and isinstance(value, float) and value.is_integer():
+            return int(value)
         # bool is an int subclass in Python, but not in JSON.
         if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
             raise TypeError(f"expected {kind.__name__}, got {type(value).__name__} {value!r:.60}")
@@ -122,10 +125,25 @@ def _list_hook(conv: cattrs.Converter, t: Any) -> Callable[[Any, Any], Any]:
 
 
 def _dict_hook(conv: cattrs.Converter, t: Any) -> Callable[[Any, Any], Any]:
+    """`dict[str, Any]` keeps the object as is; a map `dict[str, V]` structures every value as a V."""
+    args = get_args(t)
+    value_type = args[1] if len(args) == 2 else Any
+    value_hook = None if value_type is Any else conv.get_structure_hook(value_type)
+
     def structure(value: Any, _: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise TypeError(f"expected an object, got {type(value).__name__}")
-        return dict(value)
+        if value_hook is None:
+            return dict(value)
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"expected string keys, got {type(key).__name__} {key!r:.60}")
+            try:
+                out[key] = value_hook(item, value_type)
+            except Exception as e:
+                raise TypeError(f"value of key {key!r}: {e}") from e
+        return out
 
     return structure
 

@@ -15,7 +15,7 @@ import attrs
 from segue.catalog import Catalog
 from segue.context import ContextBlock
 from segue.conversation import as_history
-from segue.errors import IdempotencyConflictError, InputError, ReplayRunError
+from segue.errors import IdempotencyConflictError, InputError, ReplayRunError, RunStateError
 from segue.execution import Execution
 from segue.generated import (
     Message,
@@ -26,13 +26,14 @@ from segue.generated import (
 from segue.guardrails import Guardrail
 from segue.hashing import canonical_hash, canonical_json
 from segue.layout import LayoutMode, TrailingStateFn
-from segue.providers.base import Provider
+from segue.providers.base import Provider, members
 from segue.replay import (
     validate_knobs,
 )
 from segue.run_state import RunSpec, make_event
 from segue.skills import Skill, render_system
 from segue.store.run_store import DEFAULT_TENANT, TERMINAL, RunStore
+from segue.stored_run import spec_of
 from segue.tools import Tool, as_tools
 
 DEFAULT_MAX_INPUT_CHARS = 1_000_000
@@ -124,8 +125,13 @@ class Agent(Execution):
         metadata: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
         model: str | None = None,
+        vendor: str | None = None,
     ) -> RunResult:
-        """Run to completion (or pause). Bad input raises before anything is written."""
+        """Run to completion (or pause). Bad input raises before anything is written.
+
+        `model` overrides the provider's model for this run; `vendor` names the catalog vendor that serves it (one
+        of the provider's: with Failover, that vendor's first member is tried first), so the trailing-state layout
+        is decided from the catalog before the first call."""
         spec = self._validate(
             user_input,
             history,
@@ -138,6 +144,7 @@ class Agent(Execution):
             metadata,
             idempotency_key,
             model,
+            vendor,
         )
         return await _last_result(self._drive(spec, streaming=False))
 
@@ -155,6 +162,7 @@ class Agent(Execution):
         metadata: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
         model: str | None = None,
+        vendor: str | None = None,
     ) -> AsyncIterator[RunEvent]:
         """The same run as events. Bad input arrives as one RUN_ERROR event and no row is created."""
         try:
@@ -170,6 +178,7 @@ class Agent(Execution):
                 metadata,
                 idempotency_key,
                 model,
+                vendor,
             )
             async for event in self._drive(spec, streaming=True):
                 yield event
@@ -181,8 +190,12 @@ class Agent(Execution):
         replayed runs and knobs, through the same replay planner."""
         stored = await self._load_own_run(run_id, tenant_id, "retry")
         if stored.status not in TERMINAL:
-            raise InputError(f"run {run_id} is {stored.status}; retry a finished run (resume a paused one)")
-        spec = attrs.evolve(self._spec_from_meta(stored), idempotency_key=None, retry_of=run_id)
+            raise RunStateError(
+                f"run {stored.run_id} is {stored.status}; retry a finished run (resume a paused one)",
+                run_id=stored.run_id,
+                reason="not_terminal",
+            )
+        spec = attrs.evolve(spec_of(stored), idempotency_key=None, retry_of=stored.run_id)
         return await _last_result(self._drive(spec, streaming=False))
 
     async def resume(
@@ -227,6 +240,7 @@ class Agent(Execution):
         metadata: Any,
         idempotency_key: Any,
         model: Any,
+        vendor: Any,
     ) -> RunSpec:
         if not isinstance(user_input, str) or not user_input.strip():
             raise InputError(f"user_input must be a non-empty string, got {user_input!r:.80}")
@@ -247,6 +261,12 @@ class Agent(Execution):
             raise InputError(f"model must be a model name or None, got {model!r}")
         if model is not None:
             _check_id("model", model)
+        vendors = sorted({d.vendor for d in members(self.provider)})
+        if vendor is not None and vendor not in vendors:
+            raise InputError(
+                f"vendor must name one of this agent's provider vendors ({', '.join(vendors)}) or be None, "
+                f"got {vendor!r:.60}"
+            )
         if metadata is not None and not isinstance(metadata, Mapping):
             raise InputError(f"metadata must be a dict, got {type(metadata).__name__}")
         _check_metadata(dict(metadata or {}))
@@ -283,6 +303,7 @@ class Agent(Execution):
             metadata=dict(metadata or {}),
             idempotency_key=idempotency_key,
             model=model,
+            vendor=vendor,
         )
 
 
@@ -308,6 +329,8 @@ def _validation_event(e: Exception) -> RunEvent:
     meta: dict[str, Any] = {"error_type": type(e).__name__}
     if isinstance(e, ReplayRunError):
         meta.update(reason=e.reason, run_id=e.run_id)
+    elif isinstance(e, RunStateError):
+        meta.update(reason=e.reason, run_id=e.run_id, agent=e.agent)
     return make_event("RUN_ERROR", "", 0, error=str(e), meta=meta)
 
 

@@ -198,7 +198,8 @@ def _runs_explain(args: argparse.Namespace) -> int:
 
 
 def _catalog_cost() -> Callable[[Usage, str, str | None], float | None]:
-    """Dollar cost of a run from the catalog's prices (the model name may be the vendor's API name)."""
+    """Dollar cost of a run from the catalog's prices (the model name may be the vendor's API name); the
+    dashboard shows "—" where the catalog knows no price (CatalogLookupError)."""
     from segue.catalog import Catalog, CatalogError
 
     try:
@@ -207,7 +208,7 @@ def _catalog_cost() -> Callable[[Usage, str, str | None], float | None]:
         raise CommandError(f"cannot load the catalog for prices: {e}") from None
 
     def cost(usage: Usage, model: str, vendor: str | None) -> float | None:
-        return catalog.cost(usage, catalog.model_for(model, vendor), vendor)
+        return catalog.cost(usage, model, vendor)
 
     return cost
 

@@ -63,7 +63,7 @@ def _catalog_explain(args: argparse.Namespace) -> int:
 
     try:
         catalog = Catalog.load(args.catalog_dir or ())
-        print(catalog.explain_text(catalog.model_for(args.model, args.vendor), args.vendor))
+        print(catalog.explain_text(args.model, args.vendor))
     except CatalogError as e:
         print(f"segue: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

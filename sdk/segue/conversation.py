@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from segue.errors import InputError
@@ -67,17 +67,25 @@ def tool_calls(message: Message) -> list[ToolCallBlock]:
 
 
 def add_usage(a: Usage, b: Usage) -> Usage:
-    """Sum; a cache field stays None (unknown) only while every part is unknown."""
+    """Sum; a cache field stays None (unknown) only while every part is unknown. Per-TTL writes add up per TTL."""
 
     def opt(x: int | None, y: int | None) -> int | None:
         return None if x is None and y is None else (x or 0) + (y or 0)
+
+    def per_ttl(x: Mapping[str, int] | None, y: Mapping[str, int] | None) -> dict[str, int] | None:
+        if x is None and y is None:
+            return None
+        total = dict(x or {})
+        for ttl, tokens in (y or {}).items():
+            total[ttl] = total.get(ttl, 0) + tokens
+        return total
 
     return Usage(
         input_tokens=a.input_tokens + b.input_tokens,
         output_tokens=a.output_tokens + b.output_tokens,
         cache_read_tokens=opt(a.cache_read_tokens, b.cache_read_tokens),
         cache_write_tokens=opt(a.cache_write_tokens, b.cache_write_tokens),
-        cache_write_1h_tokens=opt(a.cache_write_1h_tokens, b.cache_write_1h_tokens),
+        cache_write_tokens_by_ttl=per_ttl(a.cache_write_tokens_by_ttl, b.cache_write_tokens_by_ttl),
         reasoning_tokens=opt(a.reasoning_tokens, b.reasoning_tokens),
     )
 

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import attrs
 
 from segue.agent import Agent
-from segue.catalog import Catalog
+from segue.catalog import Catalog, CatalogError
 from segue.conversation import tool_calls
 from segue.generated import Message, ReplaySummary, TextBlock, Usage
 from segue.providers.base import Provider
@@ -186,9 +186,11 @@ async def run_chat(
     questions: Sequence[str] = QUESTIONS,
     catalog: Catalog | None = None,
     tenant_id: str = "demo",
+    model: str | None = None,
     on_turn: Callable[[TurnReport], None] | None = None,
 ) -> list[TurnReport]:
-    """Run the chat under one setting. With no twin and no API key for `vendor`, a fresh twin is used."""
+    """Run the chat under one setting. With no twin and no API key for `vendor`, a fresh twin is used. `model`
+    replaces the vendor's demo model (`MODELS`)."""
     if setting not in SETTINGS:
         raise ValueError(f"unknown setting {setting!r}; choose one of {', '.join(SETTINGS)}")
     if twin is None and not uses_real_vendor(vendor):
@@ -197,7 +199,7 @@ async def run_chat(
         twin = Twin()
     catalog = catalog or Catalog.load()
     store = store or RunStore("sqlite:///:memory:")
-    provider = make_provider(vendor, twin=twin)
+    provider = make_provider(vendor, twin=twin, model=model)
 
     def agent_for(turn: int) -> Agent:
         extra = setting == "tool_added" and turn >= 3
@@ -243,8 +245,8 @@ async def run_chat(
 
 def _cost(catalog: Catalog, usage: Usage, model: str, vendor: str) -> float | None:
     try:
-        return catalog.cost(usage, catalog.model_for(model, vendor), vendor)
-    except Exception:  # a model the catalog does not price: say unknown rather than guess
+        return catalog.cost(usage, model, vendor)
+    except CatalogError:  # a price the catalog does not know: say unknown rather than guess
         return None
 
 
@@ -268,12 +270,11 @@ def format_report(reports: Sequence[TurnReport], *, title: str) -> str:
                 f"{'':>9}replay: {len(s.runs_full)} full, {len(s.runs_text)} as Q+A, reasoning kept "
                 f"{len(s.reasoning_kept)} / dropped {len(s.reasoning_dropped)}, warnings: {warn}"
             )
-    total_cost = sum(r.cost or 0.0 for r in reports)
+    costs = [r.cost for r in reports]
+    total_cost = "cost unknown (no catalog price)" if None in costs else f"${sum(c or 0.0 for c in costs):.5f}"
     total_in = sum(r.usage.input_tokens for r in reports)
     total_read = sum(r.cache_read for r in reports)
-    lines.append(
-        f"total: {total_in} input tokens, {total_read / max(total_in, 1):.0%} read from cache, ${total_cost:.5f}"
-    )
+    lines.append(f"total: {total_in} input tokens, {total_read / max(total_in, 1):.0%} read from cache, {total_cost}")
     return "\n".join(lines)
 
 

@@ -39,6 +39,24 @@ class InputError(SegueError, ValueError):
     """Bad arguments to run / stream / retry / resume, rejected before any row is written."""
 
 
+RunRefusalReason = Literal["not_found", "agent_mismatch", "not_paused", "not_terminal", "already_resumed"]
+
+
+class RunStateError(InputError):
+    """retry / resume refused the run it was given, before anything changed.
+
+    `.reason`: not_found (no such run for this tenant; another tenant's runs are never revealed), agent_mismatch
+    (the run belongs to another agent, named in `.agent`), not_paused (resume of a run not waiting_approval),
+    not_terminal (retry of a run still running or paused), already_resumed (another request resumed it first).
+    """
+
+    def __init__(self, message: str, *, run_id: str, reason: RunRefusalReason, agent: str | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.reason = reason
+        self.agent = agent
+
+
 class StoreError(SegueError):
     """The run store could not be opened or read (bad URL, unreachable server, newer schema, corrupt row)."""
 

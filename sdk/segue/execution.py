@@ -2,8 +2,9 @@
 
 `Execution` holds the machinery `Agent` runs on (the public API and argument validation live in segue.agent).
 Data flows left to right, once: idempotency -> replay plan (one store query) -> conversation (system + stable
-head, replayed runs, history, new input) -> loop (provider call, tools, record each iteration atomically) ->
-finish. Every step yields RunEvents; `run()` keeps the last result, `stream()` passes them on.
+head, replayed runs, history, new input) -> loop (provider call, who served and what they reported (segue.serving),
+tools, record each iteration atomically) -> finish. Every step yields RunEvents; `run()` keeps the last result,
+`stream()` passes them on.
 """
 
 from __future__ import annotations
@@ -17,17 +18,16 @@ import attrs
 from ulid import ULID
 
 from segue.catalog import Catalog
-from segue.context import ContextBlock, fold_dynamic, render_stable_head
-from segue.conversation import add_usage, answer_text, as_history, tool_calls, user_message
-from segue.errors import IdempotencyConflictError, InputError, ProviderError, SegueError
+from segue.context import fold_dynamic, render_stable_head
+from segue.conversation import add_usage, answer_text, tool_calls, user_message
+from segue.errors import IdempotencyConflictError, InputError, ProviderError, RunStateError, SegueError
 from segue.generated import (
     LlmInteraction,
     Message,
     PrefixDescriptor,
-    ReplayKnobs,
     ReplaySummary,
-    ReplayWarning,
     RunEvent,
+    RunNote,
     RunResult,
     RunStatus,
     ToolCallBlock,
@@ -41,22 +41,30 @@ from segue.hashing import canonical_hash
 from segue.layout import LayoutMode, LayoutPolicy, RuntimeState, TrailingStateFn
 from segue.meta import (
     LAYOUT_META_KEY,
+    NOTES_META_KEY,
     PENDING_META_KEY,
     PREFIX_META_KEY,
     REPLAY_META_KEY,
     REQUEST_META_KEY,
     TOOLS_META_KEY,
-    VENDOR_WARNINGS_META_KEY,
 )
-from segue.providers.base import REPLAYED_META_KEY, Provider, ProviderRequest, ProviderResponse, StreamDone
-from segue.replay import (
-    CurrentPrefix,
-    is_run_id,
-    plan_replay,
-    seed_of,
+from segue.notes import RunNotes
+from segue.providers.base import (
+    REPLAYED_META_KEY,
+    Provider,
+    ProviderRequest,
+    ProviderResponse,
+    ServingPath,
+    StreamDone,
+    first_member,
+    serving_path,
+    serving_paths,
 )
+from segue.replay import CurrentPrefix, WireView, plan_replay, run_id_of
 from segue.run_state import RunSpec, RunState, make_event
+from segue.serving import fit, observe
 from segue.store.run_store import IdempotencyKeyTaken, NewRun, RunStore, StoredRun
+from segue.stored_run import decisions_for, pending_calls, spec_of, still_sent, summary_at_pause
 from segue.tools import Tool
 
 T = TypeVar("T")
@@ -97,9 +105,10 @@ class Execution:
             mode=self.trailing_state_layout,
             catalog=self.catalog,
             trailing_state=self.trailing_state,
-            requires_stable_reasoning_prefix=self.provider.requires_stable_reasoning_prefix,
+            requires_stable_reasoning_prefix=first_member(self.provider, spec.vendor).requires_stable_reasoning_prefix,
             declares_native_tools=bool(self.tools),
             model_override=spec.model,
+            vendor_override=spec.vendor if spec.model else None,
         )
 
     def _fingerprint(self, spec: RunSpec) -> str:
@@ -115,46 +124,65 @@ class Execution:
                 "replay_budget_tokens": spec.replay_budget_tokens,
                 "tenant": spec.tenant_id,
                 "model": spec.model,
+                "vendor": spec.vendor,
                 "agent": self.config_hash,
             }
         )
 
     # -- plan -------------------------------------------------------------------------------------------------
 
-    def _current_prefix(self, model: str | None, stable_head: str | None) -> CurrentPrefix:
+    def _current_prefix(self, spec: RunSpec, stable_head: str | None) -> CurrentPrefix:
+        """What the request puts in front of the replayed runs, on the path it is aimed at (a Failover's first
+        member, or with a runtime vendor that vendor's first member)."""
+        path = serving_path(self.provider, model=spec.model, vendor=spec.vendor)
         return CurrentPrefix(
-            vendor=self.provider.vendor,
-            model=model or self.provider.model,
+            vendor=path.vendor,
+            model=path.model,
             system_hash=canonical_hash({"system": self.system, "stable_head": stable_head}),
             tools_hash=self._tools_hash,
             tool_hashes=self._tool_hashes,
+            reasoning_vendor=path.reasoning_vendor,
         )
 
-    async def _plan(self, spec: RunSpec) -> tuple[list[Message], ReplaySummary | None, str | None, str | None]:
-        """(replayed + history messages, replay summary, continued_from, stable head)."""
-        stable_head = render_stable_head(spec.context)
+    async def _plan(
+        self, spec: RunSpec, planned: CurrentPrefix, view: WireView | None
+    ) -> tuple[list[Message], dict[ServingPath, ReplaySummary], str | None]:
+        """(replayed + history messages, the replay summary per path it may be served on, continued_from).
+
+        Reads only. The messages carry the reasoning any path keeps; segue.serving fits them per request."""
         if spec.knobs is None:
-            return list(spec.history), None, None, stable_head
+            return list(spec.history), {}, None
         stored = await self._db(self._store().load_runs, spec.knobs.runs)
+        others = serving_paths(self.provider, model=spec.model, vendor=spec.vendor)[1:]
         plan = plan_replay(
             stored,
             spec.knobs,
             spec.tenant_id,
-            self._current_prefix(spec.model, stable_head),
+            planned,
             guardrails=bool(self.guardrails),
+            view=view,
+            alternatives=[
+                attrs.evolve(planned, vendor=p.vendor, model=p.model, reasoning_vendor=p.reasoning_vendor)
+                for p in others
+            ],
         )
-        return [*plan.messages, *spec.history], plan.summary, plan.continued_from, stable_head
+        return [*plan.messages, *spec.history], plan.summaries, plan.continued_from
 
     # -- drive ------------------------------------------------------------------------------------------------
 
     async def _drive(self, spec: RunSpec, *, streaming: bool) -> AsyncIterator[RunEvent]:
-        prefix, summary, continued_from, stable_head = await self._plan(spec)
         fingerprint = self._fingerprint(spec)
         if spec.idempotency_key is not None and self.store is not None:
+            # Before planning: a repeated request returns its stored result, even if a replayed run is gone since.
             existing = await self._idempotent_result(spec, fingerprint)
             if existing is not None:
                 yield _idempotent_event(existing)
                 return
+        stable_head = render_stable_head(spec.context)
+        planned = self._current_prefix(spec, stable_head)
+        layout = self._layout_policy(spec)
+        prefix, plans, continued_from = await self._plan(spec, planned, layout.on_wire if layout else None)
+        summary = plans.get(planned.path)
         state = RunState(
             run_id=str(ULID()),
             spec=spec,
@@ -163,7 +191,9 @@ class Execution:
             prefix=prefix,
             own=[],
             replay=summary,
-            layout=self._layout_policy(spec),
+            planned=planned,
+            plans=plans,
+            layout=layout,
         )
         text = fold_dynamic(spec.context, spec.input)
         for g in self.guardrails:
@@ -171,23 +201,15 @@ class Execution:
         first = user_message(text)
         state.own.append(first)
         state.persisted.append(first)
-        model = spec.model or self.provider.model
-        descriptor = PrefixDescriptor(
-            schema_version=1,
-            vendor=self.provider.vendor,
-            model=model,
-            system_hash=self._current_prefix(spec.model, stable_head).system_hash,
-            tools_hash=self._tools_hash,
-            seed=seed_of(prefix),
-        )
         conv = get_converter()
+        # The prefix descriptor is written with the first response, when it is known who served (segue.serving).
         meta: dict[str, Any] = {
-            PREFIX_META_KEY: conv.unstructure(descriptor),
             TOOLS_META_KEY: self._tool_hashes,
             REQUEST_META_KEY: {
                 "history": [conv.unstructure(m, Message) for m in spec.history],
                 "context": [{"text": b.text, "placement": b.placement, "source": b.source} for b in spec.context],
                 "model": spec.model,
+                "vendor": spec.vendor,
                 "replay_last": spec.replay_last,
                 "replay_reasoning": spec.replay_reasoning,
                 "replay_budget_tokens": spec.replay_budget_tokens,
@@ -200,8 +222,8 @@ class Execution:
             tenant_id=spec.tenant_id,
             agent_name=self.name,
             input=spec.input,
-            model=model,
-            vendor=self.provider.vendor,
+            model=planned.model,
+            vendor=planned.vendor,
             meta=meta,
             metadata=spec.metadata,
             idempotency_key=spec.idempotency_key,
@@ -223,12 +245,14 @@ class Execution:
                 return
         replay_meta = {"replay": conv.unstructure(summary)} if summary else {}
         yield make_event(
-            "RUN_STARTED", state.run_id, 0, meta={"model": model, "vendor": self.provider.vendor, **replay_meta}
+            "RUN_STARTED", state.run_id, 0, meta={"model": planned.model, "vendor": planned.vendor, **replay_meta}
         )
         async for event in self._loop(state, streaming=streaming):
             yield event
 
-    async def _loop(self, state: RunState, *, streaming: bool) -> AsyncIterator[RunEvent]:
+    async def _loop(self, state: RunState, *, streaming: bool, resumed: bool = False) -> AsyncIterator[RunEvent]:
+        """Iterate until an answer, a pause or a limit. `resumed`: the run was paused; if its first call fails, it
+        is paused again (its tool results kept) rather than ended, so the app can resume it once more."""
         try:
             while state.iteration < self.max_iterations:
                 state.iteration += 1
@@ -255,7 +279,12 @@ class Execution:
                     else:
                         response = await self.provider.complete(request)
                 except ProviderError as e:
-                    async for event in self._fail(state, f"{e.kind} error from {e.vendor}: {e}", type(e).__name__):
+                    message = f"{e.kind} error from {e.vendor}: {e}"
+                    if resumed and iteration == state.resumed_at + 1:
+                        async for event in self._pause_again(state, message):
+                            yield event
+                        return
+                    async for event in self._fail(state, message, type(e).__name__):
                         yield event
                     return
                 except Exception as e:  # a driver bug or an unparseable answer: the run must not stay "running"
@@ -266,17 +295,7 @@ class Execution:
                 latency = (time.perf_counter() - started) * 1000
                 assistant = Message(role="assistant", content=list(response.message.content))
                 state.usage = add_usage(state.usage, response.usage)
-                state.served_model, state.served_vendor = response.model, response.vendor
-                state.vendor_warnings.extend(response.warnings)
-                if response.warnings and state.replay is not None:
-                    # The vendor changed the replayed input differently than segue predicted (e.g. dropped
-                    # thinking): that belongs in the replay summary the app reads, not only in the run's meta.
-                    extra = [
-                        ReplayWarning(run_id=state.run_id, cause="vendor-dropped", message=w) for w in response.warnings
-                    ]
-                    state.replay = attrs.evolve(state.replay, warnings=[*state.replay.warnings, *extra])
-                if state.layout is not None:
-                    state.layout.observe_served(iteration, response.vendor, response.model)
+                served = observe(state, request, response, iteration)
                 state.own.append(assistant)
                 interaction = LlmInteraction(
                     iteration=iteration,
@@ -290,7 +309,7 @@ class Execution:
                 )
                 calls = tool_calls(assistant)
                 if calls and any(self._needs_approval(c) for c in calls):
-                    await self._record(state, iteration, interaction, [])
+                    await self._record(state, iteration, interaction, [], served)
                     pending = {"iteration": iteration, "calls": [c.id for c in calls]}
                     await self._finish(state, "waiting_approval", None, None, {PENDING_META_KEY: pending})
                     for c in calls:
@@ -310,7 +329,7 @@ class Execution:
                     )
                     return
                 if not calls:
-                    await self._record(state, iteration, interaction, [])
+                    await self._record(state, iteration, interaction, [], served)
                     answer = self._restore(answer_text(assistant), state)
                     await self._finish(state, "success", answer, None, {})
                     yield make_event(
@@ -324,7 +343,7 @@ class Execution:
                 state.own.append(tool_message)
                 for event in events:
                     yield event
-                await self._record(state, iteration, interaction, records)
+                await self._record(state, iteration, interaction, records, served)
             message = f"stopped after max_iterations={self.max_iterations} without a final answer"
             await self._finish(state, "max_iterations", None, message, {})
             yield make_event(
@@ -358,6 +377,7 @@ class Execution:
             fragment = state.layout.fragment_for(state.iteration, runtime)
             messages = state.layout.lay_out(messages, fragment, state.iteration)
         replayed = [i for i, m in enumerate(messages) if m.meta and m.meta.get(REPLAYED_META_KEY)]
+        messages, alternatives = fit(state, messages)
         return ProviderRequest(
             system=state.system,
             stable_head=state.stable_head,
@@ -365,7 +385,10 @@ class Execution:
             tools=self._tool_defs,
             replay_end=replayed[-1] if replayed else None,
             model=state.spec.model,
+            vendor=state.spec.vendor,
             cache_key=state.spec.tenant_id,
+            replay_path=state.planned.path if state.plans else None,
+            replay_alternatives=alternatives,
         )
 
     def _needs_approval(self, call: ToolCallBlock) -> bool:
@@ -432,60 +455,90 @@ class Execution:
         *,
         streaming: bool = False,
     ) -> AsyncIterator[RunEvent]:
+        # Everything is checked and planned before the run is claimed: a refusal changes nothing.
         stored = await self._load_own_run(run_id, tenant_id, "resume")
-        pending = stored.meta.get(PENDING_META_KEY)
-        if stored.status != "waiting_approval" or not pending:
-            raise InputError(f"run {run_id} is {stored.status}, not waiting_approval; only paused runs resume")
-        if isinstance(approved, bool):
-            decisions = dict.fromkeys(pending["calls"], approved)
-        elif isinstance(approved, Mapping):
-            unknown = sorted(set(approved) - set(pending["calls"]))
-            if unknown:
-                raise InputError(f"approved names calls {unknown} that are not pending; pending: {pending['calls']}")
-            decisions = {c: bool(approved.get(c, False)) for c in pending["calls"]}
-        else:
-            raise InputError(f"approved must be a bool or a {{call_id: bool}} mapping, got {approved!r}")
-        if tool_results is not None:
-            unknown = sorted(set(tool_results) - set(pending["calls"]))
-            if unknown:
-                raise InputError(f"tool_results names calls {unknown} that are not pending: {pending['calls']}")
+        run_id = stored.run_id
+        iteration, waiting = pending_calls(stored)
+        decisions = decisions_for(waiting, approved, tool_results)
+        state = await self._resumed_state(stored, iteration)
         if not await self._db(self._store().claim_paused, run_id, tenant_id, lease_seconds=self.lease_seconds):
-            raise InputError(f"run {run_id} was resumed by another request already")
-        spec = self._spec_from_meta(stored)
-        prefix, summary, _, stable_head = await self._plan(spec)
+            raise RunStateError(
+                f"run {run_id} was resumed by another request already", run_id=run_id, reason="already_resumed"
+            )
+        calls = [c for c in tool_calls(state.own[-1]) if c.id in waiting]
+        if calls:
+            for call in calls:  # before the tools run, as in the loop
+                yield make_event("TOOL_CALL", state.run_id, state.iteration, tool_call=call)
+            events: list[RunEvent] = []
+            tool_message, records = await self._run_tools(
+                state, state.iteration, calls, decisions, tool_results, events
+            )
+            for event in events:
+                yield event
+            state.own.append(tool_message)
+            await self._record(state, state.iteration, None, records)
+        async for event in self._loop(state, streaming=streaming, resumed=True):
+            yield event
+
+    async def _resumed_state(self, stored: StoredRun, iteration: int) -> RunState:
+        """A paused run's state, re-planned the way its earlier requests were (reads only)."""
+        spec = spec_of(stored)
+        stable_head = render_stable_head(spec.context)
+        planned = self._current_prefix(spec, stable_head)
+        layout = self._layout_policy(spec)
+        prefix, plans, _ = await self._plan(spec, planned, layout.on_wire if layout else None)
+        # The summary as it stood at the pause: reasoning the earlier requests went without stays off.
+        summary = summary_at_pause(stored) if plans else None
         own = [t.message for t in stored.traces]
-        state = RunState(
-            run_id=run_id,
+        descriptor = stored.meta.get(PREFIX_META_KEY)
+        return RunState(
+            run_id=stored.run_id,
             spec=spec,
             system=self.system,
             stable_head=stable_head,
             prefix=prefix,
             own=own,
             replay=summary,
-            iteration=int(pending["iteration"]),
+            planned=planned,
+            plans=plans,
+            bound=still_sent(summary),
+            iteration=iteration,
+            resumed_at=iteration,
             usage=stored.usage,
             pii=dict((stored.private or {}).get("pii", {})),
-            layout=self._layout_policy(spec),
+            descriptor=get_converter().structure(descriptor, PrefixDescriptor) if descriptor else None,
+            notes=RunNotes.from_meta(stored.meta.get(NOTES_META_KEY)),
+            layout=layout,
             persisted=list(own),
         )
-        calls = tool_calls(own[-1])
-        for call in calls:
-            yield make_event("TOOL_CALL", state.run_id, state.iteration, tool_call=call)
-        events: list[RunEvent] = []
-        tool_message, records = await self._run_tools(state, state.iteration, calls, decisions, tool_results, events)
-        for event in events:
-            yield event
-        state.own.append(tool_message)
-        await self._record(state, state.iteration, None, records)
-        async for event in self._loop(state, streaming=streaming):
-            yield event
+
+    async def _pause_again(self, state: RunState, message: str) -> AsyncIterator[RunEvent]:
+        """The first call after a resume failed: the run waits again, with its tool results kept and no call
+        pending, so resuming it once more retries the call."""
+        state.iteration = state.resumed_at
+        pending = {"iteration": state.iteration, "calls": []}
+        await self._finish(state, "waiting_approval", None, message, {PENDING_META_KEY: pending})
+        yield make_event(
+            "RUN_PAUSED",
+            state.run_id,
+            state.iteration,
+            error=message,
+            result=self._result(state, "waiting_approval", error=message),
+            meta={"pending": [], "error_type": "ProviderError"},
+        )
 
     # -- record -----------------------------------------------------------------------------------------------
 
     async def _record(
-        self, state: RunState, iteration: int, interaction: LlmInteraction | None, records: list[ToolCallRecord]
+        self,
+        state: RunState,
+        iteration: int,
+        interaction: LlmInteraction | None,
+        records: list[ToolCallRecord],
+        meta: dict[str, Any] | None = None,
     ) -> None:
-        """Persist what changed in the run's traces since the last write, plus the call and tool records.
+        """Persist what changed in the run's traces since the last write, plus the call and tool records, who
+        served (`interaction`) and the run meta that changed with it (`meta`), in one transaction.
 
         Usually that is the new tail; when the layout restores iteration 1's fragment at its boundary, the
         traces from there on are rewritten (in the same transaction)."""
@@ -509,6 +562,9 @@ class Execution:
             tool_calls=records,
             usage=state.usage,
             lease_seconds=self.lease_seconds,
+            meta_updates=meta,
+            model=interaction.model if interaction else None,
+            vendor=interaction.vendor if interaction else None,
         )
 
     async def _finish(
@@ -517,10 +573,10 @@ class Execution:
         if self.store is None:
             return
         updates = dict(meta)
-        if state.vendor_warnings:
-            updates[VENDOR_WARNINGS_META_KEY] = state.vendor_warnings
-            if state.replay is not None:
-                updates[REPLAY_META_KEY] = get_converter().unstructure(state.replay)
+        if state.notes:
+            updates[NOTES_META_KEY] = state.notes.meta()
+        if state.replay is not None:
+            updates[REPLAY_META_KEY] = get_converter().unstructure(state.replay)
         if state.layout is not None:
             updates[LAYOUT_META_KEY] = state.layout.meta()
         await self._db(
@@ -532,8 +588,6 @@ class Execution:
             usage=state.usage,
             iterations=state.iteration,
             meta_updates=updates,
-            model=state.served_model,
-            vendor=state.served_vendor,
             private={"pii": state.pii} if state.pii else None,
         )
 
@@ -559,6 +613,7 @@ class Execution:
             iterations=state.iteration,
             replay=state.replay,
             error=error,
+            notes=state.notes.as_list() or None,
         )
 
     def _restore(self, text: str, state: RunState) -> str:
@@ -577,32 +632,28 @@ class Execution:
         """Store calls run in a worker thread so the event loop never waits on the database."""
         return await asyncio.to_thread(fn, *args, **kwargs)
 
-    async def _load_own_run(self, run_id: Any, tenant_id: str, action: str) -> StoredRun:
-        if not is_run_id(run_id):
-            raise InputError(f"{action} needs a run id (a ULID: 26 characters of Crockford base32), got {run_id!r:.60}")
+    async def _load_own_run(self, given: Any, tenant_id: str, action: str) -> StoredRun:
+        """The run retry / resume act on, refused (RunStateError) unless it is this tenant's and this agent's."""
+        run_id = run_id_of(given)
+        if run_id is None:
+            raise InputError(f"{action} needs a run id (a ULID: 26 characters of Crockford base32), got {given!r:.60}")
         stored = (await self._db(self._store().load_runs, [run_id])).get(run_id)
         if stored is None or stored.tenant_id != tenant_id:
             # Never reveal that another tenant's run exists.
-            raise InputError(f"no run {run_id} for tenant {tenant_id!r}; check the run id and tenant")
+            raise RunStateError(
+                f"no run {run_id} for tenant {tenant_id!r}; check the run id and tenant",
+                run_id=run_id,
+                reason="not_found",
+            )
+        if stored.agent_name != self.name:
+            # Another agent's tools, prompt and model would continue a conversation they never had.
+            raise RunStateError(
+                f"run {run_id} belongs to agent {stored.agent_name!r}, not {self.name!r}; {action} it with that agent",
+                run_id=run_id,
+                reason="agent_mismatch",
+                agent=stored.agent_name,
+            )
         return stored
-
-    def _spec_from_meta(self, stored: StoredRun) -> RunSpec:
-        request = stored.meta.get(REQUEST_META_KEY, {})
-        replay = stored.meta.get(REPLAY_META_KEY)
-        knobs = get_converter().structure(replay["knobs"], ReplayKnobs) if replay and "knobs" in replay else None
-        return RunSpec(
-            input=stored.input,
-            history=as_history(request.get("history", [])),
-            context=[ContextBlock(c["text"], c["placement"], c.get("source")) for c in request.get("context", [])],
-            knobs=knobs,
-            replay_last=request.get("replay_last", 0),
-            replay_reasoning=request.get("replay_reasoning", True),
-            replay_budget_tokens=request.get("replay_budget_tokens"),
-            tenant_id=stored.tenant_id,
-            metadata={},
-            idempotency_key=None,
-            model=request.get("model"),
-        )
 
     async def _idempotent_result(self, spec: RunSpec, fingerprint: str) -> RunResult | None:
         assert spec.idempotency_key is not None
@@ -614,6 +665,7 @@ class Execution:
             raise IdempotencyConflictError(spec.idempotency_key)
         detail = await self._db(self._store().get_run, run_id, tenant_id=spec.tenant_id)
         assert detail is not None
+        notes = get_converter().structure((detail.meta or {}).get(NOTES_META_KEY, []), list[RunNote])
         return RunResult(
             run_id=detail.run_id,
             status=detail.status,
@@ -622,6 +674,7 @@ class Execution:
             iterations=len(detail.llm_interactions),
             replay=detail.replay,
             error=detail.error,
+            notes=notes or None,
         )
 
 

@@ -197,12 +197,12 @@ class LayoutPolicy:
         self._native_tools = declares_native_tools
         self._decision: LayoutDecision | None = None
         self._boundary: int | None = None
-        self._drop_replayed_fragments: bool | None = None  # fixed by the first request, for the whole run
         self._first_iteration: int | None = None
         self._first_fragment: Message | None = None  # laid out replace-style while undecided: may be restored
         self._restored_iteration: int | None = None
         self._restore_checked = False
         self._kept: dict[int, KeptFragment] = {}
+        self._sent: set[int] = set()  # iterations whose request carried a fragment
         if mode != "auto":
             self._decision = LayoutDecision(
                 mode=mode, reason=f"configured trailing_state_layout={mode!r}", iteration=0, basis="configured",
@@ -210,6 +210,9 @@ class LayoutPolicy:
             )  # fmt: skip
         elif model_override is not None:
             self._decide_override(model_override, vendor_override)
+        # Fixed before the first request, for the whole run: a run decided `replace` by then drops the replayed
+        # runs' fragments from every request; otherwise they stay where the earlier runs' requests had them.
+        self._drop_replayed_fragments = self._decision is not None and self._decision.mode == "replace"
 
     # --- decision ---------------------------------------------------------------------------------------------
 
@@ -251,6 +254,8 @@ class LayoutPolicy:
             shown = "absent" if value is _ABSENT else json.dumps(value)
             prefix = resolved.prefix_prompt_cache
             why = f"catalog: {resolved.label} prefix_prompt_cache={shown}" + (f" ({src})" if src else "")
+            if resolved.note:
+                why += f"; {resolved.note}"
         if prefix:
             mode: ResolvedLayout = "appendOnly"
         elif stable_prefix and self._native_tools:
@@ -321,8 +326,6 @@ class LayoutPolicy:
         if self._kept and max(k.index for k in self._kept.values()) > len(history):
             raise ValueError("history is shorter than on an earlier iteration; pass the run's whole message list")
         mode = self._mode_for(iteration)
-        if self._drop_replayed_fragments is None:
-            self._drop_replayed_fragments = self._decision is not None and self._decision.mode == "replace"
         if mode == "appendOnly":
             self._restore_first(history)
         pre, post = history[: self._boundary], history[self._boundary :]
@@ -332,6 +335,8 @@ class LayoutPolicy:
         if mode == "replace":  # nothing is kept in replace mode, but a resumed run's list may carry fragments
             own = [m for m in own if not is_fragment(m)]
         laid = assemble([*pre, *own], fragment, "appendOnly")  # the filtering is done: escape and append
+        if fragment is not None:
+            self._sent.add(iteration)
         if self._first_iteration is None:
             self._first_iteration = iteration
         if fragment is not None and mode == "appendOnly":
@@ -339,6 +344,13 @@ class LayoutPolicy:
         elif self._decision is None and iteration == self._first_iteration:
             self._first_fragment = fragment  # a retried first iteration replaces it
         return laid
+
+    def on_wire(self, message: Message) -> Message | None:
+        """How a message before the iteration-1 boundary (replayed runs, history) goes on every request of this
+        run: None when it is a replayed fragment this run leaves out; escaped like `assemble` does otherwise."""
+        if is_fragment(message):
+            return None if self._drop_replayed_fragments else message
+        return _escaped(message)
 
     def _restore_first(self, history: Sequence[Message]) -> None:
         """Once: put iteration 1's replace-style fragment back where it stood, now that the run is appendOnly."""
@@ -375,10 +387,18 @@ class LayoutPolicy:
         boundary = self._boundary if self._boundary is not None else len(history)
         return [*history[:boundary], *self._interleave(history[boundary:], boundary)]
 
+    @property
+    def unstored_fragments(self) -> list[int]:
+        """Iterations whose request ended with a fragment the run does not store (replace): the reasoning those
+        iterations produced saw a message its replay can never show again."""
+        return sorted(self._sent - set(self._kept))
+
     def meta(self) -> dict[str, Any]:
         """For `agent_runs.meta["segue.layout"]`."""
         out: dict[str, Any] = {"configured": self.configured}
         if self._decision is not None:
             out.update(self._decision.as_meta())
         out["restored_iteration"] = self._restored_iteration
+        if self.unstored_fragments:
+            out["unstored_fragments"] = self.unstored_fragments
         return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-#: PrefixDescriptor of the run (written with the run row): what its reasoning is bound to.
+#: PrefixDescriptor of the run (written with its first response): what its reasoning is bound to.
 PREFIX_META_KEY = "segue.prefix"
 #: {tool name: hash of its definition} offered to the run, to warn when a replayed call's tool changed.
 TOOLS_META_KEY = "segue.tools"
@@ -12,7 +12,7 @@ REPLAY_META_KEY = "segue.replay"
 REQUEST_META_KEY = "segue.request"
 #: The tool calls a paused (waiting_approval) run waits on.
 PENDING_META_KEY = "segue.pending"
-#: Warnings drivers raised, e.g. the vendor dropped more reasoning than segue predicted.
-VENDOR_WARNINGS_META_KEY = "segue.vendor_warnings"
+#: RunNote list: what drivers and Failover reported besides the answer, once per distinct note (segue.notes).
+NOTES_META_KEY = "segue.notes"
 #: The trailing runtime-state layout decision and its reason.
 LAYOUT_META_KEY = "segue.layout"

@@ -4,15 +4,12 @@ Flow: `validate_knobs` (types, duplicates; no I/O) -> one store query for every 
 (existence, tenant, terminal state; window and token budget; reasoning keep/drop by prefix descriptor) ->
 `ReplayPlan(messages, summary)`. Nothing here writes.
 
-The prefix rule: a run's reasoning is kept only while its recorded PrefixDescriptor equals what precedes it in
-the current request (vendor, model, system hash, tools hash, seed = hash of the messages before its user
-message). From the first mismatch on, reasoning is dropped for that run and every later one, with one warning
-per run naming the cause.
+Reasoning is kept or dropped per run by the prefix rule (segue.prefix_rule), once per path a request may be
+served on: the path it is aimed at, and the other members of a Failover. One warning per run names the cause.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -22,7 +19,6 @@ import attrs
 from segue.errors import ReplayRunError
 from segue.generated import (
     Message,
-    PrefixDescriptor,
     ReasoningBlock,
     ReplayKnobs,
     ReplaySummary,
@@ -33,50 +29,62 @@ from segue.generated import (
     ToolResultBlock,
     get_converter,
 )
-from segue.hashing import ListHasher, canonical_json
-from segue.meta import PREFIX_META_KEY, TOOLS_META_KEY
-from segue.providers.base import REPLAYED_META_KEY
+from segue.hashing import ListHasher
+from segue.meta import LAYOUT_META_KEY, TOOLS_META_KEY
+from segue.prefix_rule import CurrentPrefix, WireView, message_json, reasoning_verdict, seed_of
+from segue.providers.base import REPLAYED_META_KEY, ServingPath
 from segue.store.run_store import TERMINAL, StoredRun
 from segue.tokens import count_json
 
-log = logging.getLogger("segue.replay")
+__all__ = [
+    "CurrentPrefix",
+    "ReplayPlan",
+    "WireView",
+    "check_runs",
+    "is_run_id",
+    "message_json",
+    "plan_replay",
+    "run_id_of",
+    "seed_of",
+    "validate_knobs",
+]
+
 _ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$", re.IGNORECASE)
 
 
 def is_run_id(value: object) -> bool:
-    """Run ids are ULIDs: 26 Crockford base32 characters."""
+    """Run ids are ULIDs: 26 Crockford base32 characters (either case)."""
     return isinstance(value, str) and _ULID.match(value) is not None
 
 
-@attrs.frozen(kw_only=True)
-class CurrentPrefix:
-    """What the new request puts in front of the replayed runs: compared with each run's descriptor."""
-
-    vendor: str
-    model: str
-    system_hash: str
-    tools_hash: str
-    tool_hashes: Mapping[str, str]
+def run_id_of(value: object) -> str | None:
+    """The run id as segue stores it (ULIDs are case-insensitive; stored upper case), or None if it is not one."""
+    return value.upper() if isinstance(value, str) and is_run_id(value) else None
 
 
 @attrs.frozen(kw_only=True)
 class ReplayPlan:
+    """`messages` carry the reasoning any planned path keeps (fit them to a path with without_replayed_reasoning
+    and that path's reasoning_kept); `summaries` has one ReplaySummary per path, the first path's first."""
+
     messages: list[Message]
-    summary: ReplaySummary
+    summaries: dict[ServingPath, ReplaySummary]
     continued_from: str | None
 
+    @property
+    def summary(self) -> ReplaySummary:
+        return next(iter(self.summaries.values()))
 
-def message_json(m: Message) -> str:
-    """A message as hashed: canonical JSON of its role and content (meta never reaches a vendor)."""
-    return canonical_json({"role": m.role, "content": get_converter().unstructure(m.content, list[Any])})
 
+@attrs.define
+class _PathCheck:
+    """The prefix rule on one path: its own running hash of the wire and its own verdicts."""
 
-def seed_of(messages: Sequence[Message]) -> str:
-    """canonical_hash of the messages (as `message_json`): what preceded a run's user message."""
-    hasher = ListHasher()
-    for m in messages:
-        hasher.add(message_json(m))
-    return hasher.digest()
+    current: CurrentPrefix
+    hasher: ListHasher = attrs.Factory(ListHasher)
+    kept: list[str] = attrs.Factory(list)
+    dropped: list[str] = attrs.Factory(list)
+    warnings: list[ReplayWarning] = attrs.Factory(list)
 
 
 def validate_knobs(
@@ -92,8 +100,13 @@ def validate_knobs(
     if isinstance(replay_last, bool) or not (
         (isinstance(replay_last, int) and replay_last >= 0) or replay_last == "all"
     ):
+        shown = f"{replay_last!r} ({type(replay_last).__name__})"
+        hint = f"; pass {int(replay_last)}" if isinstance(replay_last, float) and replay_last.is_integer() else ""
         raise ReplayRunError(
-            f"replay_last must be an int >= 0 or 'all', got {replay_last!r}", run_id=None, reason="invalid"
+            f"replay_last must be a whole number >= 0 (how many of the latest runs replay in full) or 'all', "
+            f"got {shown}{hint}",
+            run_id=None,
+            reason="invalid",
         )
     if not isinstance(replay_reasoning, bool):
         raise ReplayRunError(
@@ -119,25 +132,26 @@ def validate_knobs(
         raise ReplayRunError(
             f"runs must be a list of run ids, got {type(runs).__name__} {runs!r:.80}", run_id=None, reason="invalid"
         )
-    seen: set[str] = set()
-    for run_id in runs:
-        if not is_run_id(run_id):
+    ids: list[str] = []
+    for given in runs:
+        run_id = run_id_of(given)
+        if run_id is None:
             raise ReplayRunError(
-                f"runs must hold run ids (ULIDs: 26 characters of Crockford base32), got {run_id!r:.60}",
+                f"runs must hold run ids (ULIDs: 26 characters of Crockford base32), got {given!r:.60}",
                 run_id=None,
                 reason="invalid",
             )
-        if run_id in seen:
+        if run_id in ids:
             raise ReplayRunError(
                 f"run {run_id} appears twice in runs=; pass each run once, oldest first",
                 run_id=run_id,
                 reason="duplicate",
             )
-        seen.add(run_id)
-    if not runs:
+        ids.append(run_id)
+    if not ids:
         return None
     return ReplayKnobs(
-        runs=list(runs),
+        runs=ids,
         replay_last=replay_last,
         replay_reasoning=replay_reasoning,
         replay_budget_tokens=replay_budget_tokens,
@@ -177,14 +191,19 @@ def plan_replay(
     current: CurrentPrefix,
     *,
     guardrails: bool = False,
+    view: WireView | None = None,
+    alternatives: Sequence[CurrentPrefix] = (),
 ) -> ReplayPlan:
+    """The replayed messages (each marked with its run id) and a summary per path: `current`, then the
+    `alternatives` a Failover may serve instead (same system and tools, another vendor / model). `view` is how the
+    request's layout puts a message on the wire; seeds are compared against exactly that."""
     check_runs(stored, knobs.runs, tenant_id)
     runs = [stored[r] for r in knobs.runs]
-    warnings: list[ReplayWarning] = []
+    checks = [_PathCheck(p) for p in (current, *alternatives)]
 
-    def warn(run_id: str, cause: ReplayWarningCause, message: str) -> None:
-        warnings.append(ReplayWarning(run_id=run_id, cause=cause, message=message))
-        log.warning("replay: run %s: %s", run_id, message)
+    def warn(run_id: str, cause: ReplayWarningCause, message: str, only: _PathCheck | None = None) -> None:
+        for check in [only] if only is not None else checks:
+            check.warnings.append(ReplayWarning(run_id=run_id, cause=cause, message=message))
 
     full_count = len(runs) if knobs.replay_last == "all" else min(int(knobs.replay_last), len(runs))
     modes = ["text"] * (len(runs) - full_count) + ["full"] * full_count
@@ -194,48 +213,60 @@ def plan_replay(
         modes = _fit_budget(runs, modes, full_messages, text_messages, knobs.replay_budget_tokens, warn)
 
     messages: list[Message] = []
-    hasher = ListHasher()  # hash of `messages` so far: the seed each full run is checked against
-    kept: list[str] = []
-    dropped: list[str] = []
-    first_drop: str | None = None
     for run, mode in zip(runs, modes, strict=True):
         if mode == "skip":
             continue
         if mode == "text":
-            _append(messages, hasher, text_messages[run.run_id], None)
+            shown = text_messages[run.run_id]
+            for check in checks:
+                _hash(check.hasher, shown, None, view)
+            messages.extend(_mark(shown, run.run_id))
             continue
-        run_messages = full_messages[run.run_id]
-        items = _stored_items(run, run_messages)
-        _warn_tools(run, run_messages, current, warn)
-        if any(isinstance(b, ReasoningBlock) for m in run_messages for b in m.content):
-            cause = _drop_cause(run, hasher.digest(), current, knobs, guardrails, first_drop)
-            if cause is None:
-                kept.append(run.run_id)
-            else:
-                dropped.append(run.run_id)
-                if cause[0] != "off":
-                    warn(run.run_id, cause[0], cause[1])
-                first_drop = first_drop or run.run_id
-                run_messages = [_without_reasoning(m) for m in run_messages]
-                items = None
-        _append(messages, hasher, run_messages, items)
+        full = full_messages[run.run_id]
+        _warn_tools(run, full, current, warn)
+        stripped: list[Message] | None = None
+        keep_any = False
+        for check in checks:
+            items = _stored_items(run, full)
+            sent = full
+            if any(isinstance(b, ReasoningBlock) for m in full for b in m.content):
+                cause = _drop_cause(run, full, check, knobs, guardrails, view)
+                if cause is None:
+                    check.kept.append(run.run_id)
+                else:
+                    check.dropped.append(run.run_id)
+                    if cause[0] != "off":
+                        warn(run.run_id, cause[0], cause[1], check)
+                    stripped = stripped or [_without_reasoning(m) for m in full]
+                    sent, items = stripped, None
+            keep_any = keep_any or sent is full
+            _hash(check.hasher, sent, items, view)
+        messages.extend(_mark(full if keep_any else stripped or full, run.run_id))
 
-    summary = ReplaySummary(
-        schema_version=1,
-        knobs=knobs,
-        runs_full=[r.run_id for r, m in zip(runs, modes, strict=True) if m == "full"],
-        runs_text=[r.run_id for r, m in zip(runs, modes, strict=True) if m == "text"],
-        reasoning_kept=kept,
-        reasoning_dropped=dropped,
-        warnings=warnings,
-    )
-    return ReplayPlan(messages=messages, summary=summary, continued_from=knobs.runs[-1])
+    def summary(check: _PathCheck) -> ReplaySummary:
+        return ReplaySummary(
+            schema_version=1,
+            knobs=knobs,
+            runs_full=[r.run_id for r, m in zip(runs, modes, strict=True) if m == "full"],
+            runs_text=[r.run_id for r, m in zip(runs, modes, strict=True) if m == "text"],
+            reasoning_kept=check.kept,
+            reasoning_dropped=check.dropped,
+            warnings=check.warnings,
+        )
+
+    summaries: dict[ServingPath, ReplaySummary] = {}
+    for check in checks:
+        summaries.setdefault(check.current.path, summary(check))
+    return ReplayPlan(messages=messages, summaries=summaries, continued_from=knobs.runs[-1])
 
 
-def _append(messages: list[Message], hasher: ListHasher, new: Sequence[Message], items: Sequence[str] | None) -> None:
+def _hash(hasher: ListHasher, new: Sequence[Message], items: Sequence[str] | None, view: WireView | None) -> None:
+    """Add messages to a running hash of the wire, as `view` puts them there (precomputed items when unchanged)."""
     for i, m in enumerate(new):
-        hasher.add(items[i] if items is not None else message_json(m))
-    messages.extend(_mark(new))
+        shown = view(m) if view is not None else m
+        if shown is None:
+            continue
+        hasher.add(items[i] if items is not None and shown is m else message_json(shown))
 
 
 def _stored_items(run: StoredRun, messages: Sequence[Message]) -> list[str] | None:
@@ -249,44 +280,30 @@ def _stored_items(run: StoredRun, messages: Sequence[Message]) -> list[str] | No
 
 def _drop_cause(
     run: StoredRun,
-    seed: str,
-    current: CurrentPrefix,
+    messages: Sequence[Message],
+    check: _PathCheck,
     knobs: ReplayKnobs,
     guardrails: bool,
-    first_drop: str | None,
+    view: WireView | None,
 ) -> tuple[ReplayWarningCause | Literal["off"], str] | None:
     if not knobs.replay_reasoning:
         return ("off", "")
     if guardrails:
         return ("guardrails", "reasoning dropped: guardrails are configured, and reasoning is not replayed with them")
-    if first_drop is not None:
-        return ("follows", f"reasoning dropped: follows {first_drop}, whose reasoning was dropped")
-    return _mismatch(run, seed, current)
-
-
-def _mismatch(run: StoredRun, seed: str, current: CurrentPrefix) -> tuple[ReplayWarningCause, str] | None:
-    raw = run.meta.get(PREFIX_META_KEY)
-    if raw is None:
-        return (
-            "predates-metadata",
-            "reasoning dropped: the run has no prefix descriptor (recorded before segue kept them)",
-        )
-    d = get_converter().structure(raw, PrefixDescriptor)
-    if d.vendor != current.vendor:
-        return ("cross-vendor", f"reasoning dropped: it came from {d.vendor}, this request goes to {current.vendor}")
-    if d.model != current.model:
-        return ("model", f"reasoning dropped: the model changed from {d.model} to {current.model}")
-    if d.system_hash != current.system_hash:
-        return ("system", "reasoning dropped: the system prompt (or skills, or stable context) changed since the run")
-    if d.tools_hash != current.tools_hash:
-        return ("tools", "reasoning dropped: the tool definitions changed since the run")
-    if d.seed != seed:
-        return (
-            "seed",
-            "reasoning dropped: the messages before this run differ from when it ran "
-            "(the window moved or earlier runs changed)",
-        )
-    return None
+    earlier = check.dropped[-1] if check.dropped else None
+    unstored = set(run.meta.get(LAYOUT_META_KEY, {}).get("unstored_fragments", []))
+    after_unstored = any(
+        t.iteration in unstored and any(isinstance(b, ReasoningBlock) for b in t.message.content) for t in run.traces
+    )
+    return reasoning_verdict(
+        run.meta,
+        messages,
+        check.hasher.digest(),
+        check.current,
+        earlier_drop=earlier,
+        view=view,
+        unstored_fragment=after_unstored,
+    )
 
 
 def _warn_tools(run: StoredRun, messages: Sequence[Message], current: CurrentPrefix, warn: Any) -> None:
@@ -381,5 +398,7 @@ def _without_reasoning(m: Message) -> Message:
     return Message(role=m.role, content=[b for b in m.content if not isinstance(b, ReasoningBlock)], meta=m.meta)
 
 
-def _mark(messages: Sequence[Message]) -> list[Message]:
-    return [Message(role=m.role, content=m.content, meta={**(m.meta or {}), REPLAYED_META_KEY: True}) for m in messages]
+def _mark(messages: Sequence[Message], run_id: str) -> list[Message]:
+    return [
+        Message(role=m.role, content=m.content, meta={**(m.meta or {}), REPLAYED_META_KEY: run_id}) for m in messages
+    ]

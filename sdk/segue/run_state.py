@@ -10,6 +10,7 @@ from segue.context import ContextBlock
 from segue.conversation import ZERO_USAGE
 from segue.generated import (
     Message,
+    PrefixDescriptor,
     ReplayKnobs,
     ReplaySummary,
     RunEvent,
@@ -20,6 +21,9 @@ from segue.generated import (
     Usage,
 )
 from segue.layout import LayoutPolicy
+from segue.notes import RunNotes
+from segue.prefix_rule import CurrentPrefix, WireView
+from segue.providers.base import ServingPath
 
 
 @attrs.frozen(kw_only=True)
@@ -37,6 +41,7 @@ class RunSpec:
     metadata: dict[str, Any]
     idempotency_key: str | None
     model: str | None
+    vendor: str | None = None
     retry_of: str | None = None
 
 
@@ -50,15 +55,23 @@ class RunState:
     stable_head: str | None
     prefix: list[Message]  # replayed runs + history: sent, never re-persisted
     own: list[Message]  # this run's messages, persisted as traces
-    replay: ReplaySummary | None
+    replay: ReplaySummary | None  # the summary of the path that served (segue.serving)
+    planned: CurrentPrefix  # the path the run is aimed at, with the system and tools hashes
+    plans: dict[ServingPath, ReplaySummary] = attrs.Factory(dict)  # the replay, planned per path it may be served on
+    bound: frozenset[str] | None = None  # runs whose reasoning every request so far carried (None: none served)
     iteration: int = 0
+    resumed_at: int = 0  # the iteration a resumed run was paused at
     usage: Usage = ZERO_USAGE
     pii: dict[str, str] = attrs.Factory(dict)
-    served_model: str | None = None
-    served_vendor: str | None = None
-    vendor_warnings: list[str] = attrs.Factory(list)
+    descriptor: PrefixDescriptor | None = None  # written with the first response (segue.serving)
+    notes: RunNotes = attrs.Factory(RunNotes)
     layout: LayoutPolicy | None = None
     persisted: list[Message] = attrs.Factory(list)  # this run's traces as stored, in order
+
+    @property
+    def view(self) -> WireView | None:
+        """How the replayed prefix goes on this run's wire (the layout may escape or leave out messages)."""
+        return self.layout.on_wire if self.layout is not None else None
 
     def stored_messages(self) -> list[Message]:
         """This run's messages as they must be stored: with the fragments the layout keeps (appendOnly)."""

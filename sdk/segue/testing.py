@@ -31,13 +31,15 @@ class ScriptedProvider:
     """Answers each call with the next scripted reply and records every request.
 
     Usage is estimated with segue.tokens over the canonical request, so token numbers are deterministic.
-    When the script runs out it raises, naming how many calls were scripted.
+    When the script runs out it raises, naming how many calls were scripted. `reasoning_vendor` (default: the
+    vendor) is the ReasoningBlock.vendor it takes back; its "wire" is the canonical request as is.
     """
 
     replies: list[Reply]
     vendor: str = "scripted"
     model: str = "scripted-1"
     requires_stable_reasoning_prefix: bool = False
+    reasoning_vendor: str | None = attrs.field(default=attrs.Factory(lambda self: self.vendor, takes_self=True))
     requests: list[ProviderRequest] = attrs.field(factory=list)
 
     @classmethod
@@ -68,6 +70,7 @@ class ScriptedProvider:
             model=request.model or self.model,
             request_body=body,
             response_body={"message": get_converter().unstructure(message)},
+            requires_stable_reasoning_prefix=self.requires_stable_reasoning_prefix,
         )
 
     async def complete(self, request: ProviderRequest) -> ProviderResponse:

@@ -6,16 +6,18 @@ replaced whole, so an app's row says everything about that row. Within one direc
 
 Configuration bags cascade per serving path, later wins: model type < model < the vendor's `model_defaults` <
 the inference provider's model-vendor row. Objects merge per key; arrays, scalars and explicit null replace;
-absent keys inherit; model-developer rows never contribute. The table of every serving path (and a vendor-less
-entry per model) is built once in `Catalog.load`; lookups afterwards are dict reads. Nothing about a vendor is
-written in this module: it is all catalog data.
+absent keys inherit; model-developer rows never contribute. A model the catalog does not list resolves from the
+default model type (`default_for_unknown_models`) and the vendor's defaults; `Resolved.note` says so. The table of
+every serving path (and a vendor-less entry per model) is built once in `Catalog.load`; lookups afterwards are dict
+reads. Nothing about a vendor is written in this module: it is all catalog data.
 
 """
 
-from segue.catalog.cascade import ExplainedKey, Prices, Resolved, Source, merge_configs
+from segue.catalog.cascade import ExplainedKey, Resolved, Source, merge_configs
 from segue.catalog.errors import CatalogError, CatalogLookupError
-from segue.catalog.files import CURRENT_VERSION, MIGRATIONS, check_dir, known_versions, packaged_catalog_dir
-from segue.catalog.resolver import Catalog
+from segue.catalog.files import CURRENT_VERSION, MIGRATIONS, known_versions, packaged_catalog_dir
+from segue.catalog.pricing import Prices
+from segue.catalog.resolver import Catalog, check_dir
 
 __all__ = [
     "CURRENT_VERSION",

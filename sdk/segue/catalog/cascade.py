@@ -16,6 +16,7 @@ from segue.catalog.errors import (
     KeyPath,
     _ptr,
 )
+from segue.catalog.pricing import Prices, prices_from
 from segue.generated import Usage
 
 # --- provenance and merge ------------------------------------------------------------------------------------
@@ -83,37 +84,6 @@ def merge_configs(*layers: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 @attrs.frozen(kw_only=True)
-class Prices:
-    """Dollars per million tokens. A missing cache_read or cache_write_5m price is the input price (no
-    discount known); a missing cache_write_1h price is the cache_write_5m price."""
-
-    input: float
-    output: float
-    cache_read: float
-    cache_write_5m: float
-    cache_write_1h: float
-
-    def cost(self, usage: Usage) -> float:
-        """Dollars for one usage record (input_tokens is the whole prompt; missing cache counts are 0)."""
-        read = usage.cache_read_tokens or 0
-        write = usage.cache_write_tokens or 0
-        write_1h = min(usage.cache_write_1h_tokens or 0, write)
-        if read + write > usage.input_tokens:
-            raise ValueError(
-                f"usage.cache_read_tokens + cache_write_tokens ({read} + {write}) exceed input_tokens "
-                f"({usage.input_tokens}); input_tokens must count the whole prompt, cached parts included"
-            )
-        uncached = usage.input_tokens - read - write
-        return (
-            uncached * self.input
-            + read * self.cache_read
-            + (write - write_1h) * self.cache_write_5m
-            + write_1h * self.cache_write_1h
-            + usage.output_tokens * self.output
-        ) / 1_000_000
-
-
-@attrs.frozen(kw_only=True)
 class ExplainedKey:
     """One resolved leaf: its key path, value, and the file + JSON pointer + layer that supplied it."""
 
@@ -149,6 +119,8 @@ class _LlmKey(Generic[_T]):
 class Resolved:
     """The cascade resolved for one serving path (vendor None = model type and model layers only).
 
+    `note` is None for a path the catalog lists; otherwise it says which layers answered (a model the catalog
+    does not know, or a vendor with no row for the model) and, for a likely typo, the close names.
     `config` returns a fresh copy, so callers can never change the catalog; `get` reads without copying."""
 
     model: str
@@ -159,6 +131,7 @@ class Resolved:
     layers: tuple[str, ...]
     _config: dict[str, Any] = attrs.field(alias="config", repr=False)
     provenance: Mapping[KeyPath, Source] = attrs.field(converter=_read_only, repr=False)
+    note: str | None = None
 
     @property
     def config(self) -> dict[str, Any]:
@@ -188,37 +161,45 @@ class Resolved:
     cache_min_tokens = _LlmKey(int)
     cache_increment_tokens = _LlmKey(int)
     cache_max_breakpoints = _LlmKey(int)
+    cache_match_breakpoints = _LlmKey(int)
     cache_lookback_blocks = _LlmKey(int)
     context_window = _LlmKey(int)
     supports_native_tools = _LlmKey(bool)
     supports_reasoning = _LlmKey(bool)
 
     @property
+    def cache_ttls(self) -> list[str]:
+        """The TTL names the path offers, default first ([] when the catalog names none)."""
+        ttls = self.get("llm", "cache_ttls")
+        return [t for t in ttls if isinstance(t, str)] if isinstance(ttls, list) else []
+
+    @property
     def pricing(self) -> Prices | None:
-        """The five prices, or None when the input or output price is unknown for this path."""
-        p = self.get("pricing") or {}
-        num = {k: v for k, v in p.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-        if "input" not in num or "output" not in num:
-            return None
-        w5m = float(num.get("cache_write_5m", num["input"]))
-        return Prices(
-            input=float(num["input"]),
-            output=float(num["output"]),
-            cache_read=float(num.get("cache_read", num["input"])),
-            cache_write_5m=w5m,
-            cache_write_1h=float(num.get("cache_write_1h", w5m)),
-        )
+        """The path's prices, or None when its input or output price is unknown."""
+        return prices_from(self.get("pricing"), self.get("llm", "cache_ttls"))
 
     def cost(self, usage: Usage) -> float:
+        """Dollars for `usage` on this path. Raises CatalogLookupError naming the price the catalog lacks (no
+        cost is better than a wrong one) and ValueError when the usage counts contradict each other."""
         prices = self.pricing
+        why = "" if self.note is None else f" ({self.note})"
         if prices is None:
             raise CatalogLookupError(
-                f"no pricing for {self.label}: the catalog has no input/output price for this serving path; add "
+                f"no cost for {self.label}{why}: the catalog has no input/output price for this serving path; add "
                 "`pricing` to its model or model-vendor row in a catalog layer",
                 file=None,
                 expected="pricing.input and pricing.output",
             )
-        return prices.cost(usage)
+        try:
+            return prices.cost(usage)
+        except KeyError as e:
+            missing = e.args[0]
+            raise CatalogLookupError(
+                f"no cost for {self.label}{why}: the usage needs {missing}, which the catalog does not know for this "
+                "serving path; add it to its model or model-vendor row in a catalog layer",
+                file=None,
+                expected=missing,
+            ) from None
 
     def explain(self) -> list[ExplainedKey]:
         return [

@@ -8,19 +8,20 @@ from typing import Any, Final, TypeVar
 
 from segue._hooks import UNSET
 from segue.errors import SegueError
-from segue.generated import Model, ModelType, ModelVendor, Vendor
+from segue.generated import LeftOutModel, Model, ModelType, ModelVendor, Vendor
 
 KeyPath = tuple[str, ...]
 _T = TypeVar("_T")
 
 
 _CATALOG_ENV = "SEGUE_CATALOG_PATH"
-_KINDS: Final = ("model_types", "models", "vendors", "model_vendors")
+_KINDS: Final = ("model_types", "models", "vendors", "model_vendors", "left_out")
 _ROW_TYPES: Final[dict[str, type]] = {
     "model_types": ModelType,
     "models": Model,
     "vendors": Vendor,
     "model_vendors": ModelVendor,
+    "left_out": LeftOutModel,
 }
 
 
@@ -40,7 +41,8 @@ class CatalogError(SegueError, ValueError):
 
 
 class CatalogLookupError(CatalogError, KeyError):
-    """An unknown model, vendor or serving path asked of a loaded catalog (also a KeyError)."""
+    """An unknown vendor, an ambiguous or malformed model name, or a price the catalog does not know, asked of a
+    loaded catalog (also a KeyError)."""
 
 
 def _error(file: str | None, pointer: str, expected: str, got: Any = UNSET, hint: str = "") -> CatalogError:
@@ -54,8 +56,8 @@ def _error(file: str | None, pointer: str, expected: str, got: Any = UNSET, hint
     )
 
 
-def _close(word: str, choices: Iterable[str]) -> str:
-    near = difflib.get_close_matches(word, sorted(set(choices)), n=3, cutoff=0.5)
+def _close(word: str, choices: Iterable[str], cutoff: float = 0.5) -> str:
+    near = difflib.get_close_matches(word, sorted(set(choices)), n=3, cutoff=cutoff)
     return f"did you mean {', '.join(repr(n) for n in near)}?" if near else ""
 
 

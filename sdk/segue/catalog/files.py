@@ -28,10 +28,39 @@ from segue.generated import get_converter
 
 
 #: The version this segue writes and resolves. Older files are migrated on load through MIGRATIONS.
-CURRENT_VERSION: Final = 1
+CURRENT_VERSION: Final = 2
+
+#: Where each row kind keeps its configuration bag (the part the cascade merges).
+_BAGS: Final = (
+    ("model_types", "configuration"),
+    ("models", "configuration"),
+    ("vendors", "model_defaults"),
+    ("model_vendors", "configuration"),
+)
+
+
+_V1_WRITE_KEYS: Final = (("cache_write_5m", "5m"), ("cache_write_1h", "1h"))
+
+
+def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 priced cache writes as `cache_write_5m` / `cache_write_1h`; version 2 keys one `cache_write`
+    map by the TTL names the serving path offers (`llm.cache_ttls`), so any vendor's lifetimes fit."""
+    for kind, bag_key in _BAGS:
+        rows = doc.get(kind)
+        for row in rows if isinstance(rows, list) else []:
+            bag = row.get(bag_key) if isinstance(row, dict) else None
+            pricing = bag.get("pricing") if isinstance(bag, dict) else None
+            if not isinstance(pricing, dict):
+                continue
+            writes = {ttl: pricing.pop(old) for old, ttl in _V1_WRITE_KEYS if old in pricing}
+            if writes:
+                pricing["cache_write"] = writes
+    return doc
+
+
 #: MIGRATIONS[n] turns a parsed version-n file into a version-(n + 1) file (it gets a deep copy; return the
-#: new document). Shipping version 2 = bump CURRENT_VERSION, update the schema, add MIGRATIONS[1].
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+#: new document). Shipping version n + 1 = bump CURRENT_VERSION, update the schema, add MIGRATIONS[n].
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
 
 
 def known_versions() -> list[int]:
@@ -111,13 +140,14 @@ class _Row:
 
 
 class _Loader:
-    """Collects every problem; `Catalog.load` raises the first, `check_dir` returns them all."""
+    """Collects every problem of the files; `Catalog.load` raises the first, `check_dir` returns them all."""
 
     def __init__(self) -> None:
         self.errors: list[CatalogError] = []
         self.rows: dict[str, dict[Any, _Row]] = {k: {} for k in _KINDS}
         self.half_known: dict[str, set[str]] = {k: set() for k in _KINDS}  # ids in files that failed
         self.files: list[str] = []
+        self.migrated: dict[str, int] = {}  # file -> the version it was written in, when older than CURRENT
 
     def load_dir(self, directory: Path) -> None:
         shown = _display(directory)
@@ -147,8 +177,21 @@ class _Loader:
     def _load_file(self, path: Path) -> list[tuple[str, _Row]]:
         file = _display(path)
         self.files.append(file)
+        key = _file_key(path, file)
+        known = _VALID_FILES.get(key) if key else None
+        if known is not None:
+            if known[1] is not None:
+                self.migrated[file] = known[1]
+            return list(known[0])
+        before = len(self.errors)
+        rows = self._parse_file(path, file)
+        if key and len(self.errors) == before:  # only valid files are remembered; errors are reported afresh
+            _VALID_FILES[key] = (tuple(rows), self.migrated.get(file))
+        return rows
+
+    def _parse_file(self, path: Path, file: str) -> list[tuple[str, _Row]]:
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_object)
         except json.JSONDecodeError as e:
             self.errors.append(
                 CatalogError(
@@ -164,6 +207,10 @@ class _Loader:
             return []
         if not isinstance(doc, dict):
             self.errors.append(_error(file, "", 'a JSON object with "$schema" and "version"', type(doc).__name__))
+            return []
+        repeated = _repeated_keys(file, doc, "")
+        if repeated:  # json keeps the last value silently: the file does not say what its author meant
+            self.errors.extend(repeated)
             return []
         doc = self._migrate(file, doc)
         if doc is None:
@@ -187,8 +234,7 @@ class _Loader:
                 except Exception as e:  # the schema and the classes are generated together; defensive only
                     self.errors.append(_error(file, pointer, f"a valid {_ROW_TYPES[kind].__name__} row", hint=str(e)))
                     continue
-                key = (raw["model"], raw["vendor"], raw["role"]) if kind == "model_vendors" else raw["id"]
-                out.append((kind, _Row(key=key, value=value, raw=raw, file=file, pointer=pointer)))
+                out.append((kind, _Row(key=_row_key(kind, raw), value=value, raw=raw, file=file, pointer=pointer)))
         return out
 
     def _migrate(self, file: str, doc: dict[str, Any]) -> dict[str, Any] | None:
@@ -203,6 +249,8 @@ class _Loader:
             hint = "the file was written for a newer segue; upgrade segue" if newer else "fix the version"
             self.errors.append(_error(file, "/version", expected, version, hint))
             return None
+        if version < CURRENT_VERSION:
+            self.migrated[file] = version
         while version < CURRENT_VERSION:
             doc = MIGRATIONS[version](copy.deepcopy(doc))
             version += 1
@@ -216,6 +264,49 @@ class _Loader:
         for row in self.rows["model_vendors"].values():
             self._ref(row, "model", ids["models"], "model")
             self._ref(row, "vendor", ids["vendors"], "vendor")
+        for row in self.rows["left_out"].values():
+            self._ref(row, "vendor", ids["vendors"], "vendor")
+        self._check_names()
+        defaults = [r for r in self.rows["model_types"].values() if r.raw.get("default_for_unknown_models") is True]
+        for row in defaults[1:]:
+            self.errors.append(
+                _error(
+                    row.file,
+                    f"{row.pointer}/default_for_unknown_models",
+                    "one model type with default_for_unknown_models: true",
+                    hint=f"{defaults[0].key!r} ({defaults[0].file}#{defaults[0].pointer}) is already the default",
+                )
+            )
+
+    def _check_names(self) -> None:
+        """Every model id and alias names one model, and no left-out entry contradicts a model the catalog has."""
+        owner: dict[str, str] = {mid: mid for mid in self.rows["models"]}
+        for mid, row in self.rows["models"].items():
+            for i, alias in enumerate(row.raw.get("aliases", [])):
+                if alias in owner:
+                    self.errors.append(
+                        _error(
+                            row.file,
+                            f"{row.pointer}/aliases/{i}",
+                            "an alias no other model id or alias uses",
+                            alias,
+                            f"it already names model {owner[alias]!r}",
+                        )
+                    )
+                else:
+                    owner[alias] = mid
+        for row in self.rows["left_out"].values():
+            name = row.raw["id"]
+            if name in owner:
+                self.errors.append(
+                    _error(
+                        row.file,
+                        f"{row.pointer}/id",
+                        "an id the catalog has no model row or alias for",
+                        name,
+                        f"model {owner[name]!r} has it; remove the left_out entry or the row",
+                    )
+                )
 
     def _ref(self, row: _Row, key: str, known: set[str], what: str) -> None:
         value = row.raw[key]
@@ -225,18 +316,71 @@ class _Loader:
             )
 
 
+#: Valid files already parsed, validated and structured in this process, by `_file_key`: the packaged catalog
+#: is read by every `Catalog.load`, and schema validation is most of a load's time. Rows are never mutated.
+_VALID_FILES: dict[tuple[Any, ...], tuple[tuple[tuple[str, _Row], ...], int | None]] = {}
+
+
+def _file_key(path: Path, shown: str) -> tuple[Any, ...] | None:
+    """Identifies a file's bytes as read by this code: path, size and mtime, and the migrations that apply."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (str(path.resolve()), shown, stat.st_size, stat.st_mtime_ns, CURRENT_VERSION, tuple(MIGRATIONS.items()))
+
+
+def _row_key(kind: str, raw: dict[str, Any]) -> Any:
+    if kind == "model_vendors":
+        return (raw["model"], raw["vendor"], raw["role"])
+    if kind == "left_out":
+        return (raw["id"], raw["vendor"])
+    return raw["id"]
+
+
+class _Object(dict[str, Any]):
+    """A parsed JSON object that repeated a key (json.loads keeps the last value without a word)."""
+
+    repeated: list[str]
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    repeated = []
+    for key, value in pairs:
+        if key in obj and key not in repeated:
+            repeated.append(key)
+        obj[key] = value
+    if not repeated:
+        return obj
+    marked = _Object(obj)
+    marked.repeated = repeated
+    return marked
+
+
+def _repeated_keys(file: str, node: Any, pointer: str) -> list[CatalogError]:
+    found = []
+    if isinstance(node, _Object):
+        for key in node.repeated:
+            found.append(
+                _error(
+                    file,
+                    pointer,
+                    "each key once per object",
+                    hint=f"{key!r} appears more than once; JSON would silently keep only the last one, so keep one",
+                )
+            )
+    children: list[tuple[str | int, Any]] = (
+        list(node.items()) if isinstance(node, dict) else list(enumerate(node)) if isinstance(node, list) else []
+    )
+    for step, child in children:
+        found += _repeated_keys(file, child, pointer + _ptr(step))
+    return found
+
+
 def _collect(dirs: Sequence[Path]) -> _Loader:
     loader = _Loader()
     for d in dirs:
         loader.load_dir(d)
     loader.check_references()
     return loader
-
-
-def check_dir(path: str | Path) -> list[CatalogError]:
-    """Every problem of an app's catalog directory layered over the packaged catalog (empty list = valid)."""
-    directory = Path(path)
-    loader = _collect([packaged_catalog_dir(), directory])
-    if directory.is_dir() and not any(directory.glob("*.json")):
-        loader.errors.append(_error(_display(directory), "", "at least one *.json catalog file"))
-    return loader.errors

@@ -1,4 +1,10 @@
-"""`Catalog`: the loaded layers and the table of resolved serving paths; lookups are dict reads."""
+"""`Catalog`: the loaded layers and the table of resolved serving paths; lookups are dict reads.
+
+A model the catalog does not list still resolves: from the default model type and, given a vendor, that
+vendor's `model_defaults` (the cascade without its model and model-vendor layers). A listed model asked at a
+vendor with no row for it resolves from its own layers and that vendor's defaults. Either way `Resolved.note`
+says so. Only an unknown vendor, or a name that is not a string, is an error.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from segue.catalog.cascade import (
     ExplainedKey,
@@ -16,13 +22,36 @@ from segue.catalog.cascade import (
 )
 from segue.catalog.errors import (
     _CATALOG_ENV,
+    CatalogError,
     CatalogLookupError,
     _close,
+    _error,
 )
-from segue.catalog.files import _collect, _Loader, _Row, packaged_catalog_dir
-from segue.generated import Model, ModelType, ModelVendor, Usage, Vendor
+from segue.catalog.files import _collect, _display, _Loader, _Row, packaged_catalog_dir
+from segue.generated import LeftOutModel, Model, ModelType, ModelVendor, Usage, Vendor
 
-# --- the catalog -------------------------------------------------------------------------------------------------
+#: How many resolutions of names the catalog does not list are kept (each is a small dict).
+_UNLISTED_CACHE: Final = 4096
+#: How close an unlisted name must be to a listed one to be called a likely typo ("gpt-4.1-mni", not "gpt-9").
+_TYPO: Final = 0.85
+Layer = tuple[Any, Source]
+
+
+def _layer(row: _Row, key: str, label: str) -> Layer:
+    return row.raw.get(key), Source(file=row.file, pointer=f"{row.pointer}/{key}", layer=label)
+
+
+def _name(value: Any, what: str) -> str:
+    """A model or vendor id as given by a caller: a non-empty string, or a clear error before any lookup."""
+    if not isinstance(value, str) or not value:
+        got = f"{type(value).__name__} {value!r:.60}"
+        raise CatalogLookupError(
+            f"a {what} id must be a non-empty string, got {got}; pass the id as the vendor's API spells it "
+            f"(e.g. {'gpt-5.5' if what == 'model' else 'openai'})",
+            file=None,
+            expected=f"a non-empty string {what} id",
+        )
+    return value
 
 
 class Catalog:
@@ -31,49 +60,60 @@ class Catalog:
     def __init__(self, loader: _Loader) -> None:
         rows = loader.rows
         self.files: tuple[str, ...] = tuple(loader.files)
+        self._migrated = dict(loader.migrated)
         self._types: dict[str, ModelType] = {k: r.value for k, r in rows["model_types"].items()}
         self._models: dict[str, Model] = {k: r.value for k, r in rows["models"].items()}
         self._vendors: dict[str, Vendor] = {k: r.value for k, r in rows["vendors"].items()}
         self._rows: dict[tuple[str, str, str], ModelVendor] = {k: r.value for k, r in rows["model_vendors"].items()}
+        self._left_out: dict[tuple[str, str], LeftOutModel] = {k: r.value for k, r in rows["left_out"].items()}
+        self._aliases: dict[str, str] = {a: mid for mid, r in rows["models"].items() for a in r.raw.get("aliases", [])}
         self._table: dict[tuple[str, str | None], Resolved] = {}
+        self._unlisted: dict[tuple[str, str | None], Resolved] = {}
         self._api_names: dict[str, list[tuple[str, str]]] = {}
-
-        def layer(row: _Row, key: str, label: str) -> tuple[Any, Source]:
-            return row.raw.get(key), Source(file=row.file, pointer=f"{row.pointer}/{key}", layer=label)
-
-        base: dict[str, list[tuple[Any, Source]]] = {}
+        self._vendor_layer = {
+            vid: _layer(r, "model_defaults", f"vendor {vid} model_defaults") for vid, r in rows["vendors"].items()
+        }
+        default = next((r for r in rows["model_types"].values() if r.raw.get("default_for_unknown_models")), None)
+        self._default_type: list[Layer] = (
+            [] if default is None else [_layer(default, "configuration", f"model type {default.key} (default)")]
+        )
+        self._base: dict[str, list[Layer]] = {}
         for mid, mrow in rows["models"].items():
             trow = rows["model_types"][mrow.raw["model_type"]]
-            base[mid] = [
-                layer(trow, "configuration", f"model type {trow.key}"),
-                layer(mrow, "configuration", f"model {mid}"),
+            self._base[mid] = [
+                _layer(trow, "configuration", f"model type {trow.key}"),
+                _layer(mrow, "configuration", f"model {mid}"),
             ]
-            self._table[(mid, None)] = self._resolved(mid, None, None, base[mid])
+            self._table[(mid, None)] = self._resolved(mid, None, None, self._base[mid])
         for (mid, vid, role), row in rows["model_vendors"].items():
             if role != "inference_provider":  # developer rows describe authorship, never configuration
                 continue
-            vrow = rows["vendors"][vid]
             layers = [
-                *base[mid],
-                layer(vrow, "model_defaults", f"vendor {vid} model_defaults"),
-                layer(row, "configuration", f"model-vendor {mid}@{vid}"),
+                *self._base[mid],
+                self._vendor_layer[vid],
+                _layer(row, "configuration", f"model-vendor {mid}@{vid}"),
             ]
             self._table[(mid, vid)] = self._resolved(mid, vid, row.value, layers)
             self._api_names.setdefault(row.value.api_name or mid, []).append((mid, vid))
 
     def _resolved(
-        self, mid: str, vid: str | None, row: ModelVendor | None, layers: list[tuple[Any, Source]]
+        self, mid: str, vid: str | None, row: ModelVendor | None, layers: list[Layer], note: str | None = None
     ) -> Resolved:
         config, prov = _cascade(layers)
+        if row is not None:
+            api_name: str | None = row.api_name or mid
+        else:  # a path without a row sends the model name as given; a vendor-less entry has no api name
+            api_name = mid if vid is not None else None
         return Resolved(
             model=mid,
             vendor=vid,
-            api_name=row.api_name or mid if row else None,
+            api_name=api_name,
             wire=self._vendors[vid].wire if vid else None,
             priority=row.priority if row else None,
             layers=tuple(src.layer for _, src in layers),
             config=config,
             provenance=prov,
+            note=note,
         )
 
     @classmethod
@@ -83,55 +123,91 @@ class Catalog:
         if env:
             dirs += [Path(p) for p in os.environ.get(_CATALOG_ENV, "").split(os.pathsep) if p.strip()]
         dirs += [Path(d) for d in extra_dirs]
-        loader = _collect(dirs)
-        if loader.errors:
-            first, *more = loader.errors
+        catalog, errors = _build(_collect(dirs))
+        if errors or catalog is None:
+            first, *more = errors
             first.more = more
             if more:
                 first.args = (f"{first} (and {len(more)} more problem(s); `segue catalog check DIR` lists all)",)
             raise first
-        return cls(loader)
+        return catalog
 
     # lookups -------------------------------------------------------------------------------------------------
 
-    def model_for(self, name: str, vendor: str | None = None) -> str:
-        """The catalog model id for a model id or a row's api_name (restricted to `vendor` when given)."""
+    def find_model(self, name: str, vendor: str | None = None) -> str | None:
+        """The catalog model id for a model id, an alias or a row's api_name (restricted to `vendor` when
+        given); None when the catalog does not list the name. An api_name shared by several models is an error."""
+        _name(name, "model")
         if name in self._models:
             return name
+        if name in self._aliases:
+            return self._aliases[name]
         hits = {m for m, v in self._api_names.get(name, []) if vendor is None or v == vendor}
-        if len(hits) == 1:
-            return hits.pop()
-        if hits:
+        if len(hits) > 1:
             raise CatalogLookupError(
                 f"api name {name!r} names several models ({', '.join(sorted(hits))}); pass vendor= to choose",
                 file=None,
                 expected="an unambiguous model id or api_name",
             )
-        names = list(self._models) + list(self._api_names)
-        hint = _close(name, names) or f"known models: {', '.join(sorted(self._models))}"
-        raise CatalogLookupError(
-            f"unknown model {name!r}" + (f" for vendor {vendor!r}" if vendor else "") + f"; {hint} (add it "
-            f"to a catalog directory via extra_dirs or {_CATALOG_ENV} if it is new)",
-            file=None,
-            expected="a catalog model id or api_name",
-        )
+        return hits.pop() if hits else None
 
-    def resolve(self, model: str, vendor: str | None = None) -> Resolved:
-        """The resolved configuration of a serving path; vendor None = model type and model layers only."""
-        mid = self.model_for(model, vendor)
-        if vendor is not None and vendor not in self._vendors:
-            hint = _close(vendor, self._vendors) or f"known vendors: {', '.join(sorted(self._vendors))}"
-            raise CatalogLookupError(f"unknown vendor {vendor!r}; {hint}", file=None, expected="a catalog vendor id")
-        found = self._table.get((mid, vendor))
+    def model_for(self, name: str, vendor: str | None = None) -> str:
+        """Like `find_model`, but a name the catalog does not list is a CatalogLookupError with close names."""
+        found = self.find_model(name, vendor)
         if found is None:
-            served = ", ".join(r.vendor for r in self.inference_vendors(mid, include_inactive=True)) or "none"
+            hint = self._close_models(name) or f"known models: {', '.join(sorted(self._models))}"
             raise CatalogLookupError(
-                f"vendor {vendor!r} has no inference_provider row for model {mid!r} (its inference providers: "
-                f"{served}); add a model_vendors row to serve it there",
+                f"unknown model {name!r}" + (f" for vendor {vendor!r}" if vendor else "") + f"; {hint} (add it "
+                f"to a catalog directory via extra_dirs or {_CATALOG_ENV} if it is new)",
                 file=None,
-                expected="a (model, vendor) serving path",
+                expected="a catalog model id, alias or api_name",
             )
         return found
+
+    def _close_models(self, name: str, cutoff: float = 0.5) -> str:
+        return _close(name, [*self._models, *self._aliases, *self._api_names], cutoff)
+
+    def resolve(self, model: str, vendor: str | None = None) -> Resolved:
+        """The resolved configuration of a serving path; vendor None = model type and model layers only.
+
+        A model the catalog does not list resolves from the default model type and the vendor's defaults (see
+        `Resolved.note`). Raises CatalogLookupError for an unknown vendor or a name that is not a string."""
+        _name(model, "model")
+        if vendor is not None:
+            self.vendor(_name(vendor, "vendor"))
+        mid = self.find_model(model, vendor)
+        found = self._table.get((mid, vendor)) if mid is not None else None
+        if found is not None:
+            return found
+        key = (model if mid is None else mid, vendor)
+        found = self._unlisted.get(key)
+        if found is None:
+            if len(self._unlisted) >= _UNLISTED_CACHE:
+                self._unlisted.clear()
+            found = self._unlisted[key] = self._resolve_unlisted(model, mid, vendor)
+        return found
+
+    def _resolve_unlisted(self, name: str, mid: str | None, vendor: str | None) -> Resolved:
+        vendor_layers = [] if vendor is None else [self._vendor_layer[vendor]]
+        if mid is not None:  # a listed model at a vendor with no inference_provider row for it
+            served = ", ".join(r.vendor for r in self.inference_vendors(mid, include_inactive=True)) or "none"
+            note = (
+                f"no model-vendor row serves {mid} at {vendor}: from the model's and the vendor's defaults "
+                f"(its inference providers: {served})"
+            )
+            return self._resolved(mid, vendor, None, [*self._base[mid], *vendor_layers], note)
+        source = "the vendor's defaults" if vendor else "the default model type"
+        note = f"not in the catalog: from {source}"
+        reasons = [m.reason for (i, v), m in sorted(self._left_out.items()) if i == name and vendor in (v, None)]
+        if reasons:
+            note += f"; left out on purpose: {reasons[0]}"
+        elif close := self._close_models(name, _TYPO):
+            note += f"; {close}"
+        return self._resolved(name, vendor, None, [*self._default_type, *vendor_layers], note)
+
+    def left_out(self, model: str, vendor: str) -> LeftOutModel | None:
+        """The catalog's entry saying why `model` at `vendor` deliberately has no row, if any."""
+        return self._left_out.get((model, vendor))
 
     def inference_vendors(self, model: str, *, include_inactive: bool = False) -> list[ModelVendor]:
         """The model's inference-provider rows, preferred first (priority descending, then vendor id)."""
@@ -145,11 +221,14 @@ class Catalog:
 
     def vendor(self, vendor_id: str) -> Vendor:
         try:
-            return self._vendors[vendor_id]
+            return self._vendors[_name(vendor_id, "vendor")]
         except KeyError:
             hint = _close(vendor_id, self._vendors) or f"known vendors: {', '.join(sorted(self._vendors))}"
             raise CatalogLookupError(
-                f"unknown vendor {vendor_id!r}; {hint}", file=None, expected="a vendor id"
+                f"unknown vendor {vendor_id!r}; {hint} (a vendor is a catalog row: add it to a catalog directory "
+                f"via extra_dirs or {_CATALOG_ENV} to use it)",
+                file=None,
+                expected="a catalog vendor id",
             ) from None
 
     def model(self, model: str) -> Model:
@@ -167,11 +246,11 @@ class Catalog:
         return sorted(self._vendors)
 
     def serving_paths(self) -> list[tuple[str, str | None]]:
-        """Every resolvable (model, vendor) pair, with (model, None) for each model."""
+        """Every (model, vendor) pair the catalog lists, with (model, None) for each model."""
         return sorted(self._table, key=lambda k: (k[0], k[1] or ""))
 
     def cost(self, usage: Usage, model: str, vendor: str | None = None) -> float:
-        """Dollars for `usage` on a serving path, from the catalog pricing."""
+        """Dollars for `usage` on a serving path, from the catalog pricing (CatalogLookupError when unknown)."""
         return self.resolve(model, vendor).cost(usage)
 
     def explain(self, model: str, vendor: str | None = None) -> list[ExplainedKey]:
@@ -180,12 +259,66 @@ class Catalog:
     def explain_text(self, model: str, vendor: str | None = None) -> str:
         """A readable table of every resolved key with the layer, file and JSON pointer it came from."""
         r = self.resolve(model, vendor)
-        head = r.label + (f"  (api_name {r.api_name}, wire {r.wire}, priority {r.priority})" if r.vendor else "")
+        row = "" if r.priority is None else f", priority {r.priority}"
+        head = r.label + (f"  (api_name {r.api_name}, wire {r.wire}{row})" if r.vendor else "")
+        lines = [head]
+        if r.note:
+            lines.append(r.note)
+        if model in self._aliases:
+            lines.append(f"{model} is an alias of {r.model}")
+        if r.vendor and r.pricing is None:
+            lines.append("pricing: no input/output price known for this path, so no cost is computed for it")
         rows = [(".".join(k.path), json.dumps(k.value), k.layer, f"{k.file}#{k.pointer}") for k in r.explain()]
         table = [("key", "value", "layer", "source"), *rows]
         widths = [max(len(row[i]) for row in table) for i in range(3)]
-        lines = [head, "cascade: " + " < ".join(r.layers), ""]
+        lines += ["cascade: " + " < ".join(r.layers), ""]
         lines += ["  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)) + "  " + row[3] for row in table]
         if not rows:
             lines.append("(no configuration: every layer is empty)")
         return "\n".join(lines)
+
+    # checks across files -------------------------------------------------------------------------------------
+
+    def _price_problems(self) -> list[CatalogError]:
+        """A cache-write price for a TTL the serving path does not offer (checked per resolved path, so a model
+        row's price is judged against each vendor that serves it). One error per offending price."""
+        paths = [r for (_, vid), r in sorted(self._table.items(), key=str) if vid is not None]
+        paths += [self.resolve("(a model not in the catalog)", vid) for vid in sorted(self._vendors)]
+        errors: dict[str, CatalogError] = {}
+        for r in paths:
+            writes = r.get("pricing", "cache_write")
+            offered = r.cache_ttls
+            for ttl, price in writes.items() if isinstance(writes, dict) else ():
+                src = r.source("pricing", "cache_write", ttl)
+                if price is None or ttl in offered or src is None or str(src) in errors:
+                    continue
+                ttl_src = r.source("llm", "cache_ttls")
+                hint = (
+                    f"{r.label} offers {', '.join(repr(t) for t in offered) or 'no TTL'}"
+                    + (f" (llm.cache_ttls from {ttl_src})" if ttl_src else " (no llm.cache_ttls in any layer)")
+                    + "; price only the lifetimes the path offers, or add the TTL to its llm.cache_ttls"
+                )
+                if src.file in self._migrated:
+                    hint += (
+                        f"; {src.file} is a version-{self._migrated[src.file]} file, whose cache_write_5m / "
+                        "cache_write_1h became cache_write['5m'] / ['1h']"
+                    )
+                errors[str(src)] = _error(src.file, src.pointer, "a cache_write TTL the serving path offers", ttl, hint)
+        return list(errors.values())
+
+
+def _build(loader: _Loader) -> tuple[Catalog | None, list[CatalogError]]:
+    """The catalog and every problem found; nothing is built when the files themselves are wrong."""
+    if loader.errors:
+        return None, loader.errors
+    catalog = Catalog(loader)
+    return catalog, catalog._price_problems()
+
+
+def check_dir(path: str | Path) -> list[CatalogError]:
+    """Every problem of an app's catalog directory layered over the packaged catalog (empty list = valid)."""
+    directory = Path(path)
+    _, errors = _build(_collect([packaged_catalog_dir(), directory]))
+    if directory.is_dir() and not any(directory.glob("*.json")):
+        errors.append(_error(_display(directory), "", "at least one *.json catalog file"))
+    return errors

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote
 
 import attrs
@@ -32,7 +32,8 @@ _ONLY_FOR: dict[str, tuple[str, ...]] = {
     "replies": ("scripted",),
     "thinking": ("anthropic", "twin-anthropic"),
     "max_tokens": ("anthropic", "twin-anthropic"),
-    "cache_ttl": ("anthropic", "twin-anthropic", "openrouter"),
+    "cache_ttl": ("anthropic", "twin-anthropic", "openrouter", "openai_responses", "twin-openai"),
+    "cache_mode": ("openai_responses", "twin-openai", "openai_chat", "openrouter"),
     "reasoning": ("openai_responses", "twin-openai", "openrouter"),
     "vendor": ("openai_chat",),
     "base_url": ("anthropic", "openai_responses", "openai_chat"),
@@ -202,27 +203,61 @@ def _make_provider(cfg: ProviderConfig, key: str | None, twin: list[Any]) -> Pro
             client = anthropic.AsyncAnthropic(api_key=key, base_url=cfg.base_url)
         return providers.AnthropicProvider(
             model,
-            cache_ttl=cfg.cache_ttl or "5m",
+            cache_ttl=_control_ttl(cfg.cache_ttl),
             thinking=cfg.thinking,
             max_tokens=cfg.max_tokens or 4096,
             client=client,
         )
     if kind == "openai_responses" or kind == "twin-openai":
         client = twin[0].openai_client() if kind == "twin-openai" else _openai(key, cfg.base_url)
-        return providers.OpenAIResponsesProvider(model, reasoning=cfg.reasoning, client=client)
+        return providers.OpenAIResponsesProvider(
+            model,
+            reasoning=cfg.reasoning,
+            cache_mode=cfg.cache_mode or "implicit",
+            cache_ttl=_breakpoint_ttl(cfg.cache_ttl),
+            client=client,
+        )
     if kind == "openai_chat":
         client = _openai(key, cfg.base_url)
-        return providers.OpenAIChatProvider(model, base_url=cfg.base_url, vendor=cfg.vendor or "openai", client=client)
+        return providers.OpenAIChatProvider(
+            model,
+            base_url=cfg.base_url,
+            vendor=cfg.vendor or "openai",
+            cache_mode=cfg.cache_mode or "implicit",
+            client=client,
+        )
     if kind == "openrouter":
         from segue.providers.openrouter import BASE_URL
 
         client = _openai(key, BASE_URL) if key is not None else None
         return providers.OpenRouterProvider(
-            model, reasoning=cfg.reasoning, cache_ttl=cfg.cache_ttl or "5m", client=client
+            model,
+            reasoning=cfg.reasoning,
+            cache_ttl=_control_ttl(cfg.cache_ttl),
+            cache_mode=cfg.cache_mode or "implicit",
+            client=client,
         )
     from segue.testing import ScriptedProvider
 
     return ScriptedProvider(replies=list(cfg.replies or []), model=model)
+
+
+def _control_ttl(ttl: str | None) -> Literal["5m", "1h"]:
+    """cache_ttl for Anthropic's cache_control (default 5m); the OpenAI TTLs are refused by name."""
+    if ttl is None or ttl == "5m":
+        return "5m"
+    if ttl == "1h":
+        return "1h"
+    raise ValueError(f"cache_ttl {ttl!r} is for OpenAI breakpoint caches; this provider takes '5m' or '1h'")
+
+
+def _breakpoint_ttl(ttl: str | None) -> Literal["30m", "12h"]:
+    """cache_ttl for OpenAI's prompt_cache_options (default 30m); Anthropic's TTLs are refused by name."""
+    if ttl is None or ttl == "30m":
+        return "30m"
+    if ttl == "12h":
+        return "12h"
+    raise ValueError(f"cache_ttl {ttl!r} is for Anthropic's cache_control; this provider takes '30m' or '12h'")
 
 
 def _openai(key: str | None, base_url: str | None) -> Any:

@@ -3,9 +3,10 @@
 `run` and `resume` drive Agent.stream / Agent.resume_stream and forward every RunEvent as a `run/event`
 notification (unless params.events is false) before the response; a validation error that the stream reports as
 a RUN_ERROR event without a result becomes the matching error response (ReplayRunError with its reason and run
-id, IdempotencyConflict, InputError). A paused run answers with the calls it waits for. Every run that started
-ends with exactly one terminal event: when the request is cancelled, or the run fails in a way the stream could
-not report, a RUN_ERROR carrying the run as stored (status `cancelled` or `error`) is sent before the response.
+id, IdempotencyConflict, InputError; a refused retry / resume is an InputError whose data says why). A paused
+run answers with the calls it waits for. Every run that started ends with exactly one terminal event: when the
+request is cancelled, or the run fails in a way the stream could not report, a RUN_ERROR carrying the run as
+stored (status `cancelled` or `error`) is sent before the response.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from segue.generated.protocol import (
     CatalogExplainResult,
     CatalogKey,
     IdempotencyConflictData,
+    InputErrorData,
     PendingToolCall,
     ReplayRunErrorData,
     ResumeParams,
@@ -38,6 +40,7 @@ from segue.generated.protocol_methods import ErrorCode
 from segue.meta import PENDING_META_KEY
 from segue.protocol.config import AgentEntry, ServeApp
 from segue.protocol.rpc import Handler, RequestContext, RpcError, invalid_params
+from segue.replay import run_id_of
 from segue.run_state import make_event
 from segue.store.run_store import DEFAULT_TENANT
 
@@ -80,6 +83,7 @@ class Methods:
             metadata=p.metadata,
             idempotency_key=p.idempotency_key,
             model=p.model,
+            vendor=p.vendor,
         )
         return await self._consume(
             ctx, entry, events, emit=p.events is not False, tenant_id=p.tenant_id, idempotency_key=p.idempotency_key
@@ -129,8 +133,9 @@ class Methods:
 
     async def runs_get(self, ctx: RequestContext, p: RunsGetParams) -> RunsGetResult:
         tenant = p.tenant_id or DEFAULT_TENANT
+        run_id = run_id_of(p.run_id) or p.run_id  # ULIDs are case-insensitive; stored upper case
         for store in self.app.stores.values():
-            run = await asyncio.to_thread(store.get_run, p.run_id, tenant_id=tenant)
+            run = await asyncio.to_thread(store.get_run, run_id, tenant_id=tenant)
             if run is not None:
                 return RunsGetResult(run=run)
         raise RpcError(
@@ -146,7 +151,12 @@ class Methods:
             for k in resolved.explain()
         ]
         return CatalogExplainResult(
-            model=resolved.model, vendor=resolved.vendor, label=resolved.label, layers=list(resolved.layers), keys=keys
+            model=resolved.model,
+            vendor=resolved.vendor,
+            label=resolved.label,
+            layers=list(resolved.layers),
+            keys=keys,
+            note=resolved.note,
         )
 
     # -- runs -------------------------------------------------------------------------------------------------
@@ -255,6 +265,11 @@ def _validation_error(event: RunEvent, idempotency_key: str | None) -> RpcError:
     if kind == "IdempotencyConflictError":
         conflict = IdempotencyConflictData(idempotency_key=idempotency_key or "?")
         return RpcError(ErrorCode.IDEMPOTENCY_CONFLICT, message, conflict)
+    if kind == "RunStateError":
+        refusal = InputErrorData(
+            reason=event.meta["reason"], run_id=event.meta["run_id"], agent=event.meta.get("agent")
+        )
+        return RpcError(ErrorCode.INPUT_ERROR, message, refusal)
     if kind == "InputError":
         return RpcError(ErrorCode.INPUT_ERROR, message)
     return RpcError(ErrorCode.INTERNAL_ERROR, f"{kind}: {message}")

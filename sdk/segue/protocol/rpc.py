@@ -26,11 +26,12 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
 from segue.catalog import CatalogError
-from segue.errors import IdempotencyConflictError, InputError, ReplayRunError, StoreError
+from segue.errors import IdempotencyConflictError, InputError, ReplayRunError, RunStateError, StoreError
 from segue.generated import get_converter
 from segue.generated.protocol import (
     CancelParams,
     IdempotencyConflictData,
+    InputErrorData,
     InvalidParamsData,
     ParamError,
     ReplayRunErrorData,
@@ -373,6 +374,8 @@ def error_from_exception(e: Exception) -> RpcError:
         return RpcError(ErrorCode.REPLAY_RUN_ERROR, str(e), data)
     if isinstance(e, IdempotencyConflictError):
         return RpcError(ErrorCode.IDEMPOTENCY_CONFLICT, str(e), IdempotencyConflictData(idempotency_key=e.key))
+    if isinstance(e, RunStateError):
+        return RpcError(ErrorCode.INPUT_ERROR, str(e), InputErrorData(reason=e.reason, run_id=e.run_id, agent=e.agent))
     if isinstance(e, InputError):
         return RpcError(ErrorCode.INPUT_ERROR, str(e))
     if isinstance(e, CatalogError):

@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from segue.errors import ProviderError, ProviderErrorKind
-from segue.providers.base import ProviderRequest, ProviderResponse, StreamDelta, StreamDone, StreamEvent
+from segue.providers.base import ProviderNote, ProviderRequest, ProviderResponse, StreamDelta, StreamDone, StreamEvent
 from segue.wire.common import MalformedResponseError, ParsedResponse, WireRequest
 
 _CONTEXT = re.compile(
@@ -86,6 +86,9 @@ class SdkDriver:
         return self._response(data, request, wire, kind="other")
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+        if request.prewarm:  # nothing is generated, so there is nothing to stream
+            yield StreamDone(response=await self.complete(request))
+            return
         wire = self._wire(request, stream=True)
         assembler = self._assembler()
         try:
@@ -122,6 +125,15 @@ class SdkDriver:
             raise ProviderError(
                 f"{self.vendor} response could not be read: {e}", vendor=self.vendor, kind=kind, vendor_message=str(e)
             ) from e
+        notes = [*wire.notes, *parsed.notes]
+        if request.prewarm and parsed.message.content:
+            notes.append(
+                ProviderNote(
+                    kind="prewarm-output",
+                    message=f"{self.vendor} generated {len(parsed.message.content)} content block(s) for a prewarm "
+                    "request, which should only populate the cache",
+                )
+            )
         return ProviderResponse(
             message=parsed.message,
             usage=parsed.usage,
@@ -132,7 +144,8 @@ class SdkDriver:
             response_body=data,
             request_headers=dict(wire.headers),
             input_transformations=parsed.input_transformations,
-            warnings=[*wire.warnings, *parsed.warnings],
+            notes=notes,
+            requires_stable_reasoning_prefix=self.requires_stable_reasoning_prefix,
         )
 
 

@@ -22,8 +22,9 @@ class AnthropicProvider(SdkDriver):
       message, last message); None sends no cache_control.
     - `thinking`: Anthropic's own thinking configuration, sent as is, e.g. {"type": "enabled",
       "budget_tokens": 2048} or {"type": "adaptive"}. Thinking blocks are replayed verbatim; with replayed
-      thinking on the wire segue asks for block binding with prefix_mismatch_behavior="drop_block" and compares
-      the vendor's `input_transformations` with its own prediction.
+      thinking on the wire segue asks for block binding with prefix_mismatch_behavior="drop_block" and reports
+      each block the vendor's `input_transformations` says it dropped. With thinking off (None or disabled) no
+      thinking is replayed (`reasoning_vendor` is None), because a stale block could not be dropped.
     - `client`: an `anthropic.AsyncAnthropic`; by default one is built from ANTHROPIC_API_KEY.
     """
 
@@ -48,6 +49,7 @@ class AnthropicProvider(SdkDriver):
         self.model = model
         self.cache_ttl = cache_ttl
         self.thinking = dict(thinking) if thinking is not None else None
+        self.reasoning_vendor = wire.REASONING_VENDOR if wire.thinking_on(self.thinking) else None
         self.max_tokens = max_tokens
         self.client = client if client is not None else anthropic.AsyncAnthropic()
         self._sdk = anthropic
@@ -64,8 +66,7 @@ class AnthropicProvider(SdkDriver):
 
     def _parse(self, data: Mapping[str, Any], request: ProviderRequest, w: WireRequest) -> ParsedResponse:
         binding = "block_binding" in (w.body.get("thinking") or {})
-        expected = request.expected_reasoning_drops if binding else None
-        return wire.parse_response(data, model=self._model(request), expected_drops=expected)
+        return wire.parse_response(data, model=self._model(request), binding=binding, origins=w.origins)
 
     async def _post(self, kwargs: dict[str, Any]) -> Any:
         return await self.client.messages.with_raw_response.create(**kwargs)

@@ -7,18 +7,43 @@ ever sees these types.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
-from segue.generated import Message, ToolDefinition, Usage
+from segue.generated import Message, ReasoningBlock, RunNoteKind, ToolDefinition, Usage
 
 #: Message.meta key marking the trailing runtime-state fragment. Block-cache drivers keep their last
 #: breakpoint before it; it is never a cache anchor.
 FRAGMENT_META_KEY = "segue.fragment"
-#: Message.meta key marking messages rebuilt from earlier runs (replayed), for display and explain.
+#: Message.meta key marking messages rebuilt from earlier runs (replayed): its value is the replayed run's id.
 REPLAYED_META_KEY = "segue.replayed"
+
+
+@attrs.frozen(kw_only=True)
+class ServingPath:
+    """Who a request is for, as far as replayed reasoning is concerned: the catalog vendor, the model, and the
+    `ReasoningBlock.vendor` its wire takes back (None: this path's wire replays no reasoning)."""
+
+    vendor: str
+    model: str
+    reasoning_vendor: str | None
+
+    def label(self) -> str:
+        return f"{self.vendor}/{self.model}"
+
+
+@attrs.frozen(kw_only=True)
+class ProviderNote:
+    """Something a driver or Failover reports about one call besides the answer (see RunNoteKind).
+
+    `message_index` (vendor-dropped only) is the index in ProviderRequest.messages of the message whose reasoning
+    the vendor reported dropping, so the loop can name the replayed run it belonged to."""
+
+    kind: RunNoteKind
+    message: str
+    message_index: int | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -35,11 +60,21 @@ class ProviderRequest:
     stable_head: str | None = None
     replay_end: int | None = None
     model: str | None = None  # runtime override; None = the driver's own model
+    #: Runtime vendor: the catalog vendor `model` is for. A Failover tries that vendor's members first.
+    vendor: str | None = None
     max_tokens: int | None = None
     #: Opaque per-conversation key (e.g. tenant or user) for vendors that route caches by key.
     cache_key: str | None = None
-    #: Reasoning blocks segue predicted the vendor must drop (for comparing with the vendor's own report).
-    expected_reasoning_drops: int = 0
+    #: Only populate the vendor's prompt cache with this prompt; generate nothing. Drivers use the vendor's
+    #: documented mechanism (Anthropic `max_tokens: 0`, OpenAI breakpoint caches' `prompt_cache_options.prewarm`)
+    #: and raise WireError where there is none. The response has usage and no content.
+    prewarm: bool = False
+    #: The path `messages` were fitted to: the replayed reasoning it keeps is what the prefix rule allows there
+    #: (None: nothing replayed). A Failover member on another path sends `replay_alternatives[its path]` instead,
+    #: or, for a path segue did not plan, the messages without any replayed reasoning.
+    replay_path: ServingPath | None = None
+    #: The same messages fitted to the other paths a Failover may serve (they differ only in replayed reasoning).
+    replay_alternatives: Mapping[ServingPath, list[Message]] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)
@@ -56,8 +91,13 @@ class ProviderResponse:
     request_headers: dict[str, str] = attrs.field(factory=dict)
     #: The vendor's own report of what it changed in the input (Anthropic `input_transformations`).
     input_transformations: list[dict[str, Any]] = attrs.field(factory=list)
-    #: Warnings the driver raises for the replay summary (e.g. vendor dropped more reasoning than predicted).
-    warnings: list[str] = attrs.field(factory=list)
+    #: What the driver or Failover reports besides the answer, typed by kind.
+    notes: list[ProviderNote] = attrs.field(factory=list)
+    #: The path whose fitted messages the serving member sent, when not the request's own `replay_path` (a
+    #: Failover member on another path answered); None: the request's own.
+    replay_path: ServingPath | None = None
+    #: The serving driver's flag (a Failover's members may differ); None when the provider does not say.
+    requires_stable_reasoning_prefix: bool | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -82,7 +122,12 @@ StreamEvent = StreamDelta | StreamDone
 
 @runtime_checkable
 class Provider(Protocol):
-    """What the agent loop calls. `vendor` names the catalog vendor id of the serving path."""
+    """What the agent loop calls. `vendor` names the catalog vendor id of the serving path.
+
+    Two optional attributes: `reasoning_vendor`, the `ReasoningBlock.vendor` whose blocks the driver puts back on
+    the wire (None: none; absent: its own `vendor`), and, for a provider made of others (Failover), `providers`,
+    its members in order.
+    """
 
     vendor: str
     model: str
@@ -91,3 +136,52 @@ class Provider(Protocol):
     async def complete(self, request: ProviderRequest) -> ProviderResponse: ...
 
     def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]: ...
+
+
+def members(provider: Provider) -> list[Provider]:
+    """The drivers behind `provider`, in the order they are tried: itself, or a Failover's members (flattened)."""
+    inner: Sequence[Provider] | None = getattr(provider, "providers", None)
+    if not inner:
+        return [provider]
+    return [leaf for p in inner for leaf in members(p)]
+
+
+def reasoning_vendor(provider: Provider) -> str | None:
+    """The ReasoningBlock.vendor a driver replays (its own vendor unless it says otherwise)."""
+    value: str | None = getattr(provider, "reasoning_vendor", provider.vendor)
+    return value
+
+
+def first_member(provider: Provider, vendor: str | None = None) -> Provider:
+    """The driver a request goes to first: the first member, or with a runtime vendor that vendor's first one."""
+    drivers = members(provider)
+    return next((d for d in drivers if d.vendor == vendor), drivers[0]) if vendor else drivers[0]
+
+
+def serving_path(provider: Provider, *, model: str | None = None, vendor: str | None = None) -> ServingPath:
+    """The path a request with this model / vendor override goes to first."""
+    first = first_member(provider, vendor)
+    return ServingPath(vendor=first.vendor, model=model or first.model, reasoning_vendor=reasoning_vendor(first))
+
+
+def serving_paths(provider: Provider, *, model: str | None = None, vendor: str | None = None) -> list[ServingPath]:
+    """Every path a request may be served on, in the order they are tried (the overrides apply to the first)."""
+    first = first_member(provider, vendor)
+    paths = [serving_path(provider, model=model, vendor=vendor)]
+    for d in members(provider):
+        path = ServingPath(vendor=d.vendor, model=d.model, reasoning_vendor=reasoning_vendor(d))
+        if d is not first and path not in paths:
+            paths.append(path)
+    return paths
+
+
+def without_replayed_reasoning(messages: Sequence[Message], keep: Collection[str] = ()) -> list[Message]:
+    """`messages` with the reasoning of replayed runs left out, except the runs in `keep`; the run's own messages
+    and history's keep theirs."""
+    out: list[Message] = []
+    for m in messages:
+        replayed = (m.meta or {}).get(REPLAYED_META_KEY)
+        if replayed and replayed not in keep and any(isinstance(b, ReasoningBlock) for b in m.content):
+            m = attrs.evolve(m, content=[b for b in m.content if not isinstance(b, ReasoningBlock)])
+        out.append(m)
+    return out

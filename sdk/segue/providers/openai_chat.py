@@ -6,14 +6,18 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from segue.providers._cache import BreakpointPaths
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers.base import ProviderRequest
 from segue.wire import openai_chat as wire
+from segue.wire.breakpoints import CHAT_TTLS, CacheMode, check_mode
 from segue.wire.common import ParsedResponse, WireRequest
 from segue.wire.streams import ChatStream
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
+
+    from segue.catalog import Catalog
 
 
 class ChatCompletionsDriver(SdkDriver):
@@ -40,21 +44,37 @@ class OpenAIChatProvider(ChatCompletionsDriver):
       Completions has no way to replay it, so it is not sent back.
     - Cached tokens come from `usage.prompt_tokens_details` or llama.cpp's `timings.cache_n`; when a server
       reports neither, cache_read_tokens is None (unknown), not 0.
+    - `cache_mode` ("implicit", the default, or "explicit"): on serving paths the catalog marks as breakpoint
+      caches (`llm.cache_kind: "breakpoint"`, GPT-5.6 and later), sent as `prompt_cache_options` with the 30m TTL
+      (the only one Chat Completions offers), with `prompt_cache_breakpoint` on segue's boundaries (system prompt,
+      stable head, last replayed message, newest message; never the trailing runtime-state fragment). `catalog`
+      answers which paths those are (default: `Catalog.load()` on first use).
     - `client`: an `openai.AsyncOpenAI`; by default one is built for `base_url` with OPENAI_API_KEY (local
       servers without authentication need no key).
     """
 
     requires_stable_reasoning_prefix = False
+    #: Chat Completions cannot take reasoning back, so replayed runs' reasoning is dropped (cause reasoning-off).
+    reasoning_vendor = None
 
     def __init__(
-        self, model: str, *, base_url: str | None = None, vendor: str = "openai", client: AsyncOpenAI | None = None
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        vendor: str = "openai",
+        cache_mode: CacheMode = "implicit",
+        catalog: Catalog | None = None,
+        client: AsyncOpenAI | None = None,
     ) -> None:
         import openai
 
+        check_mode(cache_mode)
         if not vendor:
             raise ValueError("vendor must name the catalog vendor of the serving path, e.g. 'openai' or 'vllm'")
         self.model = model
         self.vendor = vendor
+        self.cache = BreakpointPaths(vendor, catalog, mode=cache_mode, ttl=CHAT_TTLS[0])
         if client is None:
             # Self-hosted servers usually run without authentication; the client still insists on some key.
             key = os.environ.get("OPENAI_API_KEY") or ("unused" if base_url else None)
@@ -63,7 +83,10 @@ class OpenAIChatProvider(ChatCompletionsDriver):
         self._sdk = openai
 
     def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
-        return wire.build_request(request, model=self._model(request), vendor=self.vendor, stream=stream)
+        model = self._model(request)
+        return wire.build_request(
+            request, model=model, vendor=self.vendor, breakpoints=self.cache.for_model(model), stream=stream
+        )
 
     def _parse(self, data: Mapping[str, Any], request: ProviderRequest, w: WireRequest) -> ParsedResponse:
         return wire.parse_response(data, model=self._model(request))

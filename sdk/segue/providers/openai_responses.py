@@ -5,14 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from segue.providers._cache import BreakpointPaths
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers.base import ProviderRequest
 from segue.wire import openai_responses as wire
+from segue.wire.breakpoints import RESPONSES_TTLS, CacheMode, CacheTTL, check_mode, check_ttl
 from segue.wire.common import ParsedResponse, WireRequest
 from segue.wire.streams import ResponsesStream
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
+
+    from segue.catalog import Catalog
 
 
 class OpenAIResponsesProvider(SdkDriver):
@@ -23,11 +27,23 @@ class OpenAIResponsesProvider(SdkDriver):
       replayed in their original position (before the function_call they led to).
     - `cache_key_prefix`: combined with the request's cache key (per user or customer, never per run) into
       `prompt_cache_key`, so one customer's requests route to the same cache.
+    - `cache_mode` ("implicit", the default, or "explicit") and `cache_ttl` ("30m", the default, or "12h"): on
+      serving paths the catalog marks as breakpoint caches (`llm.cache_kind: "breakpoint"`, GPT-5.6 and later),
+      sent as `prompt_cache_options`, with `prompt_cache_breakpoint` on segue's boundaries (system prompt, stable
+      head, last replayed message, newest message; never the trailing runtime-state fragment). Implicit mode
+      lets OpenAI add its own breakpoint at the end of the latest message; explicit writes only segue's. Other
+      paths cache prefixes automatically and get neither.
+    - `catalog`: the `segue.catalog.Catalog` that answers which paths are breakpoint caches (default:
+      `Catalog.load()` on first use).
     - `client`: an `openai.AsyncOpenAI`; by default one is built from OPENAI_API_KEY.
+
+    `ProviderRequest(prewarm=True)` sends `prompt_cache_options.prewarm` (breakpoint caches only): the prompt is
+    cached, nothing is generated.
     """
 
     vendor = "openai"
     requires_stable_reasoning_prefix = False
+    reasoning_vendor = wire.REASONING_VENDOR
 
     def __init__(
         self,
@@ -36,24 +52,32 @@ class OpenAIResponsesProvider(SdkDriver):
         cache_key_prefix: str | None = None,
         reasoning: Mapping[str, Any] | None = None,
         store: bool = False,
+        cache_mode: CacheMode = "implicit",
+        cache_ttl: CacheTTL = "30m",
+        catalog: Catalog | None = None,
         client: AsyncOpenAI | None = None,
     ) -> None:
         import openai
 
+        check_mode(cache_mode)
+        check_ttl(cache_ttl, RESPONSES_TTLS, "Responses")
         self.model = model
         self.cache_key_prefix = cache_key_prefix
         self.reasoning = dict(reasoning) if reasoning is not None else None
         self.store = store
+        self.cache = BreakpointPaths(self.vendor, catalog, mode=cache_mode, ttl=cache_ttl)
         self.client = client if client is not None else openai.AsyncOpenAI()
         self._sdk = openai
 
     def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
+        model = self._model(request)
         return wire.build_request(
             request,
-            model=self._model(request),
+            model=model,
             reasoning=self.reasoning,
             store=self.store,
             cache_key_prefix=self.cache_key_prefix,
+            breakpoints=self.cache.for_model(model),
             stream=stream,
         )
 

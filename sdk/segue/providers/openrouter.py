@@ -7,13 +7,17 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from segue.errors import ProviderError
+from segue.providers._cache import BreakpointPaths
 from segue.providers.base import ProviderRequest
 from segue.providers.openai_chat import ChatCompletionsDriver
 from segue.wire import openrouter as wire
+from segue.wire.breakpoints import CHAT_TTLS, CacheMode, check_mode
 from segue.wire.common import ParsedResponse, WireRequest
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
+
+    from segue.catalog import Catalog
 
 BASE_URL = "https://openrouter.ai/api/v1"
 
@@ -23,16 +27,22 @@ class OpenRouterProvider(ChatCompletionsDriver):
 
     - `provider_order` / `allow_fallbacks`: sent as `provider: {order, allow_fallbacks}` (note: OpenRouter's
       sticky cache routing is not used when an order is set).
-    - `plugins`: sent as given; when None, `[{"id": "context-compression", "enabled": false}]` is sent so an
-      account default cannot compress the replayed conversation.
+    - `plugins`: the app's plugins, sent as given, plus `{"id": "context-compression", "enabled": false}` unless
+      the app configured that plugin itself, so an account default cannot compress the replayed conversation.
     - `reasoning`: OpenRouter's reasoning configuration ({"effort": ...} or {"max_tokens": ...}), sent as is.
       `reasoning_details` are kept verbatim and replayed unmodified.
     - `cache_ttl`: for `anthropic/*` models, per-block cache_control on system, stable head, last replayed and
       last message ("5m" default, "1h", or None for none).
+    - `cache_mode` ("implicit", the default, or "explicit"): where the catalog says the upstream path is a
+      breakpoint cache (`llm.cache_kind: "breakpoint"` on the model's openrouter row, e.g. openai/gpt-5.6-*),
+      block-level `cache_control` (which OpenRouter converts to OpenAI's breakpoints) on segue's boundaries and
+      `prompt_cache_options` with Chat Completions' 30m TTL; `cache_ttl=None` sends no cache markers of either
+      kind. `catalog` answers (default: `Catalog.load()` on first use).
     - `client`: an `openai.AsyncOpenAI` for OpenRouter; by default one is built from OPENROUTER_API_KEY.
     """
 
     vendor = "openrouter"
+    reasoning_vendor = wire.REASONING_VENDOR
 
     def __init__(
         self,
@@ -43,10 +53,16 @@ class OpenRouterProvider(ChatCompletionsDriver):
         plugins: Sequence[Mapping[str, Any]] | None = None,
         reasoning: Mapping[str, Any] | None = None,
         cache_ttl: Literal["5m", "1h"] | None = "5m",
+        cache_mode: CacheMode = "implicit",
+        catalog: Catalog | None = None,
         client: AsyncOpenAI | None = None,
     ) -> None:
         import openai
 
+        check_mode(cache_mode)
+
+        if cache_ttl not in ("5m", "1h", None):
+            raise ValueError(f"cache_ttl must be '5m', '1h' or None, got {cache_ttl!r}")
         if isinstance(provider_order, str):
             raise ValueError(f"provider_order must be a list of provider names, got the string {provider_order!r}")
         self.model = model
@@ -55,6 +71,7 @@ class OpenRouterProvider(ChatCompletionsDriver):
         self.plugins = [dict(p) for p in plugins] if plugins is not None else None
         self.reasoning = dict(reasoning) if reasoning is not None else None
         self.cache_ttl = cache_ttl
+        self.cache = BreakpointPaths(self.vendor, catalog, mode=cache_mode, ttl=CHAT_TTLS[0])
         # Anthropic models bind replayed reasoning signatures to the prefix, as on Anthropic's own API.
         self.requires_stable_reasoning_prefix = model.startswith("anthropic/")
         if client is None:
@@ -71,14 +88,16 @@ class OpenRouterProvider(ChatCompletionsDriver):
         self._sdk = openai
 
     def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
+        model = self._model(request)
         return wire.build_request(
             request,
-            model=self._model(request),
+            model=model,
             provider_order=self.provider_order,
             allow_fallbacks=self.allow_fallbacks,
             plugins=self.plugins,
             reasoning=self.reasoning,
             cache_ttl=self.cache_ttl,
+            breakpoints=None if self.cache_ttl is None else self.cache.for_model(model),
             stream=stream,
         )
 

@@ -7,7 +7,9 @@ store checks the version and refuses any other (`segue db migrate` upgrades a st
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from typing import Any
 
 import peewee as pw
 
@@ -31,8 +33,27 @@ def _v2(db: pw.Database, models: Bound) -> None:
             db.execute_sql(f'ALTER TABLE "{table}" ALTER COLUMN "{column}" TYPE DOUBLE PRECISION')  # type: ignore[no-untyped-call]
 
 
+def _v3(db: pw.Database, models: Bound) -> None:
+    """Usage JSON: `cache_write_1h_tokens` (the 1-hour part of Anthropic's cache writes, the only TTL split a
+    usage record used to carry) becomes `cache_write_tokens_by_ttl`, which keys writes by any vendor's TTL names.
+    The rest of the writes were 5-minute ones: Anthropic offered no other lifetime."""
+    for table in (models.AgentRun, models.LlmInteractionRow):
+        found = table.select(table.id, table.usage).where(table.usage.contains('"cache_write_1h_tokens"'))
+        for row in list(found.tuples()):
+            usage = _usage_by_ttl(json.loads(row[1]))
+            table.update(usage=json.dumps(usage)).where(table.id == row[0]).execute()
+
+
+def _usage_by_ttl(usage: dict[str, Any]) -> dict[str, Any]:
+    hour = usage.pop("cache_write_1h_tokens", None)
+    if isinstance(hour, int):
+        rest = max((usage.get("cache_write_tokens") or 0) - hour, 0)
+        usage["cache_write_tokens_by_ttl"] = {"5m": rest, "1h": hour}
+    return usage
+
+
 #: version -> migration that produces it, in order.
-MIGRATIONS: list[tuple[int, Callable[[pw.Database, Bound], None]]] = [(1, _v1), (2, _v2)]
+MIGRATIONS: list[tuple[int, Callable[[pw.Database, Bound], None]]] = [(1, _v1), (2, _v2), (3, _v3)]
 LATEST = MIGRATIONS[-1][0]
 
 

@@ -93,6 +93,7 @@ class StoredRun:
     meta: dict[str, Any]
     traces: list[Trace]
     usage: Usage
+    agent_name: str = ""
     private: dict[str, Any] | None = None
     #: canonical JSON of each trace's role + content (segue.replay.message_json), computed on first use and
     #: remembered with the cached message.
@@ -229,11 +230,15 @@ class RunStore:
         usage: Usage,
         lease_seconds: float | None = None,
         rewrite: bool = False,
+        meta_updates: dict[str, Any] | None = None,
+        model: str | None = None,
+        vendor: str | None = None,
     ) -> None:
         """One loop iteration's traces, provider call and tool calls, plus the running totals, atomically.
 
         `traces` go from `first_index` on: normally the new tail; with `rewrite=True` the run's traces from there
-        are replaced (a layout that restores an earlier fragment rewrites from its boundary)."""
+        are replaced (a layout that restores an earlier fragment rewrites from its boundary). `meta_updates` merge
+        into the run's segue.* meta and `model` / `vendor` name who served, in the same transaction."""
         conv = get_converter()
 
         def work() -> None:
@@ -281,9 +286,27 @@ class RunStore:
             }
             if lease_seconds:
                 update[self.models.AgentRun.lease_expires_at] = time.time() + lease_seconds
-            self.models.AgentRun.update(update).where(self.models.AgentRun.id == run_id).execute()
+            self._update_run(run_id, update, meta_updates, model, vendor)
 
         self._units.write(work, idempotent=False)
+
+    def _update_run(
+        self,
+        run_id: str,
+        update: dict[Any, Any],
+        meta_updates: dict[str, Any] | None,
+        model: str | None,
+        vendor: str | None,
+    ) -> None:
+        """Inside a write: set `update` on the run row, plus who served and the merged segue.* meta."""
+        if model:
+            update[self.models.AgentRun.model] = model
+        if vendor:
+            update[self.models.AgentRun.vendor] = vendor
+        if meta_updates:
+            row = self.models.AgentRun.select(self.models.AgentRun.meta).where(self.models.AgentRun.id == run_id).get()
+            update[self.models.AgentRun.meta] = canonical_json({**json.loads(row.meta), **meta_updates})
+        self.models.AgentRun.update(update).where(self.models.AgentRun.id == run_id).execute()
 
     def finish_run(
         self,
@@ -314,18 +337,7 @@ class RunStore:
             }
             if private:
                 update[self.models.AgentRun.private] = canonical_json(private)
-            if model:
-                update[self.models.AgentRun.model] = model
-            if vendor:
-                update[self.models.AgentRun.vendor] = vendor
-            if meta_updates:
-                row = (
-                    self.models.AgentRun.select(self.models.AgentRun.meta)
-                    .where(self.models.AgentRun.id == run_id)
-                    .get()
-                )
-                update[self.models.AgentRun.meta] = canonical_json({**json.loads(row.meta), **meta_updates})
-            self.models.AgentRun.update(update).where(self.models.AgentRun.id == run_id).execute()
+            self._update_run(run_id, update, meta_updates, model, vendor)
 
         # Idempotent: it sets the same final values however often it runs.
         self._units.write(work, idempotent=True)
@@ -406,12 +418,12 @@ class RunStore:
         for row in rows:
             run_id = row[0]
             if run_id not in heads:
-                heads[run_id] = row[:8]
+                heads[run_id] = row[:9]
                 traces[run_id] = []
                 items[run_id] = []
-            if row[8] is not None:
-                entry = self._messages.get(run_id, row[8], *row[10:13])
-                traces[run_id].append(Trace(index=row[8], iteration=row[9], message=entry[0]))
+            if row[9] is not None:
+                entry = self._messages.get(run_id, row[9], *row[11:14])
+                traces[run_id].append(Trace(index=row[9], iteration=row[10], message=entry[0]))
                 items[run_id].append(entry)
         return {
             run_id: StoredRun(
@@ -423,6 +435,7 @@ class RunStore:
                 meta=loads(head[5], f"agent_runs.meta of run {run_id}"),
                 private=loads(head[6], f"agent_runs.private of run {run_id}") if head[6] else None,
                 usage=get_converter().structure(loads(head[7], f"agent_runs.usage of run {run_id}"), Usage),
+                agent_name=head[8],
                 traces=traces[run_id],
                 hash_items=HashItems(items[run_id]),
             )
@@ -443,6 +456,7 @@ class RunStore:
                 m.AgentRun.meta,
                 m.AgentRun.private,
                 m.AgentRun.usage,
+                m.AgentRun.agent_name,
                 m.ReactTrace.idx,
                 m.ReactTrace.iteration,
                 m.ReactTrace.role,

@@ -6,6 +6,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from segue.tokens import count_json, count_tokens
 from segue.twin._wire import ordered_json, pieces, sse, strip_for_binding, truncate_to_tokens
 from segue.twin.anthropic_request import AnthropicRequest, parse_request
@@ -26,8 +28,12 @@ def handle_messages(state: TwinState, body: Mapping[str, Any], headers: Mapping[
     rules = state.rules(request.model, VENDOR)
     digests = prefix_digests(request.tools, request.system, request.messages)
     messages, transformations = _bind_thinking(state, request, digests)
-    turn = state.policy.respond(_view(request, messages))
-    content, stop_reason, output_tokens = _render_turn(state, request, turn, digests[-1])
+    if request.prewarm:  # max_tokens 0: the prompt is cached, nothing is generated
+        content: list[dict[str, Any]] = []
+        stop_reason, output_tokens = "max_tokens", 0
+    else:
+        turn = state.policy.respond(_view(request, messages))
+        content, stop_reason, output_tokens = _render_turn(state, request, turn, digests[-1])
     usage = state.block_cache.account(
         namespace=request.model, blocks=_cache_blocks(request, messages), rules=rules, now=state.clock()
     )
@@ -173,41 +179,68 @@ def _render_turn(
     return content, "max_tokens", request.max_tokens - budget + count_tokens(cut)
 
 
+#: Block types of which a run of consecutive blocks is one lookback position.
+_RUN_TYPES = frozenset({"tool_use", "tool_result"})
+
+
 def _cache_blocks(request: AnthropicRequest, messages: list[dict[str, Any]]) -> list[CacheBlock]:
     """The prompt as cache blocks in the vendor's order: tools, system, messages.
 
-    Thinking and tool_choice settings are folded into the first message block, so changing them misses every
-    message-level entry while tool and system entries survive (as the prompt-caching docs describe).
+    Settings the prompt-caching page lists as invalidating a level are folded into the key of that level's first
+    block, so changing them misses that level's entries and every later one: effort and speed the system level;
+    thinking, tool_choice and the images in the prompt the message level. Tool entries always survive them.
     """
     bp = request.breakpoints
     blocks = [
         CacheBlock(key=b"tool" + _key(tool), tokens=count_json(strip_for_binding(tool)), breakpoint_ttl=bp.get(path))
         for path, tool in ((f"tools.{i}", t) for i, t in enumerate(request.tools))
     ]
+    first_after_tools = len(blocks)
     blocks += [
         CacheBlock(
             key=b"system" + _key(b), tokens=count_json(strip_for_binding(b)), breakpoint_ttl=bp.get(f"system.{j}")
         )
         for j, b in enumerate(request.system)
     ]
-    settings = ordered_json({"thinking": _thinking_setting(request), "tool_choice": request.tool_choice})
-    first = True
+    first_message = len(blocks)
     for i, message in enumerate(messages):
         original = request.messages[i]["content"]
         for block in message["content"]:
             # Dropped thinking blocks shift positions; breakpoints are keyed by the position as sent.
             j = next(k for k, candidate in enumerate(original) if candidate is block)
-            key = ordered_json({"role": message["role"]}) + _key(block)
-            if first:
-                key, first = settings + key, False
             blocks.append(
                 CacheBlock(
-                    key=key,
+                    key=ordered_json({"role": message["role"]}) + _key(block),
                     tokens=count_json(strip_for_binding(block)),
                     breakpoint_ttl=bp.get(f"messages.{i}.content.{j}"),
+                    run=block["type"] if block["type"] in _RUN_TYPES else None,
                 )
             )
+    message_settings = {
+        "thinking": _thinking_setting(request),
+        "tool_choice": request.tool_choice,
+        "images": _image_count(request.messages),
+    }
+    _fold(blocks, first_message, message_settings)
+    _fold(blocks, first_after_tools, {"effort": request.effort, "speed": request.speed})
     return blocks
+
+
+def _fold(blocks: list[CacheBlock], index: int, settings: dict[str, Any]) -> None:
+    """Prefix ``settings`` to the key of ``blocks[index]`` (nothing to do when that level is empty)."""
+    if index < len(blocks):
+        blocks[index] = attrs.evolve(blocks[index], key=ordered_json(settings) + blocks[index].key)
+
+
+def _image_count(messages: list[dict[str, Any]]) -> int:
+    """Image blocks anywhere in the messages, tool results included: adding or removing one changes the count."""
+    count = 0
+    for message in messages:
+        for block in message["content"]:
+            nested = block.get("content") if block["type"] == "tool_result" else None
+            parts = [block, *(nested if isinstance(nested, list) else [])]
+            count += sum(1 for part in parts if isinstance(part, dict) and part.get("type") == "image")
+    return count
 
 
 def _thinking_setting(request: AnthropicRequest) -> Any:

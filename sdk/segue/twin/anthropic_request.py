@@ -6,8 +6,10 @@ Rules and their sources (see docs/twin.md):
   (https://platform.claude.com/docs/en/agents-and-tools/tool-use/handle-tool-calls);
 - at most `max_breakpoints` cache_control markers over tools, system and messages, and a 1h entry may not come
   after a 5m one (https://platform.claude.com/docs/en/build-with-claude/prompt-caching);
-- with thinking on, the assistant turn answered by the final tool results starts with a thinking block
-  (https://platform.claude.com/docs/en/build-with-claude/extended-thinking).
+- with thinking on, the assistant turn answered by the final tool results starts with a thinking block, and
+  `tool_choice` may not force tool use (`any` / `tool`)
+  (https://platform.claude.com/docs/en/build-with-claude/extended-thinking);
+- `max_tokens: 0` asks only to populate the prompt cache (the pinned SDK's `max_tokens` docstring).
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ class AnthropicRequest:
     messages: list[dict[str, Any]]
     thinking: dict[str, Any] | None
     tool_choice: Any
+    #: `output_config.effort` and `speed`, as sent (None when absent): part of the system-level cache key.
+    effort: Any
+    speed: Any
     drop_block: bool
     binding_requested: bool
     #: TTL name per breakpoint, keyed by path ("tools.0", "system.1", "messages.3.content.2").
@@ -47,6 +52,11 @@ class AnthropicRequest:
     @property
     def thinking_on(self) -> bool:
         return self.thinking is not None and self.thinking.get("type") in ("enabled", "adaptive")
+
+    @property
+    def prewarm(self) -> bool:
+        """`max_tokens: 0`: populate the prompt cache without generating a response."""
+        return self.max_tokens == 0
 
     @property
     def thinking_omitted(self) -> bool:
@@ -59,8 +69,10 @@ def parse_request(body: Mapping[str, Any], headers: Mapping[str, str], rules_of:
     if not isinstance(model, str) or not model:
         raise bad_request("model: Field required (a non-empty model id string, e.g. 'claude-sonnet-4-6')")
     max_tokens = body.get("max_tokens")
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-        raise bad_request(f"max_tokens: Input should be an integer >= 1, got {max_tokens!r}")
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0:
+        raise bad_request(
+            f"max_tokens: Input should be an integer >= 0 (0 only populates the prompt cache), got {max_tokens!r}"
+        )
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise bad_request(f"stream: Input should be a valid boolean, got {stream!r}")
@@ -68,6 +80,9 @@ def parse_request(body: Mapping[str, Any], headers: Mapping[str, str], rules_of:
     system = _system(body.get("system"))
     messages = _messages(body.get("messages"))
     thinking, drop_block, binding = _thinking(body.get("thinking"), max_tokens, headers)
+    output_config = body.get("output_config")
+    if output_config is not None and not isinstance(output_config, dict):
+        raise bad_request(f"output_config: Input should be an object, got {output_config!r}")
     request_rules: CacheRules = rules_of(model)
     breakpoints = _breakpoints(tools, system, messages, body.get("cache_control"), request_rules)
     request = AnthropicRequest(
@@ -79,6 +94,8 @@ def parse_request(body: Mapping[str, Any], headers: Mapping[str, str], rules_of:
         messages=messages,
         thinking=thinking,
         tool_choice=body.get("tool_choice"),
+        effort=(output_config or {}).get("effort"),
+        speed=body.get("speed"),
         drop_block=drop_block,
         binding_requested=binding,
         breakpoints=breakpoints,
@@ -86,6 +103,7 @@ def parse_request(body: Mapping[str, Any], headers: Mapping[str, str], rules_of:
     _check_roles(messages)
     _check_tool_pairing(messages)
     if request.thinking_on:
+        _check_tool_choice_allows_thinking(request.tool_choice)
         _check_thinking_leads_tool_loop(messages)
     return request
 
@@ -169,7 +187,7 @@ def _thinking(raw: Any, max_tokens: int, headers: Mapping[str, str]) -> tuple[di
         budget = raw.get("budget_tokens")
         if not isinstance(budget, int) or budget < 1024:
             raise bad_request(f"thinking.enabled.budget_tokens: Input should be an integer >= 1024, got {budget!r}")
-        if budget >= max_tokens:
+        if budget >= max_tokens and max_tokens != 0:  # max_tokens 0 only warms the cache: nothing is generated
             raise bad_request(
                 f"`max_tokens` must be greater than `thinking.budget_tokens` ({max_tokens} <= {budget}); "
                 "raise max_tokens or lower the budget"
@@ -203,6 +221,7 @@ def _breakpoints(
     marked += [(f"system.{j}", b.get("cache_control")) for j, b in enumerate(system)]
     for i, message in enumerate(messages):
         marked += [(f"messages.{i}.content.{j}", b.get("cache_control")) for j, b in enumerate(message["content"])]
+    limit = rules.number("max_breakpoints")
     found: dict[str, str] = {}
     for path, control in marked:
         if control is not None:
@@ -215,16 +234,14 @@ def _breakpoints(
                 f"cache_control: the top-level cache_control ttl {ttl!r} conflicts with the ttl {found[last]!r} "
                 f"already set on the last block ({last})"
             )
-        if last not in found and len(found) >= rules.max_breakpoints:
+        if last not in found and len(found) >= limit:
             raise bad_request(
-                f"A maximum of {rules.max_breakpoints} blocks with cache_control may be provided. Found "
+                f"A maximum of {limit} blocks with cache_control may be provided. Found "
                 f"{len(found) + 1} (the top-level cache_control uses one slot)."
             )
         found[last] = ttl
-    if len(found) > rules.max_breakpoints:
-        raise bad_request(
-            f"A maximum of {rules.max_breakpoints} blocks with cache_control may be provided. Found {len(found)}."
-        )
+    if len(found) > limit:
+        raise bad_request(f"A maximum of {limit} blocks with cache_control may be provided. Found {len(found)}.")
     shortest_seen: tuple[str, float] | None = None
     for path, ttl in found.items():
         seconds = rules.ttl(ttl)
@@ -306,6 +323,15 @@ def _tool_use_ids(message: dict[str, Any]) -> list[str]:
     if message["role"] != "assistant":
         return []
     return [str(b["id"]) for b in message["content"] if b["type"] == "tool_use"]
+
+
+def _check_tool_choice_allows_thinking(tool_choice: Any) -> None:
+    forced = tool_choice.get("type") if isinstance(tool_choice, dict) else None
+    if forced in ("any", "tool"):
+        raise bad_request(
+            f"Thinking may not be enabled when tool_choice forces tool use (tool_choice.type is {forced!r}). Use "
+            'tool_choice {"type": "auto"} or {"type": "none"} with thinking, or turn thinking off to force a tool.'
+        )
 
 
 def _check_thinking_leads_tool_loop(messages: list[dict[str, Any]]) -> None:

@@ -7,27 +7,36 @@ from typing import Any
 
 from segue.twin._wire import pieces, sse
 from segue.twin.errors import bad_request
+from segue.twin.openai_cache import CacheOutcome, PromptPiece, item_pieces
 from segue.twin.openai_common import (
     VENDOR,
     CommonParams,
     SizedTurn,
-    cached_tokens,
+    cache_outcome,
     common_params,
     content_text,
     expect,
     parse_arguments,
-    serialize_prompt,
     size_turn,
 )
 from segue.twin.state import Reply, TwinState
 from segue.twin.view import ConversationView, ToolCall, ToolResult, Turn
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
+#: `prompt_cache_options` keys Chat Completions takes (the pinned SDK's chat `PromptCacheOptions`: no prewarm).
+_CACHE_OPTION_FIELDS = ("mode", "ttl")
 
 
 def handle_chat(state: TwinState, body: Mapping[str, Any]) -> Reply:
     rules = state.rules(str(body.get("model", "")), VENDOR)
-    params = common_params(body, max_tokens_fields=("max_tokens", "max_completion_tokens"), rules=rules)
+    params = common_params(
+        body,
+        max_tokens_fields=("max_tokens", "max_completion_tokens"),
+        rules=rules,
+        option_fields=_CACHE_OPTION_FIELDS,
+        # The chat `ttl` "Defaults to `30m`, which is currently the only supported value": the default only.
+        option_ttls=(rules.default_ttl,),
+    )
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad_request(
@@ -46,8 +55,7 @@ def handle_chat(state: TwinState, body: Mapping[str, Any]) -> Reply:
         state.policy.respond(_view(params, tools, messages)), reasons=params.reasons, max_output=params.max_output
     )
     header = {"response_format": body.get("response_format"), "reasoning_effort": params.effort}
-    prompt = serialize_prompt([header, tools, *(_rendered(m) for m in messages)])
-    prompt_tokens, cached = cached_tokens(state, params, prompt)
+    outcome = cache_outcome(state, params, _pieces(header, tools, messages))
 
     message: dict[str, Any] = {"role": "assistant", "content": sized.text or None, "refusal": None, "annotations": []}
     tool_calls = [
@@ -63,7 +71,7 @@ def handle_chat(state: TwinState, body: Mapping[str, Any]) -> Reply:
         "created": int(state.clock()),
         "model": params.model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-        "usage": _usage(prompt_tokens, cached, sized),
+        "usage": _usage(outcome, sized),
         "service_tier": "default",
         "system_fingerprint": "fp_segue_twin",
     }
@@ -124,20 +132,32 @@ def _check_fields(message: dict[str, Any], i: int) -> None:
         expect(function.get("arguments"), (str,), f"{where}.function.arguments", optional=False)
 
 
-def _rendered(message: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": message["role"], "content": content_text(message.get("content"))}
-    if message.get("tool_calls"):
-        out["tool_calls"] = [
-            {
-                "id": c.get("id"),
-                "name": (c.get("function") or {}).get("name"),
-                "arguments": (c.get("function") or {}).get("arguments"),
-            }
-            for c in message["tool_calls"]
-        ]
-    if message["role"] == "tool":
-        out["tool_call_id"] = message.get("tool_call_id")
-    return out
+def _pieces(header: Any, tools: list[Any], messages: list[dict[str, Any]]) -> list[PromptPiece]:
+    """The prompt as the caches see it: settings, tools, then every message's content parts.
+
+    An assistant message (text and tool calls) is one piece; its parts never carry breakpoints.
+    """
+    pieces = [PromptPiece(render=header), PromptPiece(render=tools)]
+    for i, message in enumerate(messages):
+        role, path = message["role"], f"messages[{i}]"
+        if role == "assistant":
+            render: dict[str, Any] = {"role": role, "content": content_text(message.get("content"))}
+            if message.get("tool_calls"):
+                render["tool_calls"] = [
+                    {
+                        "id": c.get("id"),
+                        "name": (c.get("function") or {}).get("name"),
+                        "arguments": (c.get("function") or {}).get("arguments"),
+                    }
+                    for c in message["tool_calls"]
+                ]
+            pieces.append(PromptPiece(render=render))
+            continue
+        tail = {"tool_call_id": message.get("tool_call_id")} if role == "tool" else None
+        pieces += item_pieces(
+            {"role": role}, message.get("content"), eligible=True, field="content", path=path, tail=tail
+        )
+    return pieces
 
 
 def _view(params: CommonParams, tools: list[Any], messages: list[dict[str, Any]]) -> ConversationView:
@@ -192,12 +212,16 @@ def _view(params: CommonParams, tools: list[Any], messages: list[dict[str, Any]]
     )
 
 
-def _usage(prompt_tokens: int, cached: int, sized: SizedTurn) -> dict[str, Any]:
+def _usage(outcome: CacheOutcome, sized: SizedTurn) -> dict[str, Any]:
     return {
-        "prompt_tokens": prompt_tokens,
+        "prompt_tokens": outcome.input_tokens,
         "completion_tokens": sized.output_tokens,
-        "total_tokens": prompt_tokens + sized.output_tokens,
-        "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+        "total_tokens": outcome.input_tokens + sized.output_tokens,
+        "prompt_tokens_details": {
+            "cached_tokens": outcome.cached_tokens,
+            "cache_write_tokens": outcome.write_tokens,
+            "audio_tokens": 0,
+        },
         "completion_tokens_details": {
             "reasoning_tokens": sized.reasoning_tokens,
             "audio_tokens": 0,

@@ -1,23 +1,21 @@
-"""What the OpenAI Responses and Chat Completions endpoints share: parameters, prefix caching, output sizing.
+"""What the OpenAI Responses and Chat Completions endpoints share: parameters, caching, output sizing.
 
-Prefix caching (https://developers.openai.com/api/docs/guides/prompt-caching): the prompt is serialized in
-order (model settings that break the prefix, tools, instructions/system, then the conversation), and the cache
-matches exact byte prefixes of it from `min_cacheable_tokens`, in `increment_tokens` steps, inside a bucket of
-(model, prompt_cache_key). Requests without a key share one bucket per model (the prefix-hash routing).
+Caching (segue.twin.openai_cache) runs inside a bucket of (model, prompt_cache_key); requests without a key share
+one bucket per model (the prefix-hash routing).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from segue.tokens import count_tokens
-from segue.twin._wire import ordered_json, truncate_to_tokens
-from segue.twin.cache import prompt_tokens
+from segue.twin._wire import truncate_to_tokens
 from segue.twin.errors import bad_request
+from segue.twin.openai_cache import CacheOptions, CacheOutcome, PromptPiece, account, cache_options, check_retention
 from segue.twin.rules import CacheRules, openai_model_reasons
 from segue.twin.state import TwinState
 from segue.twin.view import AssistantTurn
@@ -36,9 +34,20 @@ class CommonParams:
     reasons: bool
     effort: str | None
     max_output: int | None
+    #: `prompt_cache_options` as applied; None on models without a breakpoint cache.
+    cache_options: CacheOptions | None
 
 
-def common_params(body: Mapping[str, Any], *, max_tokens_fields: Sequence[str], rules: CacheRules) -> CommonParams:
+def common_params(
+    body: Mapping[str, Any],
+    *,
+    max_tokens_fields: Sequence[str],
+    rules: CacheRules,
+    option_fields: Collection[str],
+    option_ttls: Collection[str],
+) -> CommonParams:
+    """The parameters both endpoints take; ``option_fields`` / ``option_ttls``: what `prompt_cache_options` may
+    hold and which TTLs it may name on this endpoint."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise bad_request("Missing required parameter: 'model'.", param="model", code="missing_required_parameter")
@@ -51,12 +60,8 @@ def common_params(body: Mapping[str, Any], *, max_tokens_fields: Sequence[str], 
             f"Invalid type for 'prompt_cache_key': expected a string, got {key!r}.", param="prompt_cache_key"
         )
     retention = expect(body.get("prompt_cache_retention"), (str,), "prompt_cache_retention")
-    if retention is not None and retention not in rules.ttl_seconds:
-        raise bad_request(
-            f"Invalid value for 'prompt_cache_retention': {retention!r}; expected one of {sorted(rules.ttl_seconds)}.",
-            param="prompt_cache_retention",
-            code="invalid_value",
-        )
+    check_retention(retention, rules)
+    options = cache_options(body, rules, model, fields=option_fields, ttls=option_ttls)
     reasoning = expect(body.get("reasoning"), (dict,), "reasoning")
     effort = expect(
         reasoning.get("effort") if reasoning is not None else body.get("reasoning_effort"), (str,), "reasoning.effort"
@@ -83,25 +88,21 @@ def common_params(body: Mapping[str, Any], *, max_tokens_fields: Sequence[str], 
         reasons=openai_model_reasons(model) and effort != "none",
         effort=effort,
         max_output=max_output,
+        cache_options=options,
     )
 
 
-def serialize_prompt(parts: Sequence[Any]) -> bytes:
-    """The prompt as the byte-prefix cache sees it: one compact, key-order-preserving JSON line per part."""
-    return b"\n".join(ordered_json(part) for part in parts)
-
-
-def cached_tokens(state: TwinState, params: CommonParams, prompt: bytes) -> tuple[int, int]:
-    """(input tokens, cached tokens) for ``prompt``; the prompt's prefixes are stored for later requests."""
-    rules = state.rules(params.model, VENDOR)
-    cached = state.prefix_cache.account(
-        bucket=(params.model, params.cache_key),
-        prompt=prompt,
-        rules=rules,
-        ttl_name=params.retention,
-        now=state.clock(),
+def cache_outcome(state: TwinState, params: CommonParams, pieces: Sequence[PromptPiece]) -> CacheOutcome:
+    """Input tokens and what the model's cache read and wrote for ``pieces``; its writes are stored."""
+    return account(
+        state,
+        model=params.model,
+        cache_key=params.cache_key,
+        retention=params.retention,
+        options=params.cache_options,
+        pieces=pieces,
+        breakpoint_ttls=tuple(state.rules(params.model, VENDOR).ttl_seconds),
     )
-    return prompt_tokens(prompt), cached
 
 
 def arguments_json(arguments: Mapping[str, Any]) -> str:

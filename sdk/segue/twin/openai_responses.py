@@ -15,16 +15,16 @@ from typing import Any
 
 from segue.twin._wire import pieces, sse
 from segue.twin.errors import TwinHTTPError, bad_request
+from segue.twin.openai_cache import CacheOutcome, PromptPiece, item_pieces
 from segue.twin.openai_common import (
     VENDOR,
     CommonParams,
     SizedTurn,
-    cached_tokens,
+    cache_outcome,
     common_params,
     content_text,
     expect,
     parse_arguments,
-    serialize_prompt,
     size_turn,
 )
 from segue.twin.signing import seal, unseal
@@ -32,6 +32,10 @@ from segue.twin.state import Reply, TwinState
 from segue.twin.view import ConversationView, ToolCall, ToolResult, Turn
 
 _OUTPUT_KINDS = frozenset({"reasoning", "function_call", "assistant"})
+#: `prompt_cache_options` keys the Responses API takes (the pinned SDK's `PromptCacheOptions`).
+_CACHE_OPTION_FIELDS = ("mode", "ttl", "prewarm", "comparison_response_id")
+#: Input message roles whose content parts may carry `prompt_cache_breakpoint` (not assistant output).
+_BREAKPOINT_ROLES = ("user", "system", "developer")
 #: Per input item type: field -> (accepted JSON types, required).
 _ITEM_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "message": {"role": ((str,), True), "content": ((str, list), True)},
@@ -49,7 +53,13 @@ _ITEM_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
 
 def handle_responses(state: TwinState, body: Mapping[str, Any]) -> Reply:
     rules = state.rules(str(body.get("model", "")), VENDOR)
-    params = common_params(body, max_tokens_fields=("max_output_tokens",), rules=rules)
+    params = common_params(
+        body,
+        max_tokens_fields=("max_output_tokens",),
+        rules=rules,
+        option_fields=_CACHE_OPTION_FIELDS,
+        option_ttls=tuple(rules.ttl_seconds),
+    )
     if body.get("previous_response_id") is not None:
         raise bad_request(
             "The twin does not emulate 'previous_response_id'; send the full input (with reasoning items) instead.",
@@ -68,15 +78,23 @@ def handle_responses(state: TwinState, body: Mapping[str, Any]) -> Reply:
     items = _resolve_items(state, _input_items(body.get("input")), params, store)
     _check_reasoning_pairing(items, params)
 
-    view = _view(params, instructions, tools, items)
-    sized = size_turn(state.policy.respond(view), reasons=params.reasons, max_output=params.max_output)
+    prewarm = params.cache_options is not None and params.cache_options.prewarm
+    # prewarm "Prepares the prompt cache without generating output": the model is not asked.
+    if prewarm:
+        sized = SizedTurn(reasoning="", text="", calls=(), reasoning_tokens=0, output_tokens=0, truncated=False)
+    else:
+        turn = state.policy.respond(_view(params, instructions, tools, items))
+        sized = size_turn(turn, reasons=params.reasons, max_output=params.max_output)
     header = {"text": body.get("text"), "reasoning_effort": params.effort}
-    prompt = serialize_prompt([header, tools, instructions, *(_rendered(item) for item in items)])
-    input_tokens, cached = cached_tokens(state, params, prompt)
+    outcome = cache_outcome(state, params, _pieces(header, tools, instructions, items))
 
     summary_wanted = isinstance(body.get("reasoning"), dict) and body["reasoning"].get("summary") is not None
     encrypted = "reasoning.encrypted_content" in include or not store
-    output = _output_items(state, params, sized, summary_wanted=summary_wanted, encrypted=encrypted, store=store)
+    output = (
+        []
+        if prewarm
+        else _output_items(state, params, sized, summary_wanted=summary_wanted, encrypted=encrypted, store=store)
+    )
     response: dict[str, Any] = {
         "id": state.ids.next("resp"),
         "object": "response",
@@ -91,6 +109,8 @@ def handle_responses(state: TwinState, body: Mapping[str, Any]) -> Reply:
         "parallel_tool_calls": body.get("parallel_tool_calls", True),
         "previous_response_id": None,
         "prompt_cache_key": params.cache_key,
+        "prompt_cache_options": params.cache_options.applied() if params.cache_options else None,
+        "prompt_cache_retention": params.retention,
         "reasoning": {"effort": params.effort, "summary": (body.get("reasoning") or {}).get("summary")},
         "store": store,
         "temperature": body.get("temperature", 1.0),
@@ -100,14 +120,11 @@ def handle_responses(state: TwinState, body: Mapping[str, Any]) -> Reply:
         "top_p": body.get("top_p", 1.0),
         "truncation": "disabled",
         "metadata": body.get("metadata") or {},
-        "usage": {
-            "input_tokens": input_tokens,
-            "input_tokens_details": {"cached_tokens": cached},
-            "output_tokens": sized.output_tokens,
-            "output_tokens_details": {"reasoning_tokens": sized.reasoning_tokens},
-            "total_tokens": input_tokens + sized.output_tokens,
-        },
+        "usage": _usage(outcome, sized),
     }
+    if params.cache_options is not None and params.cache_options.comparison_response_id is not None:
+        # Diagnostics come back "when the feature is enabled"; the twin does not emulate them.
+        response["prompt_cache_diagnostics"] = {"type": "unavailable"}
     if not params.stream:
         return Reply(body=response)
     return Reply(body=response, events=tuple(stream_events(response)))
@@ -214,23 +231,43 @@ def _kind(item: dict[str, Any]) -> str:
     return str(item["type"])
 
 
-def _rendered(item: dict[str, Any]) -> dict[str, Any]:
-    """What the model reads for an item: ids, statuses and representation details do not matter."""
-    kind = item["type"]
-    if kind == "message":
-        return {"role": item.get("role"), "content": content_text(item.get("content"))}
-    if kind == "function_call":
-        return {
-            "type": kind,
-            "call_id": item.get("call_id"),
-            "name": item.get("name"),
-            "arguments": item.get("arguments"),
-        }
-    if kind == "function_call_output":
-        return {"type": kind, "call_id": item.get("call_id"), "output": content_text(item.get("output"))}
-    if item.get("twin_omitted"):
-        return {"type": "reasoning", "omitted": True}
-    return {"type": "reasoning", "text": item["twin_payload"].get("reasoning", "")}
+def _pieces(header: Any, tools: list[Any], instructions: Any, items: list[dict[str, Any]]) -> list[PromptPiece]:
+    """The prompt as the caches see it: settings, tools, instructions, then every item's content parts.
+
+    Ids, statuses and content representation do not matter; reasoning contributes its decoded text.
+    """
+    pieces = [PromptPiece(render=header), PromptPiece(render=tools), PromptPiece(render=instructions)]
+    for i, item in enumerate(items):
+        kind, path = item["type"], f"input[{i}]"
+        if kind == "message":
+            eligible = item.get("role") in _BREAKPOINT_ROLES
+            pieces += item_pieces(
+                {"role": item.get("role")}, item.get("content"), eligible=eligible, field="content", path=path
+            )
+        elif kind == "function_call_output":
+            head = {"type": kind, "call_id": item.get("call_id")}
+            pieces += item_pieces(head, item.get("output"), eligible=True, field="output", path=path)
+        elif kind == "function_call":
+            render = {k: item.get(k) for k in ("type", "call_id", "name", "arguments")}
+            pieces.append(PromptPiece(render=render))
+        elif item.get("twin_omitted"):
+            pieces.append(PromptPiece(render={"type": "reasoning", "omitted": True}))
+        else:
+            pieces.append(PromptPiece(render={"type": "reasoning", "text": item["twin_payload"].get("reasoning", "")}))
+    return pieces
+
+
+def _usage(outcome: CacheOutcome, sized: SizedTurn) -> dict[str, Any]:
+    details: dict[str, Any] = {"cached_tokens": outcome.cached_tokens, "cache_write_tokens": outcome.write_tokens}
+    if (per_ttl := outcome.write_details()) is not None:
+        details["cache_write_tokens_details"] = per_ttl
+    return {
+        "input_tokens": outcome.input_tokens,
+        "input_tokens_details": details,
+        "output_tokens": sized.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": sized.reasoning_tokens},
+        "total_tokens": outcome.input_tokens + sized.output_tokens,
+    }
 
 
 def _view(params: CommonParams, instructions: Any, tools: list[Any], items: list[dict[str, Any]]) -> ConversationView:

@@ -14,7 +14,7 @@ import attrs
 
 from segue.errors import SegueError
 from segue.generated import Message, ReasoningBlock, Usage
-from segue.providers.base import FRAGMENT_META_KEY, ProviderRequest
+from segue.providers.base import FRAGMENT_META_KEY, ProviderNote, ProviderRequest
 
 T = TypeVar("T")
 
@@ -33,13 +33,16 @@ class WireRequest:
 
     `body` is the exact JSON the vendor receives. `headers` are only the headers segue sets (never credentials).
     `extra_body` names the top-level keys the SDK's `create()` has no keyword for: drivers pass them through the
-    client's `extra_body`. `warnings` say what segue left off the wire and why.
+    client's `extra_body`. `notes` say what segue left off the wire and why.
     """
 
     body: dict[str, Any]
     headers: dict[str, str] = attrs.field(factory=dict)
     extra_body: frozenset[str] = frozenset()
-    warnings: list[str] = attrs.field(factory=list)
+    notes: list[ProviderNote] = attrs.field(factory=list)
+    #: Wire block path (`messages.i.content.j`) -> index of the canonical message it came from, for reading the
+    #: vendor's reports about input blocks (Anthropic only today).
+    origins: dict[str, int] = attrs.field(factory=dict)
 
     def sdk_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for the client's `create()`: typed keys directly, the rest through `extra_body`."""
@@ -54,12 +57,12 @@ class WireRequest:
 
 @attrs.frozen(kw_only=True)
 class ParsedResponse:
-    """A vendor response turned canonical: the assistant message, usage, normalised stop reason, warnings."""
+    """A vendor response turned canonical: the assistant message, usage, normalised stop reason, notes."""
 
     message: Message
     usage: Usage
     stop_reason: str
-    warnings: list[str] = attrs.field(factory=list)
+    notes: list[ProviderNote] = attrs.field(factory=list)
     input_transformations: list[dict[str, Any]] = attrs.field(factory=list)
 
 
@@ -188,6 +191,24 @@ def opt_bool(d: Mapping[str, Any], key: str, where: str) -> bool | None:
 def opt_int(d: Mapping[str, Any], key: str, where: str) -> int | None:
     value = as_map(d, where).get(key)
     return None if value is None else _typed(value, int, key, where)
+
+
+def tokens_by_ttl(details: Mapping[str, Any] | None, prefix: str, suffix: str, where: str) -> dict[str, int] | None:
+    """Per-TTL token counts from a vendor's details object, keyed by the TTL name the key spells.
+
+    Anthropic's `cache_creation` holds `ephemeral_5m_input_tokens` (prefix "ephemeral_", suffix "_input_tokens");
+    OpenAI's `cache_write_tokens_details` holds `ttl_30m_tokens` (prefix "ttl_", suffix "_tokens"). The names are
+    the ones the catalog's `llm.cache_ttls` lists, so `Usage.cache_write_tokens_by_ttl` is priced per TTL without
+    a vendor table. None when the vendor sent no details."""
+    if details is None:
+        return None
+    found = {}
+    for key in as_map(details, where):
+        if key.startswith(prefix) and key.endswith(suffix) and len(key) > len(prefix) + len(suffix):
+            count = opt_int(details, key, where)
+            if count is not None:
+                found[key[len(prefix) : -len(suffix)]] = count
+    return found
 
 
 def req_map(d: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:

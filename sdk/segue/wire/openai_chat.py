@@ -5,19 +5,26 @@ system message only); each canonical tool result becomes a `tool` message; assis
 one assistant message. Consecutive user or assistant messages are merged, because several chat templates reject
 roles that do not alternate. Chat Completions has no reasoning replay, so reasoning is parsed (`reasoning`, or
 the older `reasoning_content`) but never sent back.
+
+On a breakpoint cache (`breakpoints`, GPT-5.6 and later) every content is a list of parts, the system prompt and
+the stable head are two parts of the system message, and segue.wire.breakpoints marks its boundaries with
+`prompt_cache_breakpoint`; `prompt_cache_options` carries the mode and the one TTL Chat Completions offers. Chat
+Completions has no `prewarm`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from segue.generated import ContentBlock, Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock, Usage
 from segue.generated.wire import openai_chat as g
-from segue.providers.base import ProviderRequest
+from segue.providers.base import ProviderNote, ProviderRequest
+from segue.wire.breakpoints import BreakpointCache, mark
 from segue.wire.common import (
     MalformedResponseError,
     ParsedResponse,
+    WireError,
     WireRequest,
     as_map,
     opt_int,
@@ -27,6 +34,9 @@ from segue.wire.common import (
     stop_reason,
 )
 from segue.wire.openai_responses import cache_key
+
+if TYPE_CHECKING:
+    from openai.types.chat.completion_create_params import PromptCacheOptions
 
 WIRE = "openai_chat"
 #: ReasoningBlock.vendor of reasoning parsed from Chat Completions (never replayed).
@@ -38,11 +48,18 @@ _STOP = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_us
 Replay = Callable[[ReasoningBlock], dict[str, Any] | None]
 
 
-def build_request(request: ProviderRequest, *, model: str, vendor: str, stream: bool = False) -> WireRequest:
-    messages, _ = build_messages(request.messages)
-    system = "\n\n".join(text for text in (request.system, request.stable_head) if text)
-    if system:
-        messages.insert(0, {"role": "system", "content": system})
+def build_request(
+    request: ProviderRequest,
+    *,
+    model: str,
+    vendor: str,
+    breakpoints: BreakpointCache | None = None,
+    stream: bool = False,
+) -> WireRequest:
+    refuse_prewarm(request, WIRE)
+    parts = breakpoints is not None
+    messages, anchors = build_messages(request.messages, parts=parts)
+    fixed = insert_system(messages, request, parts=parts)
     body: dict[str, Any] = {"model": model, "messages": messages}
     if request.tools:
         body["tools"] = [g.tool(t) for t in request.tools]
@@ -51,10 +68,44 @@ def build_request(request: ProviderRequest, *, model: str, vendor: str, stream: 
         body["max_completion_tokens" if vendor == "openai" else "max_tokens"] = request.max_tokens
     if vendor == "openai" and request.cache_key:
         body["prompt_cache_key"] = cache_key(None, request.cache_key)
+    if breakpoints is not None:
+        mark(fixed, anchors, request, breakpoints)
+        body["prompt_cache_options"] = cache_options(breakpoints)
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
     return WireRequest(body=body)
+
+
+def refuse_prewarm(request: ProviderRequest, wire: str) -> None:
+    if request.prewarm:
+        raise WireError(
+            f"prewarm: the {wire} wire has no way to populate the prompt cache without generating (Chat "
+            "Completions' prompt_cache_options take no prewarm); use OpenAIResponsesProvider on a breakpoint cache "
+            "(GPT-5.6 and later) or AnthropicProvider"
+        )
+
+
+def insert_system(messages: list[dict[str, Any]], request: ProviderRequest, *, parts: bool) -> list[Any]:
+    """Put the system prompt and the stable head first, as one system message; with `parts` each is a content
+    part of its own, and those parts are returned (the fixed cache breakpoint positions)."""
+    texts = [text for text in (request.system, request.stable_head) if text]
+    if not texts:
+        return []
+    if not parts:
+        messages.insert(0, {"role": "system", "content": "\n\n".join(texts)})
+        return []
+    system = [g.text_part(TextBlock(text=t)) for t in texts]
+    messages.insert(0, {"role": "system", "content": system})
+    return list(system)
+
+
+def cache_options(cache: BreakpointCache) -> PromptCacheOptions:
+    """The request's `prompt_cache_options` on a breakpoint cache."""
+    options: PromptCacheOptions = {"mode": cache.mode}
+    if cache.ttl == "30m":  # the only TTL Chat Completions offers; the driver refuses others
+        options["ttl"] = cache.ttl
+    return options
 
 
 def build_messages(
@@ -145,7 +196,7 @@ def parse_response(
         raise MalformedResponseError(f"{where}: no choices in the response (the server returned nothing to parse)")
     choice = as_map(choices[0], f"{where} choice")
     message = req_map(choice, "message", f"{where} choice")
-    warnings: list[str] = []
+    notes: list[ProviderNote] = []
     content: list[ContentBlock] = list((reasoning or plain_reasoning)(message, model))
     text = message.get("content")
     if isinstance(text, str) and text:
@@ -154,17 +205,24 @@ def parse_response(
         entry = as_map(raw, f"{where} tool call")
         call = g.parse_tool_call(entry, model) if "type" not in entry else g.parse_tool_call_entry(entry, model)
         if call is None:
-            warnings.append(f"the server returned a {entry.get('type')!r} tool call segue does not keep; dropped")
+            notes.append(
+                ProviderNote(
+                    kind="unknown-output",
+                    message=f"the server returned a {entry.get('type')!r} tool call segue does not keep; dropped",
+                )
+            )
         else:
             content.append(call)
     usage = data.get("usage")
     if usage is None:
-        warnings.append("the server reported no usage; token counts are recorded as 0")
+        notes.append(
+            ProviderNote(kind="usage-missing", message="the server reported no usage; token counts are recorded as 0")
+        )
     return ParsedResponse(
         message=Message(role="assistant", content=content),
         usage=parse_usage(as_map(usage or {}, f"{where} usage"), data.get("timings")),
         stop_reason=stop_reason(choice.get("finish_reason"), _STOP),
-        warnings=warnings,
+        notes=notes,
     )
 
 

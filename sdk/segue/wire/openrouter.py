@@ -3,12 +3,17 @@
 - `reasoning_details` come back as a list of typed entries; each becomes a ReasoningBlock holding the entry
   verbatim (`native`), and they are replayed unmodified, in order, on the assistant message next to its
   tool_calls (OpenRouter: "you cannot rearrange or modify the sequence").
-- Context compression is turned off explicitly (`plugins: [{"id": "context-compression", "enabled": false}]`)
-  unless the app passes its own plugins: account-default plugins apply to any request that does not name them,
-  and a compressed middle would silently change the replayed prefix.
+- Context compression is turned off explicitly (`{"id": "context-compression", "enabled": false}` added to the
+  app's own plugins) unless the app configured that plugin itself: account-default plugins apply to any request
+  that does not name them, and a compressed middle would silently change the replayed prefix.
 - `provider: {order, allow_fallbacks}` pins routing when the app asks for it.
 - For `anthropic/*` models content goes as parts with per-block `cache_control`, on the same four positions
   as the Anthropic driver: system, stable head, last replayed message, last non-fragment message.
+- Where the catalog says the upstream path is a breakpoint cache (`breakpoints`, OpenAI GPT-5.6 and later), the
+  breakpoint positions of segue.wire.breakpoints get a block-level `cache_control: {"type": "ephemeral"}`, which
+  OpenRouter "converts ... to the provider's native format" on "OpenAI models that support explicit prompt
+  caching" (OpenRouter's cache-control docs; it forwards `prompt_cache_breakpoint` itself only on its Responses
+  API), and the request carries `prompt_cache_options` as on Chat Completions.
 """
 
 from __future__ import annotations
@@ -16,15 +21,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from segue.generated import ReasoningBlock, TextBlock
+from segue.generated import ReasoningBlock
 from segue.generated.wire import openrouter as g
 from segue.providers.base import ProviderRequest
 from segue.wire import openai_chat as chat
+from segue.wire.breakpoints import BreakpointCache, boundaries
 from segue.wire.common import ParsedResponse, WireRequest, as_map, breakpoint_blocks
 
 WIRE = "openrouter"
 REASONING_VENDOR = "openrouter"
-NO_COMPRESSION = ({"id": "context-compression", "enabled": False},)
+COMPRESSION = "context-compression"
 #: Top-level keys the OpenAI SDK's create() has no keyword for.
 EXTRA_BODY = frozenset({"provider", "plugins", "reasoning"})
 
@@ -38,23 +44,24 @@ def build_request(
     plugins: Sequence[Mapping[str, Any]] | None,
     reasoning: Mapping[str, Any] | None,
     cache_ttl: Literal["5m", "1h"] | None,
+    breakpoints: BreakpointCache | None = None,
     stream: bool = False,
 ) -> WireRequest:
+    chat.refuse_prewarm(request, WIRE)
     cache = None
     if model.startswith("anthropic/") and cache_ttl is not None:
         cache = {"type": "ephemeral", "ttl": "1h"} if cache_ttl == "1h" else {"type": "ephemeral"}
+    parts = cache is not None or breakpoints is not None
     messages, anchors = chat.build_messages(
-        request.messages, replay=_replay, reasoning_vendor=REASONING_VENDOR, parts=cache is not None
+        request.messages, replay=_replay, reasoning_vendor=REASONING_VENDOR, parts=parts
     )
-    texts = [text for text in (request.system, request.stable_head) if text]
+    fixed = chat.insert_system(messages, request, parts=parts)
     if cache is not None:
-        system = [g.text_part(TextBlock(text=t)) for t in texts]
-        if system:
-            messages.insert(0, {"role": "system", "content": system})
-        for block in breakpoint_blocks(system, anchors, request):
+        for block in breakpoint_blocks(fixed, anchors, request):
             block["cache_control"] = dict(cache)
-    elif texts:
-        messages.insert(0, {"role": "system", "content": "\n\n".join(texts)})
+    elif breakpoints is not None:
+        for block in boundaries(fixed, anchors, request, breakpoints):
+            block["cache_control"] = {"type": "ephemeral"}
     body: dict[str, Any] = {"model": model, "messages": messages}
     if request.tools:
         body["tools"] = [g.tool(t) for t in request.tools]
@@ -67,13 +74,23 @@ def build_request(
         routing["allow_fallbacks"] = allow_fallbacks
     if routing:
         body["provider"] = routing
-    body["plugins"] = [dict(p) for p in (NO_COMPRESSION if plugins is None else plugins)]
+    body["plugins"] = with_compression_off(plugins)
     if reasoning is not None:
         body["reasoning"] = dict(reasoning)
+    if breakpoints is not None and cache is None:
+        body["prompt_cache_options"] = chat.cache_options(breakpoints)
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
     return WireRequest(body=body, extra_body=EXTRA_BODY)
+
+
+def with_compression_off(plugins: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """The app's plugins, plus context compression turned off unless the app configured it itself."""
+    chosen = [dict(p) for p in plugins or ()]
+    if not any(p.get("id") == COMPRESSION for p in chosen):
+        chosen.append({"id": COMPRESSION, "enabled": False})
+    return chosen
 
 
 def _replay(block: ReasoningBlock) -> dict[str, Any] | None:

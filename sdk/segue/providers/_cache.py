@@ -1,0 +1,64 @@
+"""Which serving paths cache only at breakpoints: the catalog's answer, looked up once per model, for a driver.
+
+The OpenAI drivers send `prompt_cache_breakpoint` markers and `prompt_cache_options` only where the resolved
+serving path says `llm.cache_kind: "breakpoint"`, as many as its `llm.cache_max_breakpoints`, and refuse a TTL its
+`llm.cache_ttls` does not offer. No model name is written here: an app changes the answer with a catalog layer.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from segue.catalog import Catalog, CatalogError, Resolved
+from segue.wire.breakpoints import BreakpointCache, CacheMode, CacheTTL
+from segue.wire.common import WireError
+
+log = logging.getLogger("segue.providers")
+
+
+class BreakpointPaths:
+    """Per driver: `for_model(model)` is the request's BreakpointCache, or None when the path has no such cache.
+
+    `catalog` defaults to `Catalog.load()` on first use; pass one to layer an app's catalog.
+    """
+
+    def __init__(self, vendor: str, catalog: Catalog | None, *, mode: CacheMode, ttl: CacheTTL) -> None:
+        self.vendor = vendor
+        self.mode: CacheMode = mode
+        self.ttl: CacheTTL = ttl
+        self._catalog = catalog
+        self._known: dict[str, BreakpointCache | None] = {}
+
+    @property
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = Catalog.load()
+        return self._catalog
+
+    def for_model(self, model: str) -> BreakpointCache | None:
+        if model not in self._known:
+            try:
+                resolved = self.catalog.resolve(model, self.vendor)
+            except CatalogError as e:
+                log.warning("no catalog entry for %s@%s (%s); sending no cache breakpoints", model, self.vendor, e)
+                self._known[model] = None
+            else:
+                self._known[model] = self._breakpoints(resolved)
+        return self._known[model]
+
+    def _breakpoints(self, resolved: Resolved) -> BreakpointCache | None:
+        if resolved.cache_kind != "breakpoint":
+            return None
+        writes = resolved.cache_max_breakpoints
+        if writes is None or writes < 1:
+            raise WireError(
+                f"{resolved.label}: the catalog says llm.cache_kind 'breakpoint' but llm.cache_max_breakpoints (writes "
+                f"per request) is {writes!r}; set it on the serving path's catalog row"
+            )
+        offered = resolved.get("llm", "cache_ttls")
+        if isinstance(offered, list) and self.ttl not in offered:
+            raise WireError(
+                f"cache_ttl {self.ttl!r} is not offered on {resolved.label} (catalog llm.cache_ttls: {offered}); "
+                "configure the driver with one of those"
+            )
+        return BreakpointCache(mode=self.mode, ttl=self.ttl, max_breakpoints=writes)

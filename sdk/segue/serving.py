@@ -1,0 +1,155 @@
+"""Who served each request, and what that means for the run: the loop fits each request here and hands every
+response back.
+
+A run's replay is planned once per path it may be served on (the path it is aimed at, and the other members of
+a Failover): the plans differ only in whose replayed reasoning they keep. A request carries the messages fitted
+to each path; the response says which path served. Everything that describes the run then follows that path:
+
+- the replay summary is the serving path's plan; a run whose reasoning a later request leaves out (another
+  member served) moves to reasoning_dropped with one warning, and no later request of the run sends it again; a
+  run whose reasoning the vendor reports dropping moves too (cause vendor-dropped), but stays on the wire, since
+  the vendor drops it the same way each time and the cached prefix holds it;
+- the prefix descriptor is written with the first response, naming the vendor and model that served it, its seed
+  hashing the replayed prefix as that request carried it; a later iteration served on another path is added as
+  `also_served`;
+- the run's notes (everything else the call reported), once per distinct note;
+- the layout decision, made on the path that served.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from segue.generated import Message, PrefixDescriptor, ReplaySummary, ReplayWarning, ServedPath, get_converter
+from segue.meta import NOTES_META_KEY, PREFIX_META_KEY, REPLAY_META_KEY
+from segue.prefix_rule import drop_kept, log, path_cause, seed_of
+from segue.providers.base import (
+    REPLAYED_META_KEY,
+    ProviderNote,
+    ProviderRequest,
+    ProviderResponse,
+    ServingPath,
+    without_replayed_reasoning,
+)
+from segue.run_state import RunState
+
+#: Warning causes that say why a run's reasoning was dropped (the others are about tools and the budget).
+_DROP_CAUSES = frozenset(
+    {"model", "system", "tools", "seed", "cross-vendor", "predates-metadata", "follows", "guardrails", "reasoning-off"}
+    | {"layout", "vendor-dropped"}
+)
+
+
+def fit(state: RunState, messages: list[Message]) -> tuple[list[Message], dict[ServingPath, list[Message]]]:
+    """The request's messages fitted to the path the run is aimed at, and to every other planned path."""
+    if not state.plans:
+        return messages, {}
+    own = state.planned.path
+    keep = _keep(state)
+    return without_replayed_reasoning(messages, keep[own]), {
+        path: without_replayed_reasoning(messages, runs) for path, runs in keep.items() if path != own
+    }
+
+
+def observe(state: RunState, request: ProviderRequest, response: ProviderResponse, iteration: int) -> dict[str, Any]:
+    """Fold one response into `state`; returns the run meta to write in the same transaction as this iteration."""
+    replay, notes_before = state.replay, state.notes.as_list()
+    served = response.replay_path or request.replay_path
+    sent = _keep(state).get(served, frozenset()) if served is not None else frozenset()
+    if served is not None and state.replay is not None:
+        _follow(state, served, response)
+        # Reasoning the vendor drops below stays on the wire: the vendor drops it the same way every time, and
+        # leaving it off would change the prefix the cache holds.
+        state.bound = frozenset(state.replay.reasoning_kept)
+    for note in response.notes:
+        run_id = _replayed_run(note, request)
+        if run_id is not None and state.replay is not None:
+            warning = ReplayWarning(run_id=run_id, cause="vendor-dropped", message=f"reasoning dropped: {note.message}")
+            state.replay = drop_kept(state.replay, {run_id: warning})
+        else:
+            state.notes.add(note, iteration)
+    if state.layout is not None:
+        state.layout.observe_served(
+            iteration,
+            response.vendor,
+            response.model,
+            requires_stable_reasoning_prefix=response.requires_stable_reasoning_prefix,
+        )
+    conv = get_converter()
+    updates: dict[str, Any] = {}
+    descriptor = _describe(state, response, sent)
+    if descriptor != state.descriptor:
+        state.descriptor = descriptor
+        updates[PREFIX_META_KEY] = conv.unstructure(descriptor)
+    if state.replay is not replay and state.replay is not None:
+        updates[REPLAY_META_KEY] = conv.unstructure(state.replay)
+    if state.notes.as_list() != notes_before:
+        updates[NOTES_META_KEY] = state.notes.meta()
+    return updates
+
+
+def _keep(state: RunState) -> dict[ServingPath, frozenset[str]]:
+    """Per planned path, the replayed runs whose reasoning a request of this run carries there: what the path's
+    plan keeps, less what an earlier request of the run already went without."""
+    return {
+        path: frozenset(plan.reasoning_kept) & state.bound
+        if state.bound is not None
+        else frozenset(plan.reasoning_kept)
+        for path, plan in state.plans.items()
+    }
+
+
+def _follow(state: RunState, served: ServingPath, response: ProviderResponse) -> None:
+    """Make the replay summary the serving path's."""
+    assert state.replay is not None
+    plan = state.plans.get(served)
+    if plan is None:  # a member segue planned no path for: it got none of the replayed reasoning
+        message = (
+            f"reasoning dropped: {response.vendor}/{response.model} served, a Failover member the replay was not "
+            "planned for, so no replayed reasoning was sent"
+        )
+        cause = path_cause(state.planned, response.vendor, response.model)
+        drops = {r: ReplayWarning(run_id=r, cause=cause, message=message) for r in state.replay.reasoning_kept}
+        state.replay = drop_kept(state.replay, drops)
+    elif state.bound is None:  # the first response: the run's replay is that path's plan
+        state.replay = plan
+        for w in plan.warnings:
+            log.warning("replay: run %s: %s", w.run_id, w.message)
+    else:
+        drops = {r: _drop_warning(plan, r) for r in state.replay.reasoning_kept if r not in plan.reasoning_kept}
+        state.replay = drop_kept(state.replay, drops)
+
+
+def _drop_warning(plan: ReplaySummary, run_id: str) -> ReplayWarning:
+    found = next((w for w in plan.warnings if w.run_id == run_id and w.cause in _DROP_CAUSES), None)
+    return found or ReplayWarning(run_id=run_id, cause="follows", message="reasoning dropped on the path that served")
+
+
+def _replayed_run(note: ProviderNote, request: ProviderRequest) -> str | None:
+    """The replayed run a vendor-dropped note points at, if it points at a replayed message."""
+    if note.kind != "vendor-dropped" or note.message_index is None:
+        return None
+    if not 0 <= note.message_index < len(request.messages):
+        return None
+    run_id = (request.messages[note.message_index].meta or {}).get(REPLAYED_META_KEY)
+    return run_id if isinstance(run_id, str) else None
+
+
+def _describe(state: RunState, response: ProviderResponse, sent: frozenset[str]) -> PrefixDescriptor:
+    """The descriptor after this response: written with the first, then only a new serving path is added."""
+    d = state.descriptor
+    if d is None:
+        return PrefixDescriptor(
+            schema_version=1,
+            vendor=response.vendor,
+            model=response.model,
+            system_hash=state.planned.system_hash,
+            tools_hash=state.planned.tools_hash,
+            seed=seed_of(without_replayed_reasoning(state.prefix, sent), state.view),
+        )
+    served = ServedPath(vendor=response.vendor, model=response.model)
+    if (d.vendor, d.model) == (served.vendor, served.model) or served in (d.also_served or []):
+        return d
+    return attrs.evolve(d, also_served=[*(d.also_served or []), served])

@@ -1,0 +1,84 @@
+"""What retry and resume read back from a stored run: its request, its pause, and what its requests carried.
+
+Pure functions over a StoredRun (no I/O): the run's RunSpec rebuilt from its meta, the decisions a resume gives
+for the calls it waits on (checked against them), and which replayed reasoning a paused run's requests sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from segue.context import ContextBlock
+from segue.conversation import as_history
+from segue.errors import InputError, RunStateError
+from segue.generated import ReplayKnobs, ReplaySummary, get_converter
+from segue.meta import PENDING_META_KEY, REPLAY_META_KEY, REQUEST_META_KEY
+from segue.run_state import RunSpec
+from segue.store.run_store import StoredRun
+
+
+def spec_of(stored: StoredRun) -> RunSpec:
+    """The run's request as it was made: input, history, context, replay knobs and the model / vendor override."""
+    request = stored.meta.get(REQUEST_META_KEY, {})
+    replay = stored.meta.get(REPLAY_META_KEY)
+    knobs = get_converter().structure(replay["knobs"], ReplayKnobs) if replay and "knobs" in replay else None
+    return RunSpec(
+        input=stored.input,
+        history=as_history(request.get("history", [])),
+        context=[ContextBlock(c["text"], c["placement"], c.get("source")) for c in request.get("context", [])],
+        knobs=knobs,
+        replay_last=request.get("replay_last", 0),
+        replay_reasoning=request.get("replay_reasoning", True),
+        replay_budget_tokens=request.get("replay_budget_tokens"),
+        tenant_id=stored.tenant_id,
+        metadata={},
+        idempotency_key=None,
+        model=request.get("model"),
+        vendor=request.get("vendor"),
+    )
+
+
+def pending_calls(stored: StoredRun) -> tuple[int, list[str]]:
+    """(the iteration it paused at, the call ids it waits on) of a paused run; RunStateError for any other."""
+    pending = stored.meta.get(PENDING_META_KEY)
+    if stored.status != "waiting_approval" or not pending:
+        raise RunStateError(
+            f"run {stored.run_id} is {stored.status}, not waiting_approval; only paused runs resume",
+            run_id=stored.run_id,
+            reason="not_paused",
+        )
+    return int(pending["iteration"]), list(pending["calls"])
+
+
+def decisions_for(waiting: list[str], approved: Any, tool_results: Mapping[str, str] | None) -> dict[str, bool]:
+    """One approval per waiting call from `approved` (one answer for all, or per call id; calls left out are
+    denied), after checking that `approved` and `tool_results` name only waiting calls."""
+    if isinstance(approved, bool):
+        decisions = dict.fromkeys(waiting, approved)
+    elif isinstance(approved, Mapping):
+        unknown = sorted(set(approved) - set(waiting))
+        if unknown:
+            raise InputError(f"approved names calls {unknown} that are not pending; pending: {waiting}")
+        decisions = {c: bool(approved.get(c, False)) for c in waiting}
+    else:
+        raise InputError(f"approved must be a bool or a {{call_id: bool}} mapping, got {approved!r}")
+    if tool_results is not None:
+        unknown = sorted(set(tool_results) - set(waiting))
+        if unknown:
+            raise InputError(f"tool_results names calls {unknown} that are not pending: {waiting}")
+    return decisions
+
+
+def summary_at_pause(stored: StoredRun) -> ReplaySummary | None:
+    raw = stored.meta.get(REPLAY_META_KEY)
+    return get_converter().structure(raw, ReplaySummary) if raw is not None else None
+
+
+def still_sent(summary: ReplaySummary | None) -> frozenset[str] | None:
+    """The replayed runs whose reasoning a paused run's requests carried: the kept ones, and those the vendor
+    dropped (they stay on the wire, see segue.serving)."""
+    if summary is None:
+        return None
+    dropped_by_vendor = {w.run_id for w in summary.warnings if w.cause == "vendor-dropped"}
+    return frozenset(summary.reasoning_kept) | dropped_by_vendor
