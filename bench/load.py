@@ -7,6 +7,12 @@ was sent), and that no "database is locked" escaped. It prints runs/s, p50/p95 p
 model's time (run wall time minus the provider calls' time), and how long the event loop was ever blocked
 (a 1 ms ticker measures its own lateness while the runs share one event loop).
 
+With PostgreSQL it then runs the same load once more on a server of its own (bench/pg_server.py: initdb into a
+temporary folder, another port), restarting that server in the middle: it reports that every run still ended
+terminal with its traces as sent, how long the restart took, how many runs were in flight during it, and how
+many of those failed with a clear error (a run failing outside the restart, or with an unclear message, fails
+the benchmark).
+
 Run: python bench/load.py [--conversations 50] [--turns 5] [--pg postgresql://...]
 (PostgreSQL runs when --pg or SEGUE_TEST_PG_URL is given; .ci/run passes the server it starts.)
 """
@@ -21,13 +27,16 @@ import statistics
 import tempfile
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anthropic
+from pg_server import NoPostgres, PgServer, throwaway_postgres
 
 from segue import Agent, RunStore
 from segue.demo import PROMPT, QUESTIONS, demo_tools
+from segue.errors import StoreError
 from segue.providers import AnthropicProvider
 from segue.providers.base import Provider, ProviderRequest, ProviderResponse, StreamEvent
 from segue.twin import Twin
@@ -81,18 +90,36 @@ async def ticker(lags: list[float], stop: asyncio.Event) -> None:
         lags.append(time.perf_counter() - started - 0.001)
 
 
+@dataclass
+class OnTwin:
+    """The demo's agent on a store, its model the twin served on loopback in its own thread, like a vendor: the
+    twin's work is the "model time", and it never runs on the event loop the agents share."""
+
+    agent: Agent
+    timed: Timed
+    store: RunStore
+    client: anthropic.AsyncAnthropic
+    server: Any
+
+    @classmethod
+    def start(cls, url: str) -> OnTwin:
+        server = serve("127.0.0.1", 0, twin=Twin())
+        client = anthropic.AsyncAnthropic(api_key="load-test", base_url=server.url, max_retries=0)
+        store = RunStore(url)
+        thinking = {"type": "enabled", "budget_tokens": 1024}
+        timed = Timed(AnthropicProvider("claude-sonnet-4-6", cache_ttl="1h", thinking=thinking, client=client))
+        agent = Agent(timed, PROMPT, demo_tools(), store, name="load", max_iterations=8)
+        return cls(agent=agent, timed=timed, store=store, client=client, server=server)
+
+    async def close(self) -> None:
+        self.store.close()
+        await self.client.close()
+        self.server.close()
+
+
 async def load(url: str, conversations: int, turns: int) -> dict[str, Any]:
-    # The twin runs as a loopback HTTP server in its own thread, like a vendor: its work is the "model time",
-    # and it never runs on the event loop the agents share.
-    server = serve("127.0.0.1", 0, twin=Twin())
-    client = anthropic.AsyncAnthropic(api_key="load-test", base_url=server.url, max_retries=0)
-    store = RunStore(url)
-    timed = Timed(
-        AnthropicProvider(
-            "claude-sonnet-4-6", cache_ttl="1h", thinking={"type": "enabled", "budget_tokens": 1024}, client=client
-        )
-    )
-    agent = Agent(timed, PROMPT, demo_tools(), store, name="load", max_iterations=8)
+    setup = OnTwin.start(url)
+    agent, timed, store = setup.agent, setup.timed, setup.store
     # One conversation alone first: it warms up imports, converters and the twin, and gives the per-run overhead
     # without contention (with 50 runs sharing one event loop, each run also waits for the others' CPU slices).
     solo: list[float] = []
@@ -118,9 +145,7 @@ async def load(url: str, conversations: int, turns: int) -> dict[str, Any]:
     terminal = sum(1 for d in details if d is not None and d.status in ("success", "error", "max_iterations"))
     expected_traces = sum(2 * len(d.llm_interactions) for d in details if d is not None)
     counts = store.counts(run_ids)
-    store.close()
-    await client.close()
-    server.close()
+    await setup.close()
     return {
         "runs": len(run_ids),
         "errors": errors,
@@ -172,6 +197,117 @@ def report(name: str, r: dict[str, Any], conversations: int, turns: int) -> bool
     return ok
 
 
+@dataclass
+class Outcome:
+    started: float
+    ended: float
+    status: str  # a run status, or "refused": the run failed before its row was written
+    run_id: str | None
+    error: str | None
+
+
+async def tolerant_conversation(index: int, agent: Agent, turns: int, outcomes: list[Outcome]) -> None:
+    """A conversation that goes on when a turn fails (it then replays only the turns that succeeded)."""
+    tenant = f"tenant-{index:03d}"
+    ids: list[str] = []
+    for question in QUESTIONS[:turns]:
+        started = time.monotonic()
+        try:
+            result = await agent.run(question, runs=ids or None, replay_last="all", tenant_id=tenant)
+        except StoreError as e:
+            outcomes.append(Outcome(started, time.monotonic(), "refused", None, str(e)))
+            continue
+        outcomes.append(Outcome(started, time.monotonic(), result.status, result.run_id, result.error))
+        if result.status == "success":
+            ids.append(result.run_id)
+
+
+async def load_with_restart(server: PgServer, conversations: int, turns: int) -> dict[str, Any]:
+    """The load on `server`, which is restarted once a third of the runs have finished."""
+    setup = OnTwin.start(server.url)
+    agent, timed, store = setup.agent, setup.timed, setup.store
+    outcomes: list[Outcome] = []
+    window: list[float] = []
+
+    async def restart_midway() -> None:
+        while len(outcomes) < conversations * turns // 3:
+            await asyncio.sleep(0.01)
+        window.append(time.monotonic())
+        await asyncio.to_thread(server.restart)
+        window.append(time.monotonic())
+
+    restarting = asyncio.create_task(restart_midway())
+    started = time.perf_counter()
+    await asyncio.gather(*(tolerant_conversation(i, agent, turns, outcomes) for i in range(conversations)))
+    elapsed = time.perf_counter() - started
+    await restarting
+    t0, t1 = window
+    during = [o for o in outcomes if o.started < t1 and o.ended > t0]
+    failed = [o for o in outcomes if o.status != "success"]
+    run_ids = [o.run_id for o in outcomes if o.run_id is not None]
+    details = {run_id: store.get_run(run_id, all_tenants=True) for run_id in run_ids}
+    terminal = sum(1 for d in details.values() if d is not None and d.status in ("success", "error", "max_iterations"))
+    # Traces as sent: the user message, assistant + tool per tool-calling iteration, the final answer. A run that
+    # failed after some iterations keeps the user message and the iterations it recorded: twice its calls, plus one.
+    traces_ok = all(
+        d is not None and len(d.traces) == 2 * len(d.llm_interactions) + (0 if d.status == "success" else 1)
+        for d in details.values()
+    )
+    await setup.close()
+    return {
+        "runs": len(outcomes),
+        "elapsed": elapsed,
+        "restart_s": t1 - t0,
+        "restart_at": sum(1 for o in outcomes if o.ended <= t0),
+        "during": len(during),
+        "failed": failed,
+        "outside": [o for o in failed if o not in during],
+        "unclear": [o for o in failed if "run store at" not in (o.error or "")],
+        "terminal": terminal,
+        "rows": len(run_ids),
+        "traces_ok": traces_ok,
+        "calls": timed.calls,
+        "interactions": sum(len(d.llm_interactions) for d in details.values() if d is not None),
+    }
+
+
+def report_restart(r: dict[str, Any], conversations: int, turns: int) -> bool:
+    ok = (
+        r["runs"] == conversations * turns
+        and r["terminal"] == r["rows"]
+        and r["traces_ok"]
+        and not r["outside"]
+        and not r["unclear"]
+    )
+    print(
+        f"PostgreSQL restarted mid-load (its own server): {r['runs']} runs in {r['elapsed']:.1f} s; the restart "
+        f"began after {r['restart_at']} runs and took {r['restart_s']:.1f} s; {r['during']} runs were in flight "
+        "during it"
+    )
+    print(
+        f"  failed with a clear error: {len(r['failed'])} (of the {r['during']} in flight; "
+        f"{sum(1 for o in r['failed'] if o.status == 'refused')} before their row was written); "
+        f"failures outside the restart: {len(r['outside'])}; unclear messages: {len(r['unclear'])}"
+    )
+    print(
+        f"  terminal runs {r['terminal']}/{r['rows']} stored; traces as sent: {r['traces_ok']}; "
+        f"llm interactions {r['interactions']} of {r['calls']} provider calls (a call whose run failed before "
+        "recording it is not stored)"
+    )
+    for o in (r["unclear"] or r["failed"])[:3]:
+        print(f"  failure: {o.status}: {o.error}")
+    return ok
+
+
+def restart_phase(conversations: int, turns: int) -> bool:
+    try:
+        with throwaway_postgres() as server:
+            return report_restart(asyncio.run(load_with_restart(server, conversations, turns)), conversations, turns)
+    except NoPostgres as e:
+        print(f"PostgreSQL restart: cannot start a server of its own ({e})")
+        return not os.environ.get("CI")  # CI installs PostgreSQL: there, this is a failure
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--conversations", type=int, default=50)
@@ -192,6 +328,7 @@ def main() -> int:
         ok &= report(
             "PostgreSQL", asyncio.run(load(args.pg, args.conversations, args.turns)), args.conversations, args.turns
         )
+        ok &= restart_phase(args.conversations, args.turns)
     else:
         print("PostgreSQL: skipped (pass --pg URL or set SEGUE_TEST_PG_URL)")
     return 0 if ok else 1

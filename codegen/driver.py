@@ -96,6 +96,7 @@ def write(files: dict[str, str], out_dir: Path) -> list[str]:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".codegen-")
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files: keep generated code readable like its sources
         os.replace(tmp, target)
         changed.append(rel)
     for rel in _existing(out_dir):
@@ -108,13 +109,19 @@ def write(files: dict[str, str], out_dir: Path) -> list[str]:
 def export(files: dict[str, str], schema_dir: Path, dest: Path) -> None:
     """The bundle: schemas with $refs resolved, TypeScript declarations, and the fixtures."""
     for rel, text in files.items():
-        if rel.startswith(EXPORTED):
+        if rel.startswith(EXPORTED) or rel == "protocol.json":
             target = dest / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8", newline="\n")
     fixtures = schema_dir / "fixtures"
     if fixtures.is_dir():
         shutil.copytree(fixtures, dest / "fixtures", dirs_exist_ok=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _existing(out_dir: Path) -> list[str]:

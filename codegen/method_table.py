@@ -51,7 +51,7 @@ META_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "properties": {
                     "kind": {"enum": ["request", "notification"]},
-                    "direction": {"enum": ["clientToServer", "serverToClient"]},
+                    "direction": {"enum": ["clientToServer", "serverToClient", "both"]},
                     "description": {"type": "string", "minLength": 1},
                     "params": _TYPE_REF,
                     "result": _TYPE_REF,
@@ -85,7 +85,7 @@ META_SCHEMA: dict[str, Any] = {
 class Method:
     name: str
     kind: Literal["request", "notification"]
-    direction: Literal["clientToServer", "serverToClient"]
+    direction: Literal["clientToServer", "serverToClient", "both"]
     description: str
     params: str  # a $defs type name
     result: str | None
@@ -112,7 +112,8 @@ class Protocol:
     errors: tuple[ErrorDef, ...]
 
     def of(self, kind: str, direction: str) -> list[Method]:
-        return [m for m in self.methods if m.kind == kind and m.direction == direction]
+        """The methods of `kind` that travel in `direction` (a "both" method travels in each)."""
+        return [m for m in self.methods if m.kind == kind and m.direction in (direction, "both")]
 
 
 def load_protocol(model: Model) -> Protocol | None:
@@ -195,9 +196,11 @@ def load_protocol(model: Model) -> Protocol | None:
         )
     if CANCEL_METHOD in raw["methods"]:
         cancel = next(m for m in methods if m.name == CANCEL_METHOD)
-        if (cancel.kind, cancel.direction) != ("notification", "clientToServer"):
+        if cancel.kind != "notification" or cancel.direction == "serverToClient":
             raise SchemaError(
-                f.path, f"/{KEYWORD}/methods/{_escape(CANCEL_METHOD)}", "must be a clientToServer notification"
+                f.path,
+                f"/{KEYWORD}/methods/{_escape(CANCEL_METHOD)}",
+                "must be a clientToServer (or both) notification",
             )
     return Protocol(file=f, methods=tuple(methods), errors=tuple(errors))
 

@@ -64,16 +64,18 @@ def test_list_json_is_a_list_of_run_summaries(runs: SampleRuns, capsys: pytest.C
 def test_list_filters(runs: SampleRuns, capsys: pytest.CaptureFixture[str]) -> None:
     def ids(*extra: str) -> list[str]:
         code, out, _ = run_cli(capsys, "runs", "list", "--db", runs.url, "--json", *extra)
-        assert code == 0
-        return [r["run_id"] for r in json.loads(out)]
+        found = [r["run_id"] for r in json.loads(out)]
+        assert code == (0 if found else 1), "an empty list is 'found nothing'"
+        return found
 
     assert ids("--limit", "2") == [runs.edited, runs.third]
     assert ids("--admin", "--agent", "billing") == [runs.other_tenant]
     assert ids("--agent", "billing") == []
     assert ids("--status", "error") == []
     assert len(ids("--status", "success")) == 4
-    code, out, _ = run_cli(capsys, "runs", "list", "--db", runs.url, "--status", "error")
-    assert code == 0 and out.strip() == "no runs for tenant 'default' matching the filters"
+    code, out, err = run_cli(capsys, "runs", "list", "--db", runs.url, "--status", "error")
+    assert code == 1 and out == ""
+    assert err.startswith("segue: no runs for tenant 'default' matching the filters;") and err.count("\n") == 1
 
 
 # -- runs show ------------------------------------------------------------------------------------------------
@@ -212,12 +214,12 @@ def test_explain_json(runs: SampleRuns, capsys: pytest.CaptureFixture[str]) -> N
 
 
 @pytest.mark.parametrize("command", ["show", "explain"])
-def test_unknown_or_other_tenants_run_is_bad_input(
+def test_unknown_or_other_tenants_run_is_found_nothing(
     runs: SampleRuns, command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for run_id in ("01NOSUCHRUN0000000000000000", runs.other_tenant):
         code, out, err = run_cli(capsys, "runs", command, run_id, "--db", runs.url)
-        assert code == 2 and out == ""
+        assert code == 1 and out == ""
         assert err.count("\n") == 1 and err.startswith(f"segue: no run '{run_id}' for tenant 'default'")
     code, out, _ = run_cli(capsys, "runs", command, runs.other_tenant, "--db", runs.url, "--admin")
     assert code in (0, 1) and runs.other_tenant in out
@@ -331,7 +333,7 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
         assert out.startswith(f"usage: segue {' '.join(command)}".rstrip()), command
     with pytest.raises(SystemExit):
         main(["--help"])
-    assert "exit codes: 0 ok, 1 the command found a problem, 2 bad input" in capsys.readouterr().out
+    assert "exit codes: 0 ok, 1 the command found nothing or a problem, 2 bad input" in capsys.readouterr().out
 
 
 @pytest.mark.postgres
@@ -350,4 +352,4 @@ def test_runs_on_postgresql(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "runs", "explain", second.run_id, "--db", url, "--tenant", tenant)
     assert code == 0 and "1: extends the previous request" in out
     code, _, err = run_cli(capsys, "runs", "show", second.run_id, "--db", url)
-    assert code == 2 and "for tenant 'default'" in err
+    assert code == 1 and "for tenant 'default'" in err

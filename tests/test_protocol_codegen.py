@@ -71,6 +71,7 @@ def test_the_dispatch_table_is_the_schemas_method_table() -> None:
         "REQUEST_IN_FLIGHT": -32004,
         "RUN_NOT_FOUND": -32005,
         "CATALOG_LOOKUP_ERROR": -32006,
+        "TENANT_NOT_ALLOWED": -32007,
         "REQUEST_CANCELLED": -32800,
     }
     assert sorted(codes.values()) == sorted(e.value for e in ErrorCode)
@@ -94,7 +95,9 @@ def test_typescript_map_and_client_are_in_the_export_bundle(tmp_path: Path) -> N
     assert "ReplayRunError: -32001," in client_js and '"$/cancelRequest"' in client_js
     assert "export declare class SegueClient" in (ts / "protocol-client.d.ts").read_text()
     bundled = json.loads((tmp_path / "bundle" / "schemas" / "protocol.schema.json").read_text())
-    assert bundled["protocol"]["methods"]["run"]["result"] == {"$ref": "#/$defs/RunResponse"}
+    assert "protocol" not in bundled, "strict validators refuse an unknown keyword at a schema's root"
+    table = json.loads((tmp_path / "bundle" / "protocol.json").read_text())
+    assert table["methods"]["run"]["result"] == {"$ref": "urn:segue:schema:protocol:1#/$defs/RunResponse"}
     assert {"RunResult", "RunEvent", "ToolCallBlock"} <= set(bundled["$defs"]), "refs resolved into the bundle"
 
 

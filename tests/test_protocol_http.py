@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import queue
 import re
 import signal
@@ -27,9 +28,13 @@ RUN_QUERY = {"name": "run_query", "python": "segue.twin.sample_db:run_query"}
 
 
 @contextmanager
-def http_server(config: Path) -> Iterator[tuple[str, int]]:
+def http_server(config: Path, env: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
     proc = subprocess.Popen(
-        serve_command(config, "--http", "--port", "0"), stderr=subprocess.PIPE, text=True, cwd=config.parent
+        serve_command(config, "--http", "--port", "0"),
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=config.parent,
+        env={**os.environ, **(env or {})},
     )
     try:
         assert proc.stderr is not None
@@ -60,9 +65,9 @@ def post(
 class Events:
     """Reads a server-sent event stream in a thread; `subscribed` is set once the server confirmed it."""
 
-    def __init__(self, address: tuple[str, int], session: str) -> None:
+    def __init__(self, address: tuple[str, int], session: str, headers: dict[str, str] | None = None) -> None:
         self.conn = http.client.HTTPConnection(*address, timeout=60)
-        self.conn.request("GET", f"/events?session={session}")
+        self.conn.request("GET", f"/events?session={session}", headers=headers or {})
         self.response = self.conn.getresponse()
         assert self.response.status == 200
         assert self.response.getheader("Content-Type") == "text/event-stream"

@@ -1,8 +1,10 @@
-"""TypeScript drives `segue serve --stdio` with the exported declarations and client helper (tests/node/).
+"""TypeScript drives `segue serve --stdio` with the exported declarations and client helper, and ajv checks the
+exported schemas (tests/node/).
 
 The Node project pins exact versions (package-lock.json); `npm ci` runs only when its node_modules is missing or
-differs from the lock. The test exports the bundle next to a copy of the project, type-checks it with
-`tsc --strict` (including lines that must NOT compile) and runs it against a server whose model is the twin.
+differs from the lock. The bundle is exported next to a copy of the project once, type-checked with `tsc
+--strict` (including lines that must NOT compile); then one script runs against a server whose model is the
+twin, and the other compiles every schema of the bundle in ajv's strict mode and checks every fixture.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO, require_tool
 from protocol_harness import LIST_TABLES_CLIENT, twin_agent, write_config
 
@@ -35,14 +38,16 @@ def _installed() -> bool:
     return True
 
 
-def test_typescript_client_drives_a_replayed_conversation(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """(node, the folder of the compiled project with the bundle exported into it)."""
     node = require_tool("node", "Node.js runs the TypeScript protocol client test")
     if not _installed():
-        npm = require_tool("npm", "npm installs tests/node (typescript, @types/node)")
+        npm = require_tool("npm", "npm installs tests/node (typescript, @types/node, ajv)")
         subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=PROJECT, check=True, timeout=300)
-    work = tmp_path / "project"
+    work = tmp_path_factory.mktemp("node") / "project"
     work.mkdir()
-    for name in ("package.json", "tsconfig.json", "protocol.test.ts"):
+    for name in ("package.json", "tsconfig.json", "protocol.test.ts", "schemas.test.ts"):
         shutil.copyfile(PROJECT / name, work / name)
     (work / "node_modules").symlink_to(PROJECT / "node_modules", target_is_directory=True)
     export_bundle(work / "bundle")
@@ -54,6 +59,26 @@ def test_typescript_client_drives_a_replayed_conversation(tmp_path: Path) -> Non
         timeout=120,
     )
     assert tsc.returncode == 0, tsc.stdout + tsc.stderr
+    return node, work
+
+
+def test_ajv_strict_compiles_every_schema_and_agrees_with_every_fixture(compiled: tuple[str, Path]) -> None:
+    """Issue 16 item 14: ajv's strict mode refused protocol.schema.json (`unknown keyword: "protocol"`)."""
+    node, work = compiled
+    run = subprocess.run(
+        [node, str(work / "schemas.test.js"), "bundle"], capture_output=True, text=True, timeout=120, cwd=work
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    summary = json.loads(run.stdout.strip().splitlines()[-1])
+    fixtures = sum(1 for p in (REPO / "schemas" / "fixtures").rglob("*.json"))
+    assert summary["schemas"] == len(list((REPO / "schemas").glob("*.schema.json")))
+    assert summary["fixtures"] == fixtures, "every fixture was checked"
+    table = json.loads((work / "bundle" / "protocol.json").read_text())
+    assert table["methods"]["run"]["params"]["$ref"] == "urn:segue:schema:protocol:1#/$defs/RunParams"
+
+
+def test_typescript_client_drives_a_replayed_conversation(compiled: tuple[str, Path], tmp_path: Path) -> None:
+    node, work = compiled
 
     tools = [
         LIST_TABLES_CLIENT,

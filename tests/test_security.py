@@ -404,7 +404,7 @@ async def test_cli_shows_another_tenants_run_as_missing(tenants: Tenants, capsys
     for command in ("show", "explain"):
         code = main(["runs", command, tenants.done, "--db", url, "--tenant", GLOBEX])
         out, err = capsys.readouterr()
-        assert code == 2 and out == ""
+        assert code == 1 and out == ""
         assert f"no run '{tenants.done}' for tenant '{GLOBEX}'" in err
         assert_reveals_nothing_of_acme(err, f"runs {command}")
     code = main(["runs", "list", "--db", url, "--tenant", GLOBEX, "--json"])

@@ -23,9 +23,12 @@ def generate(spec: Spec, package: str) -> dict[str, str]:
 
 
 def bundle_schema(model: Model, f: SchemaFile) -> dict[str, Any]:
-    """The schema with every external `$ref` resolved: referenced types are copied into its own `$defs`."""
+    """The schema with every external `$ref` resolved: referenced types are copied into its own `$defs`.
+
+    Only JSON Schema keywords stay at the root: a validator in strict mode (ajv's default) refuses others, so the
+    method table of the `protocol` keyword is bundled as a document of its own (the protocol plugin)."""
     by_id = {s.id: s for s in model.files}
-    result = copy.deepcopy(f.raw)
+    result = {k: copy.deepcopy(v) for k, v in f.raw.items() if k in _SCHEMA_ROOT_KEYWORDS}
     defs: dict[str, Any] = result.setdefault("$defs", {})
     pending = [result]
     while pending:
@@ -46,6 +49,9 @@ def bundle_schema(model: Model, f: SchemaFile) -> dict[str, Any]:
                         inner["$ref"] = base + inner_ref
                 pending.append(defs[name])
     return result
+
+
+_SCHEMA_ROOT_KEYWORDS = frozenset({"$schema", "$id", "$comment", "title", "description", "$defs"})
 
 
 def _walk(node: Any) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ segue.execution.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -23,7 +24,7 @@ from segue.generated import (
     get_converter,
 )
 from segue.guardrails import Guardrail
-from segue.hashing import canonical_hash
+from segue.hashing import canonical_hash, canonical_json
 from segue.layout import LayoutMode, TrailingStateFn
 from segue.providers.base import Provider, members
 from segue.replay import (
@@ -36,6 +37,11 @@ from segue.stored_run import spec_of
 from segue.tools import Tool, as_tools
 
 DEFAULT_MAX_INPUT_CHARS = 1_000_000
+#: The app's metadata is stored twice (the run row and one tag per key): its canonical JSON is capped.
+MAX_METADATA_CHARS = 65_536
+#: Identifiers (tenant_id, idempotency_key, model, metadata keys) fit the store's 200-character columns.
+MAX_ID_CHARS = 200
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _VALIDATION_ERRORS = (ReplayRunError, InputError, IdempotencyConflictError)
 
 
@@ -214,7 +220,7 @@ class Agent(Execution):
         tenant_id: str = DEFAULT_TENANT,
     ) -> AsyncIterator[RunEvent]:
         try:
-            async for event in self._resume_events(run_id, approved, tool_results, tenant_id):
+            async for event in self._resume_events(run_id, approved, tool_results, tenant_id, streaming=True):
                 yield event
         except _VALIDATION_ERRORS as e:
             yield _validation_event(e)
@@ -243,12 +249,18 @@ class Agent(Execution):
                 f"user_input has {len(user_input):,} characters, over the limit of {self.max_input_chars:,}; "
                 "send large documents as files or tool results, or raise Agent(max_input_chars=...)"
             )
+        _check_text("user_input", user_input)
         if not isinstance(tenant_id, str) or not tenant_id:
             raise InputError(f"tenant_id must be a non-empty string, got {tenant_id!r}")
+        _check_id("tenant_id", tenant_id)
         if idempotency_key is not None and (not isinstance(idempotency_key, str) or not idempotency_key):
             raise InputError(f"idempotency_key must be a non-empty string or None, got {idempotency_key!r}")
+        if idempotency_key is not None:
+            _check_id("idempotency_key", idempotency_key)
         if model is not None and (not isinstance(model, str) or not model):
             raise InputError(f"model must be a model name or None, got {model!r}")
+        if model is not None:
+            _check_id("model", model)
         vendors = sorted({d.vendor for d in members(self.provider)})
         if vendor is not None and vendor not in vendors:
             raise InputError(
@@ -257,14 +269,14 @@ class Agent(Execution):
             )
         if metadata is not None and not isinstance(metadata, Mapping):
             raise InputError(f"metadata must be a dict, got {type(metadata).__name__}")
-        try:
-            canonical_hash(dict(metadata or {}))
-        except (TypeError, ValueError) as e:
-            raise InputError(f"metadata must be plain JSON (str, numbers, bools, None, lists, dicts): {e}") from None
+        _check_metadata(dict(metadata or {}))
         blocks = list(context or [])
-        for b in blocks:
+        for i, b in enumerate(blocks):
             if not isinstance(b, ContextBlock):
                 raise InputError(f"context must hold ContextBlock objects, got {type(b).__name__}")
+            _check_text(f"context[{i}].text", b.text)
+        messages = as_history(history)
+        _check_text("history", get_converter().unstructure(messages, list[Message]))
         knobs = validate_knobs(runs, replay_last, replay_reasoning, replay_budget_tokens, single_call=self.single_call)
         if knobs is not None:
             if self.store is None:
@@ -281,7 +293,7 @@ class Agent(Execution):
                 )
         return RunSpec(
             input=user_input,
-            history=as_history(history),
+            history=messages,
             context=blocks,
             knobs=knobs,
             replay_last=replay_last,
@@ -330,6 +342,50 @@ async def _last_result(events: AsyncIterator[RunEvent]) -> RunResult:
     if result is None:
         raise RuntimeError("the run ended without a result event")  # a bug in segue, not in the caller's input
     return result
+
+
+def _check_text(name: str, value: Any) -> None:
+    """Refuse a lone surrogate (what a JSON `\\ud800` escape decodes to): no vendor API and no database driver can
+    encode it, so it would fail later, after rows were written."""
+    if isinstance(value, str):
+        found = None if value.isascii() else _SURROGATE.search(value)
+        if found is not None:
+            raise InputError(
+                f"{name} has a lone surrogate (U+{ord(found.group()):04X}) at index {found.start()}, which is not "
+                "valid Unicode text; decode the bytes as UTF-8 (errors='replace' if they may be broken)"
+            )
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            _check_text(f"{name}[{key!r}]", key)
+            _check_text(f"{name}[{key!r}]", item)
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _check_text(f"{name}[{i}]", item)
+
+
+def _check_id(name: str, value: str) -> None:
+    _check_text(name, value)
+    if len(value) > MAX_ID_CHARS or "\x00" in value:
+        raise InputError(
+            f"{name} must be at most {MAX_ID_CHARS} characters without NUL, got {len(value):,} characters: "
+            f"{value[:40]!r}..."
+        )
+
+
+def _check_metadata(metadata: dict[Any, Any]) -> None:
+    _check_text("metadata", metadata)
+    try:
+        size = len(canonical_json(metadata))
+    except (TypeError, ValueError) as e:
+        raise InputError(f"metadata must be plain JSON (str, numbers, bools, None, lists, dicts): {e}") from None
+    if size > MAX_METADATA_CHARS:
+        raise InputError(
+            f"metadata is {size:,} characters of JSON, over the limit of {MAX_METADATA_CHARS:,}; keep tags and "
+            "small state there, and large data in your own storage (store its id in metadata)"
+        )
+    for key in metadata:
+        if not isinstance(key, str) or len(key) > MAX_ID_CHARS:
+            raise InputError(f"metadata keys must be strings of at most {MAX_ID_CHARS} characters, got {key!r:.60}")
 
 
 def _positive_int(value: object) -> bool:

@@ -1,8 +1,12 @@
-"""The `segue` command. Exit codes: 0 ok, 1 the command ran and found a problem, 2 bad input or environment.
+"""The `segue` command. Exit codes: 0 ok, 1 the command ran and found nothing or a problem, 2 bad input or
+environment.
 
 Adding a command is one handler `_name(args) -> int` plus one `_command(...)` entry in `build_parser`. Handlers
-raise `CommandError` for bad input; `main` prints it as one line on stderr and returns its exit code. Commands
-that read runs take `--db URL` (default $SEGUE_DB, else sqlite:///segue.db) and `--tenant T` / `--admin`.
+raise `CommandError` for bad input; `main` prints it as one line on stderr and returns its exit code. No command
+prints a traceback: anything unexpected is one `segue: internal error: ...` line, and a reader that goes away
+(`segue runs list --json | head`) ends the command quietly, as it ends other Unix tools. Commands that read runs
+take `--db URL` (default $SEGUE_DB, else sqlite:///segue.db) and `--tenant T` / `--admin`, and open the store
+read-only: they never create, migrate or change it (`segue db migrate` and `segue runs sweep` are the writers).
 """
 
 from __future__ import annotations
@@ -10,17 +14,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, get_args
-from urllib.parse import quote, unquote, urlparse
+from typing import TYPE_CHECKING, Any, get_args
+from urllib.parse import urlparse
 
+from segue.cli_render import Style, clean, count, share, show_text, table
 from segue.errors import StoreError
 from segue.generated import RunDetail, RunStatus, RunSummary, Usage, get_converter
-from segue.meta import LAYOUT_META_KEY
 
 EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT = 0, 1, 2
 DB_ENV = "SEGUE_DB"
@@ -40,72 +44,6 @@ class CommandError(Exception):
         self.code = code
 
 
-# -- output -------------------------------------------------------------------------------------------------
-
-
-class _Style:
-    """ANSI colour only when stdout is a terminal (and NO_COLOR is unset)."""
-
-    CODES: ClassVar[dict[str, str]] = {
-        "green": "32",
-        "red": "31",
-        "yellow": "33",
-        "magenta": "35",
-        "dim": "2",
-        "bold": "1",
-    }
-    STATUS: ClassVar[dict[str, str]] = {
-        "success": "green",
-        "error": "red",
-        "running": "yellow",
-        "waiting_approval": "yellow",
-    }
-
-    def __init__(self) -> None:
-        self.enabled = sys.stdout.isatty() and "NO_COLOR" not in os.environ
-
-    def __call__(self, text: str, colour: str | None) -> str:
-        if not self.enabled or colour is None:
-            return text
-        return f"\033[{self.CODES[colour]}m{text}\033[0m"
-
-    def status(self, status: str) -> str:
-        return self(status, self.STATUS.get(status, "magenta"))
-
-
-def _printable(c: str) -> bool:
-    code = ord(c)
-    return c in "\n\t" or (code >= 0x20 and not 0x7F <= code < 0xA0)
-
-
-def _clean(text: str, width: int | None = None) -> str:
-    """Text from users, tools or models, safe for a terminal: control characters are shown, not obeyed."""
-    out = "".join(c if _printable(c) else f"\\x{ord(c):02x}" for c in text)
-    if width is not None:
-        out = " ".join(out.split())
-        if len(out) > width:
-            out = out[: width - 1] + "…"
-    return out
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], colours: Sequence[Sequence[str | None]]) -> str:
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
-    style = _Style()
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    for row, colour in zip(rows, colours, strict=True):
-        cells = [style(c.ljust(w), k) for c, w, k in zip(row, widths, colour, strict=True)]
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines)
-
-
-def _n(value: int | None) -> str:
-    return "—" if value is None else f"{value:,}"
-
-
-def _share(value: float | None) -> str:
-    return "—" if value is None else f"{value:.0%}"
-
-
 def _print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False))
 
@@ -118,44 +56,19 @@ def _db_url(args: argparse.Namespace) -> str:
     return url
 
 
-def _check_sqlite(url: str) -> None:
-    """A read command never creates or changes a file: the database must exist and be a segue run store."""
-    path = unquote(url.removeprefix("sqlite:///").removeprefix("sqlite://"))
-    if not path or path == ":memory:":
-        return
-    file = Path(path)
-    if not file.is_file():
-        raise CommandError(f"no run store at {path} ({url}); pass --db URL or set {DB_ENV}")
-    from segue.store.models import SchemaVersion
-
-    try:
-        with sqlite3.connect(f"file:{quote(str(file.resolve()))}?mode=ro", uri=True) as db:
-            query = "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?"
-            found = db.execute(query, (SchemaVersion._meta.table_name,))
-            is_store = found.fetchone() is not None
-    except sqlite3.DatabaseError as e:
-        raise CommandError(f"{path} is not a SQLite database ({e}); pass --db with a segue run store") from None
-    if not is_store:
-        raise CommandError(f"{path} is a SQLite database but not a segue run store; pass --db with one")
-
-
 @contextmanager
-def _store(args: argparse.Namespace) -> Iterator[RunStore]:
-    import peewee
-
+def _store(args: argparse.Namespace, *, write: bool = False) -> Iterator[RunStore]:
+    """The run store of `--db`: read-only unless the command writes (then it is created or migrated as needed)."""
+    from segue.store.connection import sqlite_path
     from segue.store.run_store import RunStore
 
     url = _db_url(args)
-    if urlparse(url).scheme == "sqlite":
-        _check_sqlite(url)
-    try:
-        store = RunStore(url)
-    except peewee.ImproperlyConfigured as e:
-        raise CommandError(f"cannot open {url}: {e}") from None
+    path = sqlite_path(url) if urlparse(url).scheme == "sqlite" else ":memory:"
+    if not write and path != ":memory:" and not Path(path).is_file():
+        raise CommandError(f"no run store at {path} ({url}); pass --db URL or set {DB_ENV}")
+    store = RunStore(url, read_only=not write)
     try:
         yield store
-    except peewee.PeeweeException as e:
-        raise CommandError(f"reading the run store failed: {e}".strip()) from None
     finally:
         store.close()
 
@@ -168,11 +81,21 @@ def _who(args: argparse.Namespace) -> str:
     return "any tenant (--admin)" if args.admin else f"tenant {args.tenant!r}"
 
 
+def _tenant_hint(args: argparse.Namespace, tenants: list[tuple[str, int]]) -> str:
+    """When the list is empty because of the tenant: which tenants the database holds (operators read the file)."""
+    others = [(t, n) for t, n in tenants if t != args.tenant]
+    if not others:
+        return "; the database holds no runs of any tenant" if not tenants else ""
+    shown = ", ".join(f"{clean(t)!r} ({n:,} run{'s' if n != 1 else ''})" for t, n in others[:5])
+    more = f" and {len(others) - 5} more" if len(others) > 5 else ""
+    return f"; the database holds runs of tenant {shown}{more}: pass --tenant {clean(others[0][0])} (or --admin)"
+
+
 def _get_run(store: RunStore, args: argparse.Namespace, run_id: str) -> RunDetail:
     run = store.get_run(run_id, **_scope(args))
     if run is None:
         hint = "" if args.admin else "; pass --tenant T for another tenant's runs (or --admin)"
-        raise CommandError(f"no run {run_id!r} for {_who(args)}: check the run id{hint}")
+        raise CommandError(f"no run {run_id!r} for {_who(args)}: check the run id{hint}", EXIT_PROBLEM)
     return run
 
 
@@ -184,11 +107,12 @@ def _runs_list(args: argparse.Namespace) -> int:
         runs = store.list_runs(
             **_scope(args), status=args.status, agent_name=args.agent, limit=args.limit, offset=args.offset
         )
+        tenants = store.tenants() if not runs and not args.admin else []
     if args.json:
         _print_json([get_converter().unstructure(r, RunSummary) for r in runs])
-        return EXIT_OK
     if not runs:
-        print(f"no runs for {_who(args)} matching the filters")
+        raise CommandError(f"no runs for {_who(args)} matching the filters{_tenant_hint(args, tenants)}", EXIT_PROBLEM)
+    if args.json:
         return EXIT_OK
     from segue.explain import cache_parts
 
@@ -197,115 +121,20 @@ def _runs_list(args: argparse.Namespace) -> int:
         [
             r.run_id,
             r.status,
-            _clean(r.tenant_id, 20),
-            _clean(r.agent_name, 24),
-            _clean(r.model, 28),
+            clean(r.tenant_id, 20),
+            clean(r.agent_name, 24),
+            clean(r.model, 28),
             r.created_at[:19].replace("T", " "),
-            _n(r.usage.input_tokens),
-            _n(r.usage.output_tokens),
-            _share(cache_parts(r.usage).read_share),
+            count(r.usage.input_tokens),
+            count(r.usage.output_tokens),
+            share(cache_parts(r.usage).read_share),
             r.continued_from or "",
         ]
         for r in runs
     ]
-    colours = [[None, _Style.STATUS.get(r.status, "magenta"), *([None] * 8)] for r in runs]
-    print(_table(headers, rows, colours))
+    colours = [[None, Style.STATUS.get(r.status, "magenta"), *([None] * 8)] for r in runs]
+    print(table(headers, rows, colours))
     return EXIT_OK
-
-
-def _block_line(block: Any) -> str:
-    from segue.generated import ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
-
-    if isinstance(block, TextBlock):
-        return _clean(block.text, 160)
-    if isinstance(block, ToolCallBlock):
-        return f"call {_clean(block.name)}({_clean(json.dumps(block.arguments, ensure_ascii=False), 120)})"
-    if isinstance(block, ToolResultBlock):
-        flag = " ERROR" if block.is_error else ""
-        return f"result{flag} [{_clean(block.tool_call_id)}]: {_clean(block.content, 140)}"
-    if isinstance(block, ReasoningBlock):
-        return f"reasoning ({_clean(block.vendor)} {_clean(block.format)}, {len(block.text or '')} chars)"
-    if isinstance(block, ImageBlock):
-        return "[image]"
-    return _clean(str(block), 120)
-
-
-def _usage_line(u: Usage) -> str:
-    from segue.explain import cache_parts
-
-    parts = cache_parts(u)
-    return (
-        f"input {_n(u.input_tokens)} (cache read {_n(parts.read)}, cache write {_n(parts.write)}, uncached "
-        f"{_n(parts.uncached)}), output {_n(u.output_tokens)}, cache-read share {_share(parts.read_share)}"
-    )
-
-
-def _show_text(run: RunDetail) -> str:
-    from segue.explain import cache_parts, is_fragment_text
-    from segue.generated import TextBlock
-
-    style = _Style()
-    out = [
-        f"{style('run', 'bold')} {run.run_id}  {style.status(run.status)}",
-        f"tenant {_clean(run.tenant_id)} · agent {_clean(run.agent_name)} · model {_clean(run.model)}"
-        + (f" @ {_clean(run.vendor)}" if run.vendor else ""),
-        f"started {run.created_at}" + (f" · finished {run.finished_at}" if run.finished_at else ""),
-    ]
-    for label, value in (("continued from", run.continued_from), ("retry of", run.retry_of)):
-        if value:
-            out.append(f"{label} {value}")
-    if run.error:
-        out.append(style(f"error: {_clean(run.error)}", "red"))
-    out += [
-        f"input: {_clean(run.input, 200)}",
-        f"answer: {_clean(run.answer or '—', 200)}",
-        f"usage: {_usage_line(run.usage)}",
-    ]
-    layout = (run.meta or {}).get(LAYOUT_META_KEY)
-    if isinstance(layout, dict):
-        at = f" at iteration {layout['iteration']}" if layout.get("iteration") else ""
-        out.append(f"layout: {layout.get('mode', 'undecided')} ({_clean(str(layout.get('reason', '')))}){at}")
-    if run.replay is not None:
-        r = run.replay
-        out.append("replay:")
-        out.append(f"  in full: {', '.join(r.runs_full) or '—'}")
-        out.append(f"  as question + answer: {', '.join(r.runs_text) or '—'}")
-        out.append(f"  reasoning kept: {', '.join(r.reasoning_kept) or '—'}")
-        out.append(f"  reasoning dropped: {', '.join(r.reasoning_dropped) or '—'}")
-        out += [f"  warning {w.run_id} [{w.cause}]: {_clean(w.message)}" for w in r.warnings]
-    if run.llm_interactions:
-        headers = ["ITER", "MODEL", "INPUT", "CACHE READ", "CACHE WRITE", "UNCACHED", "OUTPUT", "LATENCY"]
-        rows = []
-        for c in run.llm_interactions:
-            parts = cache_parts(c.usage)
-            rows.append(
-                [
-                    str(c.iteration),
-                    _clean(c.model, 28),
-                    _n(c.usage.input_tokens),
-                    _n(parts.read),
-                    _n(parts.write),
-                    _n(parts.uncached),
-                    _n(c.usage.output_tokens),
-                    f"{c.latency_ms:,.0f} ms",
-                ]
-            )
-        out += ["", "iterations:", _table(headers, rows, [[None] * 8] * len(rows))]
-    out += ["", "traces:"]
-    for t in run.traces:
-        fragment = any(isinstance(b, TextBlock) and is_fragment_text(b.text) for b in t.message.content)
-        tag = " (runtime-state fragment)" if fragment else ""
-        for i, block in enumerate(t.message.content):
-            head = f"  [{t.index}] iter {t.iteration if t.iteration is not None else '-'} {t.message.role}{tag}:"
-            out.append(f"{head if i == 0 else ' ' * len(head)} {_block_line(block)}")
-    if run.tool_calls:
-        out += ["", "tool calls:"]
-        for call in run.tool_calls:
-            flag = style(" ERROR", "red") if call.is_error else ""
-            args = _clean(json.dumps(call.arguments, ensure_ascii=False), 100)
-            out.append(f"  iter {call.iteration} {_clean(call.name)}({args}){flag} {call.duration_ms:,.0f} ms")
-            out.append(f"    → {_clean(call.result or '—', 160)}")
-    return "\n".join(out)
 
 
 def _runs_show(args: argparse.Namespace) -> int:
@@ -314,7 +143,7 @@ def _runs_show(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(get_converter().unstructure(run, RunDetail))
     else:
-        print(_show_text(run))
+        print(show_text(run))
     return EXIT_OK
 
 
@@ -328,7 +157,7 @@ def _runs_explain(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(get_converter().unstructure(explanation))
         return EXIT_PROBLEM if breaks(explanation) else EXIT_OK
-    style = _Style()
+    style = Style()
     print(f"{style('run', 'bold')} {run.run_id}" + (f" (continues {run.continued_from})" if run.continued_from else ""))
     if explanation.layout:
         print(f"layout: {explanation.layout.get('mode', 'undecided')}")
@@ -344,22 +173,22 @@ def _runs_explain(args: argparse.Namespace) -> int:
                 before,
                 f"{it.prefix_bytes:,} B",
                 f"{it.previous_bytes:,} B" if it.previous_bytes is not None else "—",
-                _share(prefix_share(it)),
-                _n(it.usage.cache_read_tokens),
-                _n(it.usage.input_tokens),
+                share(prefix_share(it)),
+                count(it.usage.cache_read_tokens),
+                count(it.usage.input_tokens),
                 it.cause,
             ]
         )
         colour = "red" if it.cause in BREAK_CAUSES else "green" if it.cause == "extends" else "dim"
         colours.append([*([None] * 7), colour])
     if rows:
-        print(_table(headers, rows, colours))
+        print(table(headers, rows, colours))
     for it in explanation.iterations:
-        print(f"  {it.iteration}: {_clean(it.reason)}")
+        print(f"  {it.iteration}: {clean(it.reason)}")
         if it.divergence is not None and it.cause in BREAK_CAUSES:
             d = it.divergence
-            print(f"     at byte {d.byte_offset:,}, {d.path}: was {_clean(d.previous or '∅', 70)}")
-            print(f"     {' ' * len(f'at byte {d.byte_offset:,}, {d.path}:')} now {_clean(d.current or '∅', 70)}")
+            print(f"     at byte {d.byte_offset:,}, {d.path}: was {clean(d.previous or '∅', 70)}")
+            print(f"     {' ' * len(f'at byte {d.byte_offset:,}, {d.path}:')} now {clean(d.current or '∅', 70)}")
         if it.note:
             print(f"     note: {it.note}")
     return EXIT_PROBLEM if breaks(explanation) else EXIT_OK
@@ -371,9 +200,12 @@ def _runs_explain(args: argparse.Namespace) -> int:
 def _catalog_cost() -> Callable[[Usage, str, str | None], float | None]:
     """Dollar cost of a run from the catalog's prices (the model name may be the vendor's API name); the
     dashboard shows "—" where the catalog knows no price (CatalogLookupError)."""
-    from segue.catalog import Catalog
+    from segue.catalog import Catalog, CatalogError
 
-    catalog = Catalog.load()
+    try:
+        catalog = Catalog.load()
+    except CatalogError as e:
+        raise CommandError(f"cannot load the catalog for prices: {e}") from None
 
     def cost(usage: Usage, model: str, vendor: str | None) -> float | None:
         return catalog.cost(usage, model, vendor)
@@ -416,11 +248,45 @@ def _schema_export(args: argparse.Namespace) -> int:
 
     dest: Path = args.dir
     if dest.exists() and not dest.is_dir():
-        print(f"segue: {dest} exists and is not a folder; pass a folder path", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    count = export_bundle(dest, progress=lambda line: print(f"  {line}", file=sys.stderr))
-    print(f"exported {count} files to {dest}")
+        raise CommandError(f"{dest} exists and is not a folder; pass a folder path")
+    try:
+        written = export_bundle(dest, progress=lambda line: print(f"  {line}", file=sys.stderr))
+    except OSError as e:
+        raise CommandError(f"cannot write the bundle to {dest}: {e.strerror or e} ({e.filename or dest})") from None
+    print(f"exported {written} files to {dest}")
     return EXIT_OK
+
+
+# -- store maintenance: the commands that write -------------------------------------------------------------
+
+
+def _db_migrate(args: argparse.Namespace) -> int:
+    with _store(args, write=True) as store:
+        before, after = store.migrated_from, store.schema_version()
+    shown = _shown_url(args)
+    if before == after:
+        print(f"{shown}: store schema version {after}, already the newest this segue knows")
+    else:
+        print(f"{shown}: store schema version {before} -> {after}")
+    return EXIT_OK
+
+
+def _runs_sweep(args: argparse.Namespace) -> int:
+    with _store(args, write=True) as store:
+        swept = store.sweep()
+    if args.json:
+        _print_json(swept)
+    elif swept:
+        print(f"marked {len(swept)} abandoned run(s) error (their lease expired): {', '.join(swept)}")
+    else:
+        print("no abandoned runs: every running run still holds its lease")
+    return EXIT_OK
+
+
+def _shown_url(args: argparse.Namespace) -> str:
+    from segue.store.connection import redact
+
+    return redact(_db_url(args))
 
 
 # -- serve (JSON-RPC for apps in other languages; segue/protocol) -------------------------------------------
@@ -458,12 +324,37 @@ def _port(text: str) -> int:
     return value
 
 
-def _store_options(p: argparse.ArgumentParser) -> None:
+def _offset(text: str) -> int:
+    from segue.store.run_store import MAX_OFFSET
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 0 <= value <= MAX_OFFSET:
+        raise argparse.ArgumentTypeError(f"expected an offset in 0..{MAX_OFFSET}, got {value}")
+    return value
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("segue")
+    except PackageNotFoundError:  # running from a checkout that was never installed
+        return "(not installed)"
+
+
+def _db_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--db",
         metavar="URL",
         help=f"run store: sqlite:///path.db or postgresql://... (default: ${DB_ENV}, else {DEFAULT_DB})",
     )
+
+
+def _store_options(p: argparse.ArgumentParser) -> None:
+    _db_option(p)
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("--tenant", default=DEFAULT_TENANT, help=f"read this tenant's runs (default: {DEFAULT_TENANT})")
     scope.add_argument("--admin", action="store_true", help="read every tenant's runs (operators only)")
@@ -489,8 +380,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="segue",
         description="Cache-friendly, replayable LLM agent runs.",
-        epilog="exit codes: 0 ok, 1 the command found a problem, 2 bad input or environment",
+        epilog="exit codes: 0 ok, 1 the command found nothing or a problem, 2 bad input or environment",
     )
+    parser.add_argument("--version", action="version", version=f"segue {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     runs = _command(commands, "runs", None, "list, show and explain recorded runs")
@@ -500,7 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--status", choices=_STATUSES, help="only runs in this status")
     p.add_argument("--agent", metavar="NAME", help="only runs of this agent name")
     p.add_argument("--limit", type=_positive_int, default=50, help="at most this many runs (default: 50)")
-    p.add_argument("--offset", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--offset", type=_offset, default=0, help=argparse.SUPPRESS)
     _json_option(p, "a list of RunSummary")
     p = _command(
         runs_cmds,
@@ -523,6 +415,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_id", metavar="RUN_ID", help="the run id")
     _store_options(p)
     _json_option(p, "a RunExplanation")
+    p = _command(
+        runs_cmds,
+        "sweep",
+        _runs_sweep,
+        "mark runs abandoned by a killed process (their lease expired) as error, so they can be replayed",
+    )
+    _db_option(p)
+    _json_option(p, "the list of run ids marked")
+
+    db = _command(commands, "db", None, "the run store itself")
+    db_cmds = db.add_subparsers(dest="db_command", required=True, metavar="SUBCOMMAND")
+    p = _command(
+        db_cmds,
+        "migrate",
+        _db_migrate,
+        "create the store or bring its schema to this segue's version (read commands never migrate)",
+    )
+    _db_option(p)
 
     p = _command(commands, "dashboard", _dashboard, "serve the run dashboard (run list, conversations, run detail)")
     _store_options(p)
@@ -549,16 +459,39 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    handler: Handler = args.handler
     try:
+        args = build_parser().parse_args(argv)
+        handler: Handler = args.handler
         return handler(args)
     except CommandError as e:
-        print(f"segue: {_one_line(str(e))}", file=sys.stderr)
-        return e.code
+        return _fail(str(e), e.code)
     except StoreError as e:
-        print(f"segue: {_one_line(str(e))}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _fail(str(e), EXIT_BAD_INPUT)
+    except BrokenPipeError:
+        return _reader_gone()
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
+    except Exception as e:  # a bug, or a failure nobody anticipated: still one line, never a traceback
+        return _fail(f"internal error: {type(e).__name__}: {e} (please report this)", EXIT_BAD_INPUT)
+
+
+def _fail(message: str, code: int) -> int:
+    try:
+        print(f"segue: {_one_line(message)}", file=sys.stderr, flush=True)
+    except BrokenPipeError:
+        pass
+    return code
+
+
+def _reader_gone() -> int:
+    """stdout's reader went away (`segue ... | head`): stop quietly, with the status of a process that SIGPIPE
+    ended, like other Unix tools. Python would flush stdout again at exit and complain: point it at /dev/null."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file descriptor (tests capture it)
+        pass
+    return 128 + signal.SIGPIPE
 
 
 def _one_line(message: str) -> str:

@@ -20,9 +20,13 @@ EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT = 0, 1, 2
 def _demo(args: argparse.Namespace) -> int:
     from segue.demo import TurnReport, format_report, run_chat, uses_real_vendor
     from segue.store import RunStore
+    from segue.twin import Twin
 
     logging.getLogger("segue.replay").setLevel(logging.ERROR)  # the report lists every replay warning
-    where = "the real vendor" if uses_real_vendor(args.vendor) else "the twin (offline; no API key set)"
+    real = uses_real_vendor(args.vendor) and not args.twin
+    twin = None if real else Twin()
+    why = "--twin" if args.twin else "no API key set"
+    where = "the real vendor (--twin uses the offline twin)" if real else f"the twin (offline; {why})"
     print(f"segue demo: 5-turn database chat, setting {args.setting!r}, {args.vendor} via {where}", file=sys.stderr)
 
     def progress(report: TurnReport) -> None:
@@ -31,7 +35,11 @@ def _demo(args: argparse.Namespace) -> int:
 
     store = RunStore(args.db)
     try:
-        reports = asyncio.run(run_chat(args.setting, vendor=args.vendor, store=store, on_turn=progress))
+        reports = asyncio.run(run_chat(args.setting, vendor=args.vendor, store=store, twin=twin, on_turn=progress))
+    except RuntimeError as e:  # a turn did not succeed: the vendor failed, or the network is down
+        hint = "; run `segue demo --twin` to use the offline twin" if real else ""
+        print(f"segue: the demo stopped: {' '.join(str(e).split())}{hint}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     finally:
         store.close()
     print(format_report(reports, title=f"setting={args.setting} vendor={args.vendor}"))
@@ -89,6 +97,7 @@ def add_commands(commands: Any, command: Callable[..., argparse.ArgumentParser],
         help="how each turn carries the earlier ones (default: all = runs=..., replay_last='all')",
     )
     p.add_argument("--db", default="sqlite:///segue-demo.db", help="where runs are recorded")
+    p.add_argument("--twin", action="store_true", help="use the offline twin even when an API key is set")
 
     twin = command(commands, "twin", None, "segue's offline emulator of the vendors' APIs and caches")
     twin_cmds = twin.add_subparsers(dest="twin_command", required=True, metavar="SUBCOMMAND")

@@ -336,6 +336,8 @@ class Execution:
                         "RUN_COMPLETED", state.run_id, iteration, result=self._result(state, "success", answer)
                     )
                     return
+                for call in calls:  # before the tools run, so a client can show "calling X..."
+                    yield make_event("TOOL_CALL", state.run_id, iteration, tool_call=call)
                 events: list[RunEvent] = []
                 tool_message, records = await self._run_tools(state, iteration, calls, {}, None, events)
                 state.own.append(tool_message)
@@ -419,8 +421,6 @@ class Execution:
             outcome = await tool.invoke(call.id, arguments)
             return outcome.result, outcome.duration_ms
 
-        for call in calls:
-            events.append(make_event("TOOL_CALL", state.run_id, iteration, tool_call=call))
         outcomes = await asyncio.gather(*(one(c) for c in calls))
         results: list[ToolResultBlock] = []
         records: list[ToolCallRecord] = []
@@ -452,6 +452,8 @@ class Execution:
         approved: bool | Mapping[str, bool],
         tool_results: Mapping[str, str] | None,
         tenant_id: str,
+        *,
+        streaming: bool = False,
     ) -> AsyncIterator[RunEvent]:
         # Everything is checked and planned before the run is claimed: a refusal changes nothing.
         stored = await self._load_own_run(run_id, tenant_id, "resume")
@@ -465,6 +467,8 @@ class Execution:
             )
         calls = [c for c in tool_calls(state.own[-1]) if c.id in waiting]
         if calls:
+            for call in calls:  # before the tools run, as in the loop
+                yield make_event("TOOL_CALL", state.run_id, state.iteration, tool_call=call)
             events: list[RunEvent] = []
             tool_message, records = await self._run_tools(
                 state, state.iteration, calls, decisions, tool_results, events
@@ -473,7 +477,7 @@ class Execution:
                 yield event
             state.own.append(tool_message)
             await self._record(state, state.iteration, None, records)
-        async for event in self._loop(state, streaming=False, resumed=True):
+        async for event in self._loop(state, streaming=streaming, resumed=True):
             yield event
 
     async def _resumed_state(self, stored: StoredRun, iteration: int) -> RunState:

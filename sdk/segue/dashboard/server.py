@@ -17,6 +17,7 @@ from wsgiref.types import WSGIApplication
 import attrs
 
 log = logging.getLogger("segue.dashboard")
+REQUEST_TIMEOUT_SECONDS = 30.0
 
 
 class _Server(ThreadingMixIn, WSGIServer):
@@ -33,10 +34,16 @@ class _Handler(WSGIRequestHandler):
         log.info("%s %s", self.address_string(), format % args)
 
 
-def serve(app: WSGIApplication, *, host: str = "127.0.0.1", port: int = 8710) -> WSGIServer:
-    """A bound server (port 0 picks a free one); call `serve_forever()` on it. Raises OSError if it cannot bind."""
+def serve(
+    app: WSGIApplication, *, host: str = "127.0.0.1", port: int = 8710, request_timeout: float = REQUEST_TIMEOUT_SECONDS
+) -> WSGIServer:
+    """A bound server (port 0 picks a free one); call `serve_forever()` on it. Raises OSError if it cannot bind.
+
+    A connection that has not sent its whole request within `request_timeout` seconds is closed, so clients that
+    stop half-way cannot hold the server's threads and sockets."""
     server_class = _Server6 if ":" in host else _Server
-    return make_server(host, port, app, server_class=server_class, handler_class=_Handler)
+    handler = type("_TimedHandler", (_Handler,), {"timeout": request_timeout})
+    return make_server(host, port, app, server_class=server_class, handler_class=handler)
 
 
 @attrs.define(kw_only=True)
@@ -53,8 +60,10 @@ class RunningDashboard:
         self.thread.join(timeout=10)
 
 
-def serve_in_thread(app: WSGIApplication, *, host: str = "127.0.0.1", port: int = 0) -> RunningDashboard:
-    server = serve(app, host=host, port=port)
+def serve_in_thread(
+    app: WSGIApplication, *, host: str = "127.0.0.1", port: int = 0, request_timeout: float = REQUEST_TIMEOUT_SECONDS
+) -> RunningDashboard:
+    server = serve(app, host=host, port=port, request_timeout=request_timeout)
     thread = threading.Thread(target=server.serve_forever, name="segue-dashboard", daemon=True)
     thread.start()
     bound_host, bound_port = str(server.server_address[0]), int(server.server_address[1])

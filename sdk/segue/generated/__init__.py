@@ -3,10 +3,10 @@
 # Schema: schemas/explain.schema.json (sha256:26f40dfd242e67d3c686423dbefab8ae10bc3d311891b72b9878231699640f8f)
 # Schema: schemas/message.schema.json (sha256:11b022e99e8654fe1600a6d969a97687dbbf3dd064e5f42839eba16749d6b91c)
 # Schema: schemas/prefix.schema.json (sha256:f5b2c58e57b5a12d52a98a2898d996a98943e6a2d74996ffe866caf98f9a382c)
-# Schema: schemas/protocol.schema.json (sha256:bff607f4fb3a366de3e247db859b197e6cfd8d63619c23124b748aaaa3415a7c)
+# Schema: schemas/protocol.schema.json (sha256:4f8217d9ad7607e44938b7028cc446e41c22752a36f2b7a197b937f0ff5e183c)
 # Schema: schemas/replay.schema.json (sha256:378366fc4d92f02dcafad87cab6d85a8077f127f84da20b42a7585b33f2abdd9)
 # Schema: schemas/runs.schema.json (sha256:ded0d7420c3c0c359e37d7ce31b13e4b8b5bea92dd58eb7aee00560105da63cc)
-# Schema: schemas/serve.schema.json (sha256:1a8932b60e9e7f406be0f5f42ec641917e878278aee3eed5b4aa73cf8899ab6c)
+# Schema: schemas/serve.schema.json (sha256:23c738a578286a0e84407ae6838ca99a691fa0c94ac75f62cf265ead5027cd2a)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """Generated types: one module per schema file, re-exported here."""
 
@@ -77,6 +77,7 @@ from segue.generated.protocol import (
     RunsGetResult,
     RunsListParams,
     RunsListResult,
+    TenantNotAllowedData,
     ToolCallParams,
     ToolCallResult,
 )
@@ -102,6 +103,8 @@ from segue.generated.runs import (
 )
 from segue.generated.serve import (
     AgentConfig,
+    HttpConfig,
+    HttpToken,
     ProviderConfig,
     ProviderKind,
     ServeConfig,
@@ -128,6 +131,8 @@ __all__ = [
     "ExplainCause",
     "ExplainSection",
     "Hash",
+    "HttpConfig",
+    "HttpToken",
     "IdempotencyConflictData",
     "ImageBlock",
     "ImageSource",
@@ -180,6 +185,7 @@ __all__ = [
     "RunsListResult",
     "ServeConfig",
     "ServedPath",
+    "TenantNotAllowedData",
     "TextBlock",
     "ToolCallBlock",
     "ToolCallParams",

@@ -15,8 +15,11 @@ import os
 import sys
 from pathlib import Path
 
+from segue.generated.serve import HttpConfig
+from segue.protocol.auth import TokenConfigError, Tokens
 from segue.protocol.config import ConfigError, ServeApp, ServeError, build_app, load_config
 from segue.protocol.rpc import Dispatcher, RpcError, Session
+from segue.store.connection import redact
 
 __all__ = [
     "ConfigError",
@@ -37,13 +40,19 @@ def serve(config: Path, *, http: bool = False, host: str = "127.0.0.1", port: in
 
     if not logging.getLogger().handlers:
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="segue serve: %(name)s: %(message)s")
-    app = build_app(load_config(config), config, "http" if http else "stdio")
+    settings = load_config(config)
+    tokens = _tokens(settings.http, config) if http else None
+    app = build_app(settings, config, "http" if http else "stdio")
     dispatcher = Dispatcher(Methods(app).handlers())
     try:
+        _sweep(app)
         if http:
-            from segue.protocol.http import HttpServer
+            from segue.protocol.http import HttpServer, Limits
 
-            return asyncio.run(HttpServer(dispatcher, host=host, port=port).serve())
+            server = HttpServer(
+                dispatcher, host=host, port=port, tokens=tokens, limits=Limits.from_config(settings.http)
+            )
+            return asyncio.run(server.serve())
         from segue.protocol.stdio import serve_stdio
 
         # stdout carries only frames: anything else printing (a tool, a library) goes to stderr instead.
@@ -54,3 +63,22 @@ def serve(config: Path, *, http: bool = False, host: str = "127.0.0.1", port: in
         return 0
     finally:
         app.close()
+
+
+def _tokens(settings: HttpConfig | None, config: Path) -> Tokens | None:
+    try:
+        return Tokens.load(settings)
+    except TokenConfigError as e:
+        raise ConfigError(str(config), f"/http/tokens{e.pointer}", str(e)) from None
+
+
+def _sweep(app: ServeApp) -> None:
+    """Runs a killed server left `running` (their lease expired) end as `error` now, so they can be replayed."""
+    for url, store in app.stores.items():
+        swept = store.sweep()
+        if swept:
+            print(
+                f"segue serve: marked {len(swept)} abandoned run(s) error in {redact(url)} (their lease expired)",
+                file=sys.stderr,
+                flush=True,
+            )

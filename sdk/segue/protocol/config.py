@@ -22,6 +22,7 @@ from segue.generated import get_converter
 from segue.generated.serve import AgentConfig, ProviderConfig, ServeConfig
 from segue.protocol.tools import Mode, ToolConfigError, build_tool
 from segue.providers.base import Provider
+from segue.store.connection import redact
 from segue.store.run_store import RunStore
 
 _SCHEMA = Path(__file__).resolve().parent.parent / "generated" / "schemas" / "serve.schema.json"
@@ -138,7 +139,9 @@ def build_app(config: ServeConfig, path: Path, mode: Mode) -> ServeApp:
                 try:
                     stores[url] = RunStore(url)
                 except Exception as e:  # StoreError, or the driver (e.g. psycopg) missing
-                    raise ConfigError(shown, f"/agents/{i}/store", f"cannot open the run store {url}: {e}") from None
+                    raise ConfigError(
+                        shown, f"/agents/{i}/store", f"cannot open the run store {redact(url)}: {e}"
+                    ) from None
             tools = []
             client_tools = set()
             for j, tool_cfg in enumerate(cfg.tools or []):

@@ -8,13 +8,19 @@ serving:
 - bytes glued in front of a header (what a too-short Content-Length leaves behind) are reported, and the header
   that follows them is read normally;
 - a too-long Content-Length swallows the start of the next frame: the JSON value at the front of the body is
-  reported with its id, and the rest goes back to the buffer as the next frame.
+  reported with its id, and the rest goes back to the buffer as the next frame;
+- a body that cannot be decoded at all (nested deeper than the decoder recurses, say) is that frame's error.
+
+`encode_message` is the one way out for every transport: a message that cannot be encoded as it is (a request
+id holding a lone surrogate, a value JSON cannot carry) becomes an ASCII-escaped body or that request's error
+response, never an exception that stops the server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 from typing import Any
 
@@ -35,9 +41,37 @@ class FrameError:
     request_id: str | int | None = None
 
 
-def encode_frame(message: Any) -> bytes:
-    """One message as a frame: compact UTF-8 JSON behind its Content-Length header."""
-    body = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+log = logging.getLogger("segue.protocol")
+INTERNAL_ERROR = -32603
+
+
+def encode_message(message: Any) -> bytes | None:
+    """A message as compact UTF-8 JSON. Text UTF-8 cannot carry (a lone surrogate, echoed from a request id)
+    goes out with JSON's ASCII escapes instead; a message that cannot be encoded at all becomes an error
+    response to its request, or, for a notification, is dropped (None) with a log line."""
+    try:
+        return _dumps(message, ascii_only=False)
+    except UnicodeEncodeError:
+        return _dumps(message, ascii_only=True)
+    except Exception as e:  # NaN, a value JSON has no form for, nesting too deep: this message's error alone
+        problem = f"the server could not encode its reply: {type(e).__name__}: {e}"
+        if not isinstance(message, dict) or "id" not in message:
+            log.error("dropping a notification: %s", problem)
+            return None
+        reply = {"jsonrpc": "2.0", "id": _id_of(message), "error": {"code": INTERNAL_ERROR, "message": problem}}
+        return _dumps(reply, ascii_only=True)
+
+
+def _dumps(message: Any, *, ascii_only: bool) -> bytes:
+    text = json.dumps(message, ensure_ascii=ascii_only, separators=(",", ":"), allow_nan=False)
+    return text.encode("utf-8")
+
+
+def encode_frame(message: Any) -> bytes | None:
+    """One message as a frame: compact UTF-8 JSON behind its Content-Length header (None: nothing to send)."""
+    body = encode_message(message)
+    if body is None:
+        return None
     return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
 
 
@@ -120,11 +154,15 @@ class FrameReader:
             return FrameError(message=f"the body is not UTF-8: {e}")
         try:
             return json.loads(text)
+        except RecursionError:
+            return FrameError(message=f"the body is nested too deeply to decode ({length} bytes); flatten it")
         except json.JSONDecodeError as e:
             error = e
+        except Exception as e:  # whatever else decoding raises is this frame's error, never the server's end
+            return FrameError(message=f"the body could not be decoded: {type(e).__name__}: {e}")
         try:
             value, end = json.JSONDecoder().raw_decode(text, len(text) - len(text.lstrip()))
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return FrameError(message=f"the body is not JSON ({error}); check Content-Length ({length} bytes)")
         rest = text[end:]
         request_id = _id_of(value)

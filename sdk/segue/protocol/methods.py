@@ -4,7 +4,9 @@
 notification (unless params.events is false) before the response; a validation error that the stream reports as
 a RUN_ERROR event without a result becomes the matching error response (ReplayRunError with its reason and run
 id, IdempotencyConflict, InputError; a refused retry / resume is an InputError whose data says why). A paused
-run answers with the calls it waits for.
+run answers with the calls it waits for. Every run that started ends with exactly one terminal event: when the
+request is cancelled, or the run fails in a way the stream could not report, a RUN_ERROR carrying the run as
+stored (status `cancelled` or `error`) is sent before the response.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from segue.context import ContextBlock
-from segue.generated import RunEvent, RunSummary, ToolCallBlock
+from segue.generated import RunEvent, RunResult, RunSummary, ToolCallBlock
 from segue.generated.protocol import (
     CatalogExplainParams,
     CatalogExplainResult,
@@ -39,6 +41,7 @@ from segue.meta import PENDING_META_KEY
 from segue.protocol.config import AgentEntry, ServeApp
 from segue.protocol.rpc import Handler, RequestContext, RpcError, invalid_params
 from segue.replay import run_id_of
+from segue.run_state import make_event
 from segue.store.run_store import DEFAULT_TENANT
 
 
@@ -171,10 +174,12 @@ class Methods:
         calls: dict[str, ToolCallBlock] = {}
         pending_ids: list[str] = []
         result = None
+        ended = False  # a terminal event was sent
         try:
             async for event in events:
                 if event.type == "RUN_STARTED":
                     ctx.run_id = event.run_id
+                ended = ended or event.type in _TERMINAL
                 if emit:
                     ctx.session.notify("run/event", RunEventParams(request_id=ctx.request_id, event=event))
                 if event.tool_call is not None:
@@ -185,6 +190,10 @@ class Methods:
                     result = event.result
                 if event.type == "RUN_PAUSED":
                     pending_ids = [str(i) for i in event.meta.get("pending", [])]
+        except BaseException as e:
+            if emit and ctx.run_id and not ended and not isinstance(e, RpcError):
+                await self._last_event(ctx, entry, e, tenant_id)
+            raise
         finally:
             # Close the agent's generator here, in this task, so an early exit (an error) ends the run cleanly.
             close = getattr(events, "aclose", None)
@@ -197,6 +206,34 @@ class Methods:
             # An idempotent replay of a paused run: its calls are in the store, not in this stream.
             pending = await self._stored_pending(entry, result.run_id, result.status, tenant_id)
         return RunResponse(result=result, pending=pending or None)
+
+    async def _last_event(
+        self, ctx: RequestContext, entry: AgentEntry, e: BaseException, tenant_id: str | None
+    ) -> None:
+        """The terminal event of a run the stream could not finish: it was cancelled, or failed unexpectedly. The
+        run loop has already recorded how it ended; the event carries the run as stored."""
+        assert ctx.run_id is not None
+        cancelled = isinstance(e, asyncio.CancelledError)
+        error = "the run was cancelled" if cancelled else f"{type(e).__name__}: {e}"
+        result = None
+        try:
+            stored = await asyncio.to_thread(entry.store.get_run, ctx.run_id, tenant_id=tenant_id or DEFAULT_TENANT)
+        except (Exception, asyncio.CancelledError):  # cancelled again, or the store is gone: send what is known
+            stored = None
+        if stored is not None:
+            result = RunResult(
+                run_id=stored.run_id,
+                status=stored.status,
+                usage=stored.usage,
+                iterations=len(stored.llm_interactions),
+                replay=stored.replay,
+                error=stored.error or error,
+            )
+        meta = {"error_type": type(e).__name__, "status": "cancelled" if cancelled else "error"}
+        event = make_event(
+            "RUN_ERROR", ctx.run_id, result.iterations if result else 0, error=error, result=result, meta=meta
+        )
+        ctx.session.notify("run/event", RunEventParams(request_id=ctx.request_id, event=event))
 
     def _pending(self, entry: AgentEntry, call: ToolCallBlock) -> PendingToolCall:
         return PendingToolCall(call=call, client_tool=call.name in entry.client_tools)
@@ -212,6 +249,9 @@ class Methods:
         ids = set(((run.meta or {}).get(PENDING_META_KEY) or {}).get("calls", []))
         last = run.traces[-1].message
         return [self._pending(entry, b) for b in last.content if isinstance(b, ToolCallBlock) and b.id in ids]
+
+
+_TERMINAL = frozenset({"RUN_COMPLETED", "RUN_ERROR", "RUN_PAUSED"})
 
 
 def _validation_error(event: RunEvent, idempotency_key: str | None) -> RpcError:

@@ -15,6 +15,7 @@ import functools
 import itertools
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from pathlib import Path
@@ -28,6 +29,7 @@ from segue.catalog import CatalogError
 from segue.errors import IdempotencyConflictError, InputError, ReplayRunError, RunStateError, StoreError
 from segue.generated import get_converter
 from segue.generated.protocol import (
+    CancelParams,
     IdempotencyConflictData,
     InputErrorData,
     InvalidParamsData,
@@ -35,10 +37,15 @@ from segue.generated.protocol import (
     ReplayRunErrorData,
     RequestId,
     RequestInFlightData,
+    TenantNotAllowedData,
 )
 from segue.generated.protocol_methods import METHODS, ErrorCode, Method
+from segue.protocol.auth import Principal, TenantNotAllowed
 
 log = logging.getLogger("segue.protocol")
+CANCEL_METHOD = "$/cancelRequest"
+_CANCELLED_MEMORY = 1000
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _SCHEMA = Path(__file__).resolve().parent.parent / "generated" / "schemas" / "protocol.schema.json"
 
 Message = dict[str, Any]
@@ -83,15 +90,28 @@ def response(request_id: RequestId | None, *, result: Any = None, error: RpcErro
 class Session:
     """One client: its requests in flight, and what the server sends it (notifications, requests to the client)."""
 
-    def __init__(self, send: Send, *, client_requests: bool) -> None:
+    def __init__(self, send: Send, *, client_requests: bool, principal: Principal | None = None) -> None:
         self.send = send
         #: Whether the transport can carry server-to-client requests (stdio yes, HTTP no).
         self.client_requests = client_requests
+        #: Who the client is (HTTP with tokens): requests act only for the tenants it allows. None: any tenant.
+        self.principal = principal
         self.in_flight: dict[RequestId, asyncio.Task[Message]] = {}
         self.cancelled: set[RequestId] = set()
         self._calls: dict[str, asyncio.Future[Message]] = {}
         self._ids = itertools.count(1)
+        #: Requests to the client we cancelled (ids, oldest first): their answers may still cross ours.
+        self._cancelled_calls: dict[str, bool] = {}
+        self._warned = False
         self.closed: str | None = None
+
+    def note(self, message: str, quiet: bool) -> None:
+        """Log something the client did wrong: the first time at WARNING, then at DEBUG (no log flooding)."""
+        if quiet or self._warned:
+            log.debug("%s", message)
+            return
+        self._warned = True
+        log.warning("%s (further problems with this client's messages are logged at DEBUG)", message)
 
     def notify(self, method: str, params: Any) -> None:
         """Send a notification. Never suspends, so a cancellation always lands inside the run, not here."""
@@ -113,6 +133,14 @@ class Session:
                 {"jsonrpc": "2.0", "id": call_id, "method": method, "params": get_converter().unstructure(params)}
             )
             answer = await future
+        except asyncio.CancelledError:
+            # The run stopped waiting (it was cancelled, or the tool timed out): tell the client to stop too.
+            if self.closed is None:
+                self._cancelled_calls[call_id] = True
+                while len(self._cancelled_calls) > _CANCELLED_MEMORY:
+                    del self._cancelled_calls[next(iter(self._cancelled_calls))]
+                self.notify(CANCEL_METHOD, CancelParams(id=call_id))
+            raise
         finally:
             self._calls.pop(call_id, None)
         if "error" in answer:
@@ -132,7 +160,8 @@ class Session:
         key = message.get("id")
         future = self._calls.get(key) if isinstance(key, str) else None
         if future is None or future.done():
-            log.warning("ignoring a response to unknown or finished request id %r", message.get("id"))
+            late = self._cancelled_calls.pop(key, False) if isinstance(key, str) else False  # we cancelled it
+            self.note(f"ignoring a response to unknown or finished request id {str(key)[:60]!r}", late)
             return
         future.set_result(message)
 
@@ -167,17 +196,22 @@ class Dispatcher:
     """Routes messages to handlers by the generated method table."""
 
     def __init__(self, handlers: Mapping[str, Handler]) -> None:
-        expected = {name for name, m in METHODS.items() if m.direction == "clientToServer" and m.kind == "request"}
+        expected = {name for name, m in METHODS.items() if _from_client(m) and m.kind == "request"}
         if set(handlers) != expected:
             raise ValueError(f"handlers must cover exactly {sorted(expected)}, got {sorted(handlers)}")
         self.handlers = dict(handlers)
 
     def dispatch(self, session: Session, message: Any) -> Message | asyncio.Task[Message] | None:
-        """The immediate response, a task whose value is the response, or None (a notification, a client response)."""
+        """The immediate response, a task whose value is the response, or None (a notification, a client response).
+
+        Whatever goes wrong with one message is that message's error response: the server never stops for it."""
         try:
             return self._accept(session, message)
         except _Refused as refused:
             return response(refused.request_id, error=refused.error)
+        except Exception as e:
+            request_id = message.get("id") if isinstance(message, dict) else None
+            return response(request_id if _valid_id(request_id) else None, error=error_from_exception(e))
 
     def _accept(self, session: Session, message: Any) -> asyncio.Task[Message] | None:
         if isinstance(message, list):
@@ -194,6 +228,11 @@ class Dispatcher:
         if method is None and has_id and ("result" in message or "error" in message):
             session.deliver(message)
             return None
+        if method is None and not has_id:
+            # Neither a request, a notification nor a response (`{}`, `{"foo": 1}`): JSON-RPC 2.0 answers these
+            # with Invalid Request and a null id.
+            keys = ", ".join(sorted(map(str, message))[:5]) or "none"
+            raise _Refused(None, ErrorCode.INVALID_REQUEST, f'not a JSON-RPC 2.0 message: no "method" (keys: {keys})')
         if message.get("jsonrpc") != "2.0":
             if not has_id:
                 return None  # a notification is never answered, not even a malformed one
@@ -215,15 +254,18 @@ class Dispatcher:
                 f"request id {_show(request_id)} is still in flight; use a fresh id for each request",
                 RequestInFlightData(id=request_id),
             )
-        if spec is None or spec.direction != "clientToServer":
-            known = ", ".join(n for n, m in METHODS.items() if m.direction == "clientToServer" and m.kind == "request")
+        if spec is None or not _from_client(spec):
+            known = ", ".join(n for n, m in METHODS.items() if _from_client(m) and m.kind == "request")
             raise _Refused(request_id, ErrorCode.METHOD_NOT_FOUND, f"no method {method!r}; the server answers {known}")
         if spec.kind != "request":
             raise _Refused(request_id, ErrorCode.INVALID_REQUEST, f"{method} is a notification: send it without an id")
         try:
             params = parse_params(spec, message.get("params"))
-        except RpcError as e:
-            raise _Refused(request_id, e.code, e.message, e.data) from None
+            if session.principal is not None and hasattr(params, "tenant_id"):
+                params = attrs.evolve(params, tenant_id=session.principal.tenant_for(params.tenant_id))
+        except (RpcError, TenantNotAllowed) as e:
+            error = error_from_exception(e)
+            raise _Refused(request_id, error.code, error.message, error.data) from None
         context = RequestContext(session=session, request_id=request_id, method=method)
         task = asyncio.get_running_loop().create_task(
             self._run(context, spec, params), name=f"segue {method} {request_id}"
@@ -251,15 +293,18 @@ class Dispatcher:
             session.cancelled.discard(request_id)
 
     def _notification(self, session: Session, spec: Method | None, method: str, raw: Any) -> None:
-        if spec is None or spec.direction != "clientToServer" or spec.kind != "notification":
-            log.warning("ignoring notification %r: the server takes no such notification", method[:80])
+        if spec is None or not _from_client(spec) or spec.kind != "notification":
+            # "$/" notifications are optional by convention (LSP); others are logged once per session at WARNING,
+            # then at DEBUG, so a client cannot flood the log.
+            optional = method.startswith("$/")
+            session.note(f"ignoring notification {method[:80]!r}: the server takes no such notification", optional)
             return
         try:
             params = parse_params(spec, raw)
         except RpcError as e:
-            log.warning("ignoring notification %s: %s", method, e.message)
+            session.note(f"ignoring notification {method}: {e.message}", False)
             return
-        if method == "$/cancelRequest":
+        if method == CANCEL_METHOD:
             task = session.in_flight.get(params.id)
             if task is not None and not task.done():
                 session.cancelled.add(params.id)
@@ -271,7 +316,10 @@ def parse_params(spec: Method, raw: Any) -> Any:
     params = {} if raw is None else raw
     if not isinstance(params, dict):
         raise invalid_params("", f"params must be an object (by-name), got {type(params).__name__}")
-    problems = schema_errors(spec.params.__name__, params)
+    try:
+        problems = _surrogates(params, "") or schema_errors(spec.params.__name__, params)
+    except RecursionError:
+        raise invalid_params("", "params are nested too deeply to validate; flatten them") from None
     if problems:
         first = problems[0]
         raise RpcError(
@@ -284,6 +332,25 @@ def parse_params(spec: Method, raw: Any) -> Any:
         return get_converter().structure(params, spec.params)
     except Exception as e:  # the schema passed, so this is a mismatch between schema and classes
         raise invalid_params("", f"{type(e).__name__}: {e}") from None
+
+
+def _surrogates(value: Any, pointer: str) -> list[ParamError]:
+    """Strings holding a lone surrogate (a JSON `\\ud800` escape with no partner): not Unicode text, so no vendor,
+    database or reply can carry them. Each is named by its pointer."""
+    found: list[ParamError] = []
+    if isinstance(value, str):
+        hit = None if value.isascii() else _SURROGATE.search(value)
+        if hit is not None:
+            message = f"holds a lone surrogate (U+{ord(hit.group()):04X}) at index {hit.start()}: not valid Unicode"
+            found.append(ParamError(pointer=pointer, message=message))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            at = f"{pointer}/{_escape(str(key))}"
+            found += _surrogates(key, at) + _surrogates(item, at)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += _surrogates(item, f"{pointer}/{i}")
+    return found[:20]
 
 
 def schema_errors(type_name: str, value: Any) -> list[ParamError]:
@@ -313,6 +380,8 @@ def error_from_exception(e: Exception) -> RpcError:
         return RpcError(ErrorCode.INPUT_ERROR, str(e))
     if isinstance(e, CatalogError):
         return RpcError(ErrorCode.CATALOG_LOOKUP_ERROR, str(e))
+    if isinstance(e, TenantNotAllowed):
+        return RpcError(ErrorCode.TENANT_NOT_ALLOWED, str(e), TenantNotAllowedData(tenant_id=e.tenant))
     if isinstance(e, StoreError):
         return RpcError(ErrorCode.INTERNAL_ERROR, f"the run store failed: {e}")
     log.exception("internal error while serving a request", exc_info=e)
@@ -328,6 +397,10 @@ class _Refused(Exception):
         self.error = RpcError(code, message, data)
 
 
+def _from_client(m: Method) -> bool:
+    return m.direction in ("clientToServer", "both")
+
+
 def _show(value: Any) -> str:
     return json.dumps(value)[:60]
 
@@ -337,4 +410,8 @@ def _valid_id(value: Any) -> bool:
 
 
 def _pointer(path: Any) -> str:
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+    return "".join("/" + _escape(str(p)) for p in path)
+
+
+def _escape(part: str) -> str:
+    return part.replace("~", "~0").replace("/", "~1")

@@ -35,8 +35,8 @@ class _Writer:
         self._thread.start()
 
     def send(self, message: Message) -> None:
-        if not self._broken:
-            self._queue.put(encode_frame(message))
+        if not self._broken and (frame := encode_frame(message)) is not None:
+            self._queue.put(frame)
 
     def _loop(self) -> None:
         while (item := self._queue.get()) is not _STOP:

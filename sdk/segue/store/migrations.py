@@ -1,7 +1,8 @@
 """The store's schema version table and forward migrations.
 
 Each migration moves the database from version N-1 to N inside one transaction. A database written by a newer
-segue (a version above the last migration here) is refused, never downgraded.
+segue (a version above the last migration here) is refused, never downgraded. Only writers migrate: a read-only
+store checks the version and refuses any other (`segue db migrate` upgrades a store explicitly).
 """
 
 from __future__ import annotations
@@ -63,15 +64,34 @@ def current_version(db: pw.Database, models: Bound) -> int:
     return int(row or 0)
 
 
+def check(db: pw.Database, models: Bound, url: str) -> int:
+    """For read-only opens: the database's version, which must be LATEST (readers never migrate)."""
+    if not db.table_exists(models.SchemaVersion._meta.table_name):
+        raise StoreError(f"{url} is not a segue run store (it has no {models.SchemaVersion._meta.table_name} table)")
+    found = current_version(db, models)
+    if found > LATEST:
+        raise StoreError(_newer(url, found))
+    if found < LATEST:
+        raise StoreError(
+            f"the run store at {url} has schema version {found}; this segue reads version {LATEST}: "
+            f"upgrade it with `segue db migrate --db URL` (any writer, such as an Agent, also upgrades it)"
+        )
+    return found
+
+
+def _newer(url: str, found: int) -> str:
+    return (
+        f"the database at {url} was written by a newer segue (store schema version {found}; this segue "
+        f"knows up to {LATEST}); upgrade segue to read it"
+    )
+
+
 def migrate(db: pw.Database, models: Bound, url: str) -> int:
     """Bring the database to LATEST; returns the version found before."""
     with db.atomic():
         found = current_version(db, models)
         if found > LATEST:
-            raise StoreError(
-                f"the database at {url} was written by a newer segue (store schema version {found}; this segue "
-                f"knows up to {LATEST}); upgrade segue to read it"
-            )
+            raise StoreError(_newer(url, found))
         for version, step in MIGRATIONS:
             if version > found:
                 step(db, models)

@@ -1,10 +1,16 @@
-"""Peewee models of the run store. JSON columns are TEXT so SQLite and PostgreSQL share one code path."""
+"""Peewee models of the run store. JSON columns are TEXT so SQLite and PostgreSQL share one code path.
+
+Every text column follows one rule on both databases (segue.store.text): NUL characters and lone surrogates
+round-trip the same on SQLite and PostgreSQL.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import peewee as pw
+
+from segue.store.text import CharField, TextField
 
 
 class BaseModel(pw.Model):
@@ -22,29 +28,29 @@ class SchemaVersion(BaseModel):
 
 
 class AgentRun(BaseModel):
-    id = pw.CharField(primary_key=True, max_length=26)  # ULID: sortable by creation time
-    tenant_id = pw.CharField(max_length=200, index=True)
-    agent_name = pw.CharField(max_length=200, index=True)
-    status = pw.CharField(max_length=32, index=True)
-    input = pw.TextField()
-    answer = pw.TextField(null=True)
-    model = pw.CharField(max_length=200)
-    vendor = pw.CharField(max_length=100)
-    meta = pw.TextField(default="{}")  # segue.* keys only: prefix, replay, layout, request, tools, pending
-    metadata = pw.TextField(default="{}")  # the app's own metadata, never mixed with meta
-    private = pw.TextField(null=True)  # never returned by reads (e.g. the PII guardrail's mapping)
-    idempotency_key = pw.CharField(max_length=200, null=True)
-    fingerprint = pw.CharField(max_length=80, null=True)
-    retry_of = pw.CharField(max_length=26, null=True)
-    continued_from = pw.CharField(max_length=26, null=True, index=True)
-    usage = pw.TextField(default='{"input_tokens": 0, "output_tokens": 0}')
+    id = CharField(primary_key=True, max_length=26)  # ULID: sortable by creation time
+    tenant_id = CharField(max_length=200, index=True)
+    agent_name = CharField(max_length=200, index=True)
+    status = CharField(max_length=32, index=True)
+    input = TextField()
+    answer = TextField(null=True)
+    model = CharField(max_length=200)
+    vendor = CharField(max_length=100)
+    meta = TextField(default="{}")  # segue.* keys only: prefix, replay, layout, request, tools, pending
+    metadata = TextField(default="{}")  # the app's own metadata, never mixed with meta
+    private = TextField(null=True)  # never returned by reads (e.g. the PII guardrail's mapping)
+    idempotency_key = CharField(max_length=200, null=True)
+    fingerprint = CharField(max_length=80, null=True)
+    retry_of = CharField(max_length=26, null=True)
+    continued_from = CharField(max_length=26, null=True, index=True)
+    usage = TextField(default='{"input_tokens": 0, "output_tokens": 0}')
     iterations = pw.IntegerField(default=0)
-    created_at = pw.CharField(max_length=32, index=True)  # ISO 8601 UTC, lexicographically sortable
-    finished_at = pw.CharField(max_length=32, null=True)
+    created_at = CharField(max_length=32, index=True)  # ISO 8601 UTC, lexicographically sortable
+    finished_at = CharField(max_length=32, null=True)
     # Epoch seconds: DOUBLE PRECISION, not Peewee's FloatField, which PostgreSQL stores as 4-byte REAL (~2 min
     # resolution at today's epoch).
     lease_expires_at = pw.DoubleField(null=True)  # a running run whose lease lapsed was abandoned
-    error = pw.TextField(null=True)
+    error = TextField(null=True)
 
     class Meta:
         table_name = "agent_runs"
@@ -53,12 +59,12 @@ class AgentRun(BaseModel):
 
 class ReactTrace(BaseModel):
     id = pw.AutoField()
-    run_id = pw.CharField(max_length=26)
+    run_id = CharField(max_length=26)
     idx = pw.IntegerField()
     iteration = pw.IntegerField(default=0)
-    role = pw.CharField(max_length=16)
-    content = pw.TextField()  # canonical content blocks, JSON
-    meta = pw.TextField(null=True)
+    role = CharField(max_length=16)
+    content = TextField()  # canonical content blocks, JSON
+    meta = TextField(null=True)
 
     class Meta:
         table_name = "react_traces"
@@ -67,16 +73,16 @@ class ReactTrace(BaseModel):
 
 class LlmInteractionRow(BaseModel):
     id = pw.AutoField()
-    run_id = pw.CharField(max_length=26, index=True)
+    run_id = CharField(max_length=26, index=True)
     iteration = pw.IntegerField()
-    vendor = pw.CharField(max_length=100)
-    model = pw.CharField(max_length=200)
-    provider_request = pw.TextField()
-    request_headers = pw.TextField(null=True)
-    provider_response = pw.TextField(null=True)
-    usage = pw.TextField()
+    vendor = CharField(max_length=100)
+    model = CharField(max_length=200)
+    provider_request = TextField()
+    request_headers = TextField(null=True)
+    provider_response = TextField(null=True)
+    usage = TextField()
     latency_ms = pw.DoubleField()
-    error = pw.TextField(null=True)
+    error = TextField(null=True)
 
     class Meta:
         table_name = "llm_interactions"
@@ -84,12 +90,12 @@ class LlmInteractionRow(BaseModel):
 
 class ToolCallRow(BaseModel):
     id = pw.AutoField()
-    run_id = pw.CharField(max_length=26, index=True)
+    run_id = CharField(max_length=26, index=True)
     iteration = pw.IntegerField()
-    call_id = pw.CharField(max_length=200)
-    name = pw.CharField(max_length=200)
-    arguments = pw.TextField()
-    result = pw.TextField(null=True)
+    call_id = CharField(max_length=200)
+    name = CharField(max_length=200)
+    arguments = TextField()
+    result = TextField(null=True)
     is_error = pw.BooleanField(default=False)
     duration_ms = pw.DoubleField()
 
@@ -101,9 +107,9 @@ class RunTag(BaseModel):
     """One top-level key of a run's app metadata, so metadata filters are plain indexed equality joins."""
 
     id = pw.AutoField()
-    run_id = pw.CharField(max_length=26, index=True)
-    key = pw.CharField(max_length=200)
-    value = pw.TextField()  # canonical JSON of the value
+    run_id = CharField(max_length=26, index=True)
+    key = CharField(max_length=200)
+    value = TextField()  # canonical JSON of the value
 
     class Meta:
         table_name = "run_tags"

@@ -3,6 +3,11 @@
 SQLite is the embedded default (`RunStore()` -> ./segue.db, WAL, busy timeout); `RunStore("postgresql://...")`
 runs the same code on PostgreSQL. Methods are synchronous and thread-safe; the agent calls them off the event
 loop. Every read takes a tenant and never returns another tenant's rows.
+
+Writers migrate the schema when they open the store; `RunStore(url, read_only=True)` (what `segue runs ...` and
+the dashboard use) never creates or changes anything and refuses a store whose schema is not the current one.
+Each method is one unit of work (segue.store.connection): a lost PostgreSQL connection is reopened and the unit
+run once more when that is safe, and every database failure is a StoreError with the real cause.
 """
 
 from __future__ import annotations
@@ -10,13 +15,10 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
-from urllib.parse import unquote, urlparse
 
 import attrs
 import peewee as pw
@@ -37,6 +39,7 @@ from segue.generated import (
 from segue.hashing import canonical_json
 from segue.meta import PREFIX_META_KEY
 from segue.store import migrations
+from segue.store.connection import DEFAULT_RECONNECT_SECONDS, Units, open_database, read_only_fallback, redact
 from segue.store.models import Bound
 from segue.store.rows import (
     HashItems,
@@ -45,10 +48,13 @@ from segue.store.rows import (
     message_from_row,
     summary_from_row,
 )
+from segue.store.text import decode
 
 DEFAULT_URL = "sqlite:///segue.db"
 DEFAULT_TENANT = "default"
 TERMINAL: frozenset[str] = frozenset({"success", "error", "cancelled", "max_iterations"})
+#: list_runs pages no further than this (SQLite's and PostgreSQL's LIMIT / OFFSET are 64-bit).
+MAX_OFFSET = 1_000_000_000
 
 
 def utc_now() -> str:
@@ -98,116 +104,96 @@ class IdempotencyKeyTaken(Exception):
     """Another run of this tenant already holds the key (raised by create_run on the unique index)."""
 
 
-def _connect(url: str) -> pw.Database:
-    parsed = urlparse(url)
-    if parsed.scheme == "sqlite":
-        path = unquote(url.removeprefix("sqlite:///").removeprefix("sqlite://"))
-        if not path:
-            raise StoreError(f"no file in the SQLite URL {url!r}; use sqlite:///path/to/segue.db")
-        memory = path == ":memory:"
-        return pw.SqliteDatabase(
-            path,
-            pragmas={"journal_mode": "memory" if memory else "wal", "busy_timeout": 10_000, "foreign_keys": 1},
-            timeout=10,
-            thread_safe=not memory,
-            check_same_thread=False,
-        )
-    if parsed.scheme in ("postgresql", "postgres"):
-        return pw.PostgresqlDatabase(
-            unquote(parsed.path.lstrip("/")) or "postgres",
-            user=unquote(parsed.username) if parsed.username else None,
-            password=unquote(parsed.password) if parsed.password else None,
-            host=parsed.hostname or "localhost",
-            port=parsed.port or 5432,
-        )
-    raise StoreError(f"unsupported store URL {url!r}: use sqlite:///path.db or postgresql://user@host/db")
-
-
-def _redact(url: str) -> str:
-    parsed = urlparse(url)
-    if parsed.password:
-        return url.replace(f":{parsed.password}@", ":***@")
-    return url
-
-
 class RunStore:
     """Runs and their traces. `RunStore()` opens ./segue.db; pass a URL for another file or PostgreSQL."""
 
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        read_only: bool = False,
+        reconnect_seconds: float = DEFAULT_RECONNECT_SECONDS,
+    ) -> None:
         # Peewee logs every statement with its parameters at DEBUG: run inputs and the PII guardrail's mapping
         # would reach an app's DEBUG logs. Unless the app chose a level for the "peewee" logger, keep it at INFO.
         peewee_log = logging.getLogger("peewee")
         if peewee_log.level == logging.NOTSET:
             peewee_log.setLevel(logging.INFO)
         self.url = url or DEFAULT_URL
-        self.db = _connect(self.url)
+        self.read_only = read_only
+        self.db = open_database(self.url, read_only=read_only)
         self.models = Bound(self.db)
         self._messages = MessageCache()
         self.is_sqlite = isinstance(self.db, pw.SqliteDatabase)
-        # SQLite has one writer; serialising this process's writes avoids "database is locked" retries, while
-        # the busy timeout covers other processes. An in-memory database has one shared connection: lock all.
-        self._write_lock = threading.RLock()
-        self._read_lock = self._write_lock if self.url.endswith(":memory:") else None
+        self._units = Units(self.db, self.url, reconnect_seconds=reconnect_seconds)
+        shown = redact(self.url)
+        #: The schema version found when a writer opened the store (before migrating); None for readers.
+        self.migrated_from: int | None = None
         try:
             self.db.connect(reuse_if_open=True)
-            migrations.migrate(self.db, self.models, _redact(self.url))
+            if read_only:
+                self._check_schema(shown)
+            else:
+                self.migrated_from = migrations.migrate(self.db, self.models, shown)
+        except pw.ImproperlyConfigured as e:
+            raise StoreError(
+                f"cannot open the run store at {shown}: {e}; install it with pip install 'segue[postgres]'"
+            ) from None
+        except pw.PeeweeException as e:
+            self.db.dispose()
+            message = " ".join(str(e).split())
+            if "file is not a database" in message:
+                raise StoreError(f"{shown} is not a SQLite database ({message}); pass a segue run store") from None
+            raise StoreError(f"cannot open the run store at {shown}: {message}") from None
+
+    def _check_schema(self, shown: str) -> None:
+        try:
+            migrations.check(self.db, self.models, shown)
         except pw.OperationalError as e:
-            raise StoreError(f"cannot open the run store at {_redact(self.url)}: {e}".strip()) from None
-
-    # -- plumbing ---------------------------------------------------------------------------------------------
-
-    # Each thread keeps its own open connection (Peewee's thread-local state): reconnecting per call would
-    # redo the connection setup and pragmas every time, which dominated the cost of small writes.
-    @contextmanager
-    def _writing(self) -> Iterator[None]:
-        with self._write_lock:
-            self.db.connect(reuse_if_open=True)
-            with self.db.atomic():
-                yield
-
-    @contextmanager
-    def _reading(self) -> Iterator[None]:
-        if self._read_lock is not None:
-            with self._read_lock:
-                yield
-            return
-        self.db.connect(reuse_if_open=True)
-        yield
+            # A WAL file on read-only media: `mode=ro` needs a -shm file it cannot create; immutable reads it.
+            cannot_share = any(m in str(e) for m in ("unable to open database file", "readonly database"))
+            if not cannot_share or not read_only_fallback(self.db):
+                raise
+            self.db.connect()
+            migrations.check(self.db, self.models, shown)
 
     def close(self) -> None:
-        if not self.db.is_closed():
-            self.db.close()
+        self._units.close()
 
     # -- writes used by the agent -----------------------------------------------------------------------------
 
     def create_run(self, run: NewRun, traces: Sequence[Message]) -> None:
         """The run row, its tags and first traces, atomically. Raises IdempotencyKeyTaken on a key clash."""
         now = utc_now()
-        try:
-            with self._writing():
-                self.models.AgentRun.insert(
-                    id=run.run_id,
-                    tenant_id=run.tenant_id,
-                    agent_name=run.agent_name,
-                    status="running",
-                    input=run.input,
-                    model=run.model,
-                    vendor=run.vendor,
-                    meta=canonical_json(run.meta),
-                    metadata=canonical_json(run.metadata),
-                    private=canonical_json(run.private) if run.private else None,
-                    idempotency_key=run.idempotency_key,
-                    fingerprint=run.fingerprint,
-                    retry_of=run.retry_of,
-                    continued_from=run.continued_from,
-                    created_at=now,
-                    lease_expires_at=time.time() + run.lease_seconds if run.lease_seconds else None,
+
+        def work() -> None:
+            self.models.AgentRun.insert(
+                id=run.run_id,
+                tenant_id=run.tenant_id,
+                agent_name=run.agent_name,
+                status="running",
+                input=run.input,
+                model=run.model,
+                vendor=run.vendor,
+                meta=canonical_json(run.meta),
+                metadata=canonical_json(run.metadata),
+                private=canonical_json(run.private) if run.private else None,
+                idempotency_key=run.idempotency_key,
+                fingerprint=run.fingerprint,
+                retry_of=run.retry_of,
+                continued_from=run.continued_from,
+                created_at=now,
+                lease_expires_at=time.time() + run.lease_seconds if run.lease_seconds else None,
+            ).execute()
+            if run.metadata:
+                self.models.RunTag.insert_many(
+                    [{"run_id": run.run_id, "key": k, "value": canonical_json(v)} for k, v in run.metadata.items()]
                 ).execute()
-                if run.metadata:
-                    self.models.RunTag.insert_many(
-                        [{"run_id": run.run_id, "key": k, "value": canonical_json(v)} for k, v in run.metadata.items()]
-                    ).execute()
-                self._insert_traces(run.run_id, 0, 0, traces)
+            self._insert_traces(run.run_id, 0, 0, traces)
+
+        try:
+            # Not idempotent (a second insert would clash), so it runs again only when it surely did not commit.
+            self._units.write(work, idempotent=False)
         except pw.IntegrityError as e:
             if run.idempotency_key is not None:
                 raise IdempotencyKeyTaken(run.idempotency_key) from e
@@ -254,7 +240,8 @@ class RunStore:
         are replaced (a layout that restores an earlier fragment rewrites from its boundary). `meta_updates` merge
         into the run's segue.* meta and `model` / `vendor` name who served, in the same transaction."""
         conv = get_converter()
-        with self._writing():
+
+        def work() -> None:
             if rewrite:
                 self.models.ReactTrace.delete().where(
                     (self.models.ReactTrace.run_id == run_id) & (self.models.ReactTrace.idx >= first_index)
@@ -301,6 +288,8 @@ class RunStore:
                 update[self.models.AgentRun.lease_expires_at] = time.time() + lease_seconds
             self._update_run(run_id, update, meta_updates, model, vendor)
 
+        self._units.write(work, idempotent=False)
+
     def _update_run(
         self,
         run_id: str,
@@ -335,7 +324,8 @@ class RunStore:
     ) -> None:
         """Set the final (or paused) state; meta_updates merge into the run's segue.* meta."""
         conv = get_converter()
-        with self._writing():
+
+        def work() -> None:
             update: dict[Any, Any] = {
                 self.models.AgentRun.status: status,
                 self.models.AgentRun.answer: answer,
@@ -349,10 +339,14 @@ class RunStore:
                 update[self.models.AgentRun.private] = canonical_json(private)
             self._update_run(run_id, update, meta_updates, model, vendor)
 
+        # Idempotent: it sets the same final values however often it runs.
+        self._units.write(work, idempotent=True)
+
     def claim_paused(self, run_id: str, tenant_id: str, *, lease_seconds: float | None = None) -> bool:
         """Move a waiting_approval run back to running; False when it was not waiting (e.g. resumed twice)."""
-        with self._writing():
-            changed = (
+
+        def work() -> int:
+            return int(
                 self.models.AgentRun.update(
                     status="running",
                     lease_expires_at=time.time() + lease_seconds if lease_seconds else None,
@@ -364,12 +358,14 @@ class RunStore:
                 )
                 .execute()
             )
-        return bool(changed)
+
+        return bool(self._units.write(work, idempotent=False))
 
     def sweep(self, *, now: float | None = None, reason: str = "abandoned: the run's lease expired") -> list[str]:
         """Mark running runs whose lease lapsed as `error`; their traces stay readable and replayable."""
         moment = time.time() if now is None else now
-        with self._writing():
+
+        def work() -> list[str]:
             stale = [
                 r.id
                 for r in self.models.AgentRun.select(self.models.AgentRun.id).where(
@@ -382,18 +378,23 @@ class RunStore:
                 self.models.AgentRun.update(
                     status="error", error=reason, finished_at=utc_now(), lease_expires_at=None
                 ).where(self.models.AgentRun.id.in_(stale)).execute()
-        return stale
+            return stale
+
+        return self._units.write(work, idempotent=True)
 
     # -- reads ------------------------------------------------------------------------------------------------
 
     def find_idempotent(self, tenant_id: str, key: str) -> tuple[str, str | None] | None:
         """(run id, fingerprint) of this tenant's run holding `key`, if any."""
-        with self._reading():
-            row = (
+
+        def work() -> Any:
+            return (
                 self.models.AgentRun.select(self.models.AgentRun.id, self.models.AgentRun.fingerprint)
                 .where((self.models.AgentRun.tenant_id == tenant_id) & (self.models.AgentRun.idempotency_key == key))
                 .first()
             )
+
+        row = self._units.read(work)
         return (row.id, row.fingerprint) if row else None
 
     def load_runs(self, run_ids: Sequence[str]) -> dict[str, StoredRun]:
@@ -404,9 +405,13 @@ class RunStore:
         if not run_ids:
             return {}
         ids = list(dict.fromkeys(run_ids))
-        with self._reading():
+
+        def work() -> list[tuple[Any, ...]]:
             cursor = self.db.execute_sql(self._load_sql(len(ids)), ids)  # type: ignore[no-untyped-call]
-            rows = cast(list[tuple[Any, ...]], cursor.fetchall())
+            # Raw SQL skips the fields' conversion: apply the store's text rule here.
+            return [tuple(decode(v) if isinstance(v, str) else v for v in row) for row in cursor.fetchall()]
+
+        rows = self._units.read(work)
         heads: dict[str, tuple[Any, ...]] = {}
         traces: dict[str, list[Trace]] = {}
         items: dict[str, list[list[Any]]] = {}
@@ -479,8 +484,8 @@ class RunStore:
         all_tenants: bool = False,
     ) -> list[RunSummary]:
         """This tenant's runs, newest first. `all_tenants=True` is for operators (CLI --admin, dashboard)."""
-        if limit < 0 or offset < 0:
-            raise ValueError(f"limit and offset must be >= 0, got limit={limit} offset={offset}")
+        if limit < 0 or not 0 <= offset <= MAX_OFFSET:
+            raise ValueError(f"limit must be >= 0 and offset in 0..{MAX_OFFSET:,}, got limit={limit} offset={offset}")
         query = self.models.AgentRun.select()
         if not all_tenants:
             query = query.where(self.models.AgentRun.tenant_id == tenant_id)
@@ -496,13 +501,12 @@ class RunStore:
                 (tag.key == key) & (tag.value == canonical_json(value))
             )
         query = query.order_by(self.models.AgentRun.id.desc()).limit(limit).offset(offset)
-        with self._reading():
-            rows = list(query)
-        return [summary_from_row(r) for r in rows]
+        return [summary_from_row(r) for r in self._units.read(lambda: list(query))]
 
     def get_run(self, run_id: str, *, tenant_id: str = DEFAULT_TENANT, all_tenants: bool = False) -> RunDetail | None:
         """The run with its traces, provider calls and tool calls; None if absent or another tenant's."""
-        with self._reading():
+
+        def work() -> tuple[Any, list[tuple[Any, ...]], list[Any], list[Any]] | None:
             row = self.models.AgentRun.get_or_none(self.models.AgentRun.id == run_id)
             if row is None or (not all_tenants and row.tenant_id != tenant_id):
                 return None
@@ -525,6 +529,12 @@ class RunStore:
                 .where(self.models.ToolCallRow.run_id == run_id)
                 .order_by(self.models.ToolCallRow.id)
             )
+            return row, trace_rows, calls, tools
+
+        found = self._units.read(work)
+        if found is None:
+            return None
+        row, trace_rows, calls, tools = found
         conv = get_converter()
         summary = summary_from_row(row)
         meta = loads(row.meta, f"agent_runs.meta of run {run_id}")
@@ -580,6 +590,21 @@ class RunStore:
             ],
         )
 
+    def schema_version(self) -> int:
+        """The store's schema version (segue.store.migrations)."""
+        return self._units.read(lambda: migrations.current_version(self.db, self.models))
+
+    def tenants(self, limit: int = 20) -> list[tuple[str, int]]:
+        """(tenant, number of runs), most runs first: for operators (the CLI's hint when a list is empty)."""
+        runs = self.models.AgentRun
+        query = (
+            runs.select(runs.tenant_id, pw.fn.COUNT(runs.id).alias("n"))
+            .group_by(runs.tenant_id)
+            .order_by(pw.fn.COUNT(runs.id).desc(), runs.tenant_id)
+            .limit(limit)
+        )
+        return self._units.read(lambda: [(r.tenant_id, int(r.n)) for r in query])
+
     def counts(self, run_ids: Sequence[str] | None = None) -> dict[str, int]:
         """Row counts per table (for load checks and tests)."""
         tables: dict[str, Any] = {
@@ -588,12 +613,15 @@ class RunStore:
             "llm_interactions": self.models.LlmInteractionRow,
             "tool_calls": self.models.ToolCallRow,
         }
-        out = {}
-        with self._reading():
+
+        def work() -> dict[str, int]:
+            out = {}
             for name, model in tables.items():
                 query = model.select()
                 if run_ids is not None:
                     column = model.id if model is self.models.AgentRun else model.run_id
                     query = query.where(column.in_(list(run_ids)))
                 out[name] = query.count()
-        return out
+            return out
+
+        return self._units.read(work)

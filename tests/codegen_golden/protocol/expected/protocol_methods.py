@@ -28,7 +28,7 @@ __schema_id__ = "urn:segue:schema:rpc:1"
 __all__ = ["ERROR_DATA", "METHODS", "Direction", "ErrorCode", "Kind", "Method"]
 
 Kind = Literal["request", "notification"]
-Direction = Literal["clientToServer", "serverToClient"]
+Direction = Literal["clientToServer", "serverToClient", "both"]
 
 
 @attrs.frozen(kw_only=True)

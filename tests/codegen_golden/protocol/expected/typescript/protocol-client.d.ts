@@ -57,8 +57,16 @@ export interface SegueRequest<R> extends Promise<R> {
   cancel(): void;
 }
 
+/** What a handler of a server request gets besides its params. */
+export interface SegueRequestContext {
+  /** Aborted when the server cancels the request (the run was cancelled, or the tool's timeout passed): stop the
+   * work; whatever the handler returns then is answered with RequestCancelled. */
+  readonly signal: AbortSignal;
+}
+
 export type SegueRequestHandler<M extends keyof SegueServerRequests> = (
   params: SegueServerRequests[M]["params"],
+  context: SegueRequestContext,
 ) => SegueServerRequests[M]["result"] | Promise<SegueServerRequests[M]["result"]>;
 
 export declare class SegueClient {

@@ -40,6 +40,7 @@ export class SegueClient {
   #pending = new Map();
   #notificationHandlers = new Map();
   #requestHandlers = new Map();
+  #answering = new Map();
   #failure = null;
   #ending = false;
   #exited = null;
@@ -161,6 +162,10 @@ export class SegueClient {
   #dispatch(message) {
     if (typeof message.method === "string") {
       if (message.id === undefined) {
+        if (message.method === "$/cancelRequest") {
+          // The server stopped waiting for one of its requests (the run was cancelled, or the tool timed out).
+          this.#answering.get(message.params?.id)?.abort();
+        }
         for (const handler of this.#notificationHandlers.get(message.method) ?? []) {
           handler(message.params);
         }
@@ -188,9 +193,16 @@ export class SegueClient {
       this.#send({ jsonrpc: "2.0", id: message.id, error });
       return;
     }
+    const controller = new AbortController();
+    this.#answering.set(message.id, controller);
     try {
-      const result = await handler(message.params);
-      this.#send({ jsonrpc: "2.0", id: message.id, result });
+      const result = await handler(message.params, { signal: controller.signal });
+      if (controller.signal.aborted) {
+        const error = { code: ErrorCodes.RequestCancelled, message: "the server cancelled this request" };
+        this.#send({ jsonrpc: "2.0", id: message.id, error });
+      } else {
+        this.#send({ jsonrpc: "2.0", id: message.id, result });
+      }
     } catch (thrown) {
       const error = thrown instanceof SegueRpcError
         ? { code: thrown.code, message: thrown.message, ...(thrown.data === undefined ? {} : { data: thrown.data }) }
@@ -198,6 +210,8 @@ export class SegueClient {
       if (!this.#failure) {
         this.#send({ jsonrpc: "2.0", id: message.id, error });
       }
+    } finally {
+      this.#answering.delete(message.id);
     }
   }
 

@@ -1,0 +1,227 @@
+"""Opening the store's database and running units of work on it: transactions, reconnects, one clear error.
+
+- `open_database(url, read_only=...)`: SQLite (WAL, busy timeout) or PostgreSQL by URL. Read-only opens never
+  create or change anything: SQLite with `mode=ro` (or `immutable=1` when even that cannot open, as on read-only
+  media), PostgreSQL with `default_transaction_read_only`.
+- `Units.read(fn)` / `Units.write(fn, idempotent=...)`: each call is one unit of work; a write is one transaction.
+  Each thread keeps its own open connection (reconnecting per call redid the connection setup every time, which
+  dominated small writes). When a PostgreSQL connection turns out dead (the server restarted, or closed it), the
+  unit reconnects (waiting up to `reconnect_seconds` for the server to come back) and runs again, at most once.
+  A write whose COMMIT was cut off may or may not have been saved, so it runs again only when it is idempotent;
+  otherwise it fails with an error that says so.
+- Every database failure leaves as a `StoreError` naming the store (password redacted) and the real cause: a
+  ROLLBACK that fails after the database already gave up the transaction (SQLite's "database or disk is full",
+  a dropped connection) no longer hides the error that caused it.
+
+Peewee's connection pool was not used: after a restart every pooled connection is dead, and the single retry
+would draw another dead one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote, unquote, urlparse
+
+import peewee as pw
+
+from segue.errors import StoreError
+
+log = logging.getLogger("segue.store")
+T = TypeVar("T")
+DEFAULT_RECONNECT_SECONDS = 10.0
+
+
+def redact(url: str) -> str:
+    """The URL with its password replaced by ***, for messages and logs."""
+    parsed = urlparse(url)
+    if parsed.password:
+        return url.replace(f":{parsed.password}@", ":***@")
+    return url
+
+
+def sqlite_path(url: str) -> str:
+    return unquote(url.removeprefix("sqlite:///").removeprefix("sqlite://"))
+
+
+def open_database(url: str, *, read_only: bool) -> pw.Database:
+    """The (not yet connected) Peewee database for a store URL."""
+    parsed = urlparse(url)
+    if parsed.scheme == "sqlite":
+        path = sqlite_path(url)
+        if not path:
+            raise StoreError(f"no file in the SQLite URL {url!r}; use sqlite:///path/to/segue.db")
+        memory = path == ":memory:"
+        if read_only and not memory:
+            file = Path(path)
+            if not file.is_file():
+                raise StoreError(f"no run store at {path} ({url}); pass the URL of an existing store")
+            return pw.SqliteDatabase(
+                f"file:{quote(str(file.resolve()))}?mode=ro",
+                uri=True,
+                pragmas={"busy_timeout": 10_000, "query_only": 1},
+                timeout=10,
+                check_same_thread=False,
+            )
+        return pw.SqliteDatabase(
+            path,
+            pragmas={"journal_mode": "memory" if memory else "wal", "busy_timeout": 10_000, "foreign_keys": 1},
+            timeout=10,
+            thread_safe=not memory,
+            check_same_thread=False,
+        )
+    if parsed.scheme in ("postgresql", "postgres"):
+        options: dict[str, Any] = {"options": "-c default_transaction_read_only=on"} if read_only else {}
+        return pw.PostgresqlDatabase(
+            unquote(parsed.path.lstrip("/")) or "postgres",
+            user=unquote(parsed.username) if parsed.username else None,
+            password=unquote(parsed.password) if parsed.password else None,
+            host=parsed.hostname or "localhost",
+            port=parsed.port or 5432,
+            **options,
+        )
+    raise StoreError(f"unsupported store URL {redact(url)!r}: use sqlite:///path.db or postgresql://user@host/db")
+
+
+def read_only_fallback(db: pw.Database) -> bool:
+    """A read-only SQLite file that `mode=ro` cannot open (a WAL file on read-only media, where the -shm file
+    cannot be created) can still be read as immutable. Switches `db` to that; False when it does not apply."""
+    if not isinstance(db, pw.SqliteDatabase) or not str(db.database).endswith("?mode=ro"):
+        return False
+    db.close()
+    db.database = str(db.database).removesuffix("?mode=ro") + "?immutable=1"
+    return True
+
+
+class _CommitFailed(Exception):
+    def __init__(self, cause: pw.PeeweeException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class Units:
+    """Units of work on one database, serialising this process's writes (SQLite has one writer)."""
+
+    def __init__(self, db: pw.Database, url: str, *, reconnect_seconds: float = DEFAULT_RECONNECT_SECONDS) -> None:
+        self.db = db
+        self.shown = redact(url)
+        self.reconnect_seconds = reconnect_seconds
+        self.can_reconnect = isinstance(db, pw.PostgresqlDatabase)
+        self.write_lock = threading.RLock()
+        # An in-memory SQLite database has one shared connection: reads take the lock too.
+        self.read_lock = self.write_lock if str(db.database).endswith(":memory:") else None
+
+    def read(self, work: Callable[[], T]) -> T:
+        return self._run(work, write=False, idempotent=True)
+
+    def write(self, work: Callable[[], T], *, idempotent: bool) -> T:
+        """`work` in one transaction. `idempotent`: running it twice leaves what running it once does."""
+        return self._run(work, write=True, idempotent=idempotent)
+
+    def _run(self, work: Callable[[], T], *, write: bool, idempotent: bool) -> T:
+        retried = False
+        while True:
+            try:
+                with self._locked(write):
+                    self._ensure_open()
+                    return self._transaction(work) if write else work()
+            except _CommitFailed as e:
+                if not self._lost(e.cause):
+                    raise self.error(e.cause) from e.cause
+                if retried or not idempotent:
+                    raise StoreError(
+                        f"the connection to the run store at {self.shown} was lost while committing a write "
+                        f"({_first_line(e.cause)}); whether it was saved is unknown"
+                    ) from e.cause
+            except pw.IntegrityError:
+                raise  # the caller's to interpret (an idempotency key taken, say)
+            except pw.PeeweeException as e:
+                if retried or not self._lost(e):
+                    raise self.error(e) from e
+            log.warning("the connection to the run store at %s was lost; reconnecting and trying once more", self.shown)
+            self._reconnect()
+            retried = True
+
+    @contextmanager
+    def _locked(self, write: bool) -> Iterator[None]:
+        lock = self.write_lock if write else self.read_lock
+        if lock is None:
+            yield
+            return
+        with lock:
+            yield
+
+    def _ensure_open(self) -> None:
+        if _dead(self.db):
+            self.db.dispose()  # psycopg2 already knows this connection is dead: do not try it
+        self.db.connect(reuse_if_open=True)
+
+    def _transaction(self, work: Callable[[], T]) -> T:
+        """BEGIN, work, COMMIT; a failed ROLLBACK never replaces the error that made it necessary."""
+        txn = self.db.transaction()
+        txn.__enter__()
+        try:
+            result = work()
+        except BaseException:
+            self.db.pop_transaction()  # type: ignore[no-untyped-call]
+            try:
+                self.db.rollback()
+            except pw.PeeweeException as rollback_error:
+                # SQLite ends the transaction itself on "database or disk is full"; a dead connection cannot
+                # roll back. Either way the transaction is gone, and the first error is the one to report.
+                log.debug("rollback after a failed write: %s", rollback_error)
+            raise
+        self.db.pop_transaction()  # type: ignore[no-untyped-call]
+        try:
+            self.db.commit()
+        except pw.PeeweeException as e:
+            raise _CommitFailed(e) from e
+        return result
+
+    def _lost(self, e: pw.PeeweeException) -> bool:
+        """Whether `e` means the PostgreSQL connection is gone (not a problem with the statement)."""
+        if not self.can_reconnect:
+            return False
+        return self.db.is_closed() or _dead(self.db) or isinstance(e, pw.InterfaceError)
+
+    def _reconnect(self) -> None:
+        self.db.dispose()
+        deadline = time.monotonic() + self.reconnect_seconds
+        delay = 0.05
+        while True:
+            try:
+                self.db.connect()
+                return
+            except pw.OperationalError as e:
+                if time.monotonic() + delay > deadline:
+                    raise StoreError(
+                        f"the run store at {self.shown} is unreachable: {_first_line(e)} "
+                        f"(tried to reconnect for {self.reconnect_seconds:g} s)"
+                    ) from e
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def error(self, e: BaseException) -> StoreError:
+        """A database failure as a StoreError naming the store and the cause."""
+        return StoreError(f"the run store at {self.shown} failed: {type(e).__name__}: {_first_line(e)}")
+
+    def close(self) -> None:
+        if not self.db.is_closed():
+            self.db.close()
+
+
+def _dead(db: pw.Database) -> bool:
+    """Whether psycopg2 already knows the calling thread's connection is broken (`closed` is 2 then)."""
+    if db.is_closed():
+        return False
+    conn: Any = db.connection()  # type: ignore[no-untyped-call]
+    return bool(getattr(conn, "closed", False))
+
+
+def _first_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
