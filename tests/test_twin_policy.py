@@ -155,15 +155,16 @@ async def test_missing_tools_and_failing_tools_do_not_loop() -> None:
     assert response.content[0].type == "text" and "list_tables failed with: Error: db down" in response.content[0].text
 
 
-async def test_scripted_policy_replays_turns_then_fails_with_a_500() -> None:
+async def test_scripted_policy_replays_turns_then_refuses_with_a_400() -> None:
     policy = ScriptedPolicy(["one"])
     client = Twin(policy=policy).openai_client()
     first = await client.chat.completions.create(model="gpt-4.1", messages=[{"role": "user", "content": "a"}])
     assert first.choices[0].message.content == "one"
     assert policy.views[0].last_user_text() == "a" and policy.remaining == 0
-    with pytest.raises(openai.InternalServerError) as caught:
+    with pytest.raises(openai.BadRequestError) as caught:
         await client.chat.completions.create(model="gpt-4.1", messages=[{"role": "user", "content": "b"}])
-    assert "ScriptedPolicy ran out of turns" in caught.value.message
+    assert "the ScriptedPolicy has no answer left (it was given 1 answer and this is request 2)" in caught.value.message
+    assert len(policy.views) == 1  # a refused request is not recorded as shown to the model
 
 
 def test_sample_db_tools_are_read_only() -> None:

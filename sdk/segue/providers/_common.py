@@ -28,11 +28,17 @@ _ADVICE: dict[str, str] = {
     "connection": "the vendor could not be reached; check network access and base_url",
     "context_length": "the prompt is longer than the model accepts: replay fewer runs (lower replay_last), "
     "trim history, or use a model with a larger context window",
-    "bad_request": "the vendor rejected the request; the exact body is in ProviderResponse.request_body "
-    "(llm_interactions.provider_request) of the last successful call for comparison",
+    "bad_request": "do what the vendor's message says; to compare, the body of the last call that succeeded is in "
+    "ProviderResponse.request_body (llm_interactions.provider_request)",
     "auth": "check the API key (the client's usual environment variable) or the client you passed",
     "stream": "the stream was malformed or cut off; retry the call",
     "other": "see the vendor's message",
+}
+#: Advice for a status that says more than its kind. Vendors answer a model they do not serve (or a wrong path)
+#: with a 404: Anthropic `not_found_error`, OpenAI `model_not_found`.
+_STATUS_ADVICE: dict[int, str] = {
+    404: "the vendor does not serve this model (or this path) to this key: check the model id "
+    "(`segue catalog explain MODEL` shows what segue knows of it) and the client's base_url",
 }
 
 
@@ -186,8 +192,9 @@ def provider_error(e: Exception, vendor: str, sdk: ModuleType) -> ProviderError:
         kind = _body_kind(e, message)
         status = None
     shown = f"HTTP {status} " if status is not None else ""
+    advice = _STATUS_ADVICE.get(status, _ADVICE[kind]) if status is not None else _ADVICE[kind]
     return ProviderError(
-        f"{vendor} {shown}{kind} error: {message}. What to do: {_ADVICE[kind]}",
+        f"{vendor} {shown}{kind} error: {message.rstrip('. ')}. What to do: {advice}",
         vendor=vendor,
         kind=kind,
         status_code=status,

@@ -20,10 +20,10 @@ import attrs
 from segue.twin._wire import IdFactory
 from segue.twin.anthropic_api import handle_messages
 from segue.twin.db_policy import DatabaseChatPolicy
-from segue.twin.errors import ErrorVendor, TwinHTTPError
+from segue.twin.errors import ErrorVendor, TwinHTTPError, model_not_found
 from segue.twin.openai_chat import handle_chat
 from segue.twin.openai_responses import handle_responses
-from segue.twin.rules import rules_for
+from segue.twin.rules import CacheRules, rules_for
 from segue.twin.state import Reply, RulesSource, TwinState
 from segue.twin.view import Policy, PolicyError
 
@@ -104,7 +104,7 @@ class Twin:
         self.state = TwinState(
             policy=policy if policy is not None else DatabaseChatPolicy(),
             clock=clock if clock is not None else time.time,
-            rules=rules,
+            rules=_serving(rules),
             secret=secret,
             ids=IdFactory(seed),
         )
@@ -138,8 +138,8 @@ class Twin:
                 reply = self._dispatch(endpoint, payload, lowered)
             except TwinHTTPError as error:
                 reply = Reply(status=error.status, body=error.body(vendor))
-            except PolicyError as error:
-                reply = Reply(status=500, body=TwinHTTPError(500, f"twin policy error: {error}").body(vendor))
+            except PolicyError as error:  # the test's setup, not an outage: a 400 that says what to do
+                reply = Reply(status=400, body=TwinHTTPError(400, f"twin: {error}").body(vendor))
             except Exception as error:  # a bug or odd input must not take the server down; the log has the trace
                 _log.exception("twin failed on %s %s", method, route)
                 message = f"twin internal error: {type(error).__name__}: {error}"
@@ -291,6 +291,18 @@ class Twin:
         options.update(kwargs)
         options.setdefault("http_client", httpx2.AsyncClient(transport=self.transport()))
         return openai.AsyncOpenAI(**options)
+
+
+def _serving(rules: RulesSource) -> RulesSource:
+    """``rules``, answering a model it has no rules for the way the vendors answer a model they do not serve."""
+
+    def lookup(model: str, vendor: str) -> CacheRules:
+        try:
+            return rules(model, vendor)
+        except ValueError as error:
+            raise model_not_found(model, str(error)) from None
+
+    return lookup
 
 
 def _bearer(value: str | None) -> str | None:

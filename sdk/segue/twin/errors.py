@@ -56,3 +56,10 @@ class TwinHTTPError(Exception):
 
 def bad_request(message: str, *, param: str | None = None, code: str | None = None) -> TwinHTTPError:
     return TwinHTTPError(400, message, param=param, code=code)
+
+
+def model_not_found(model: str, reason: str) -> TwinHTTPError:
+    """The vendors' answer to a model they do not serve: a 404, `not_found_error` on Anthropic (captured body:
+    `{"type":"error","error":{"type":"not_found_error","message":"model: sonnet4"}}`) and `invalid_request_error`
+    with code `model_not_found` on OpenAI. The message is the twin's own and says what to do."""
+    return TwinHTTPError(404, f"twin: cannot serve model {model!r}: {reason}", code="model_not_found")

@@ -16,6 +16,7 @@ from segue.twin.openai_common import (
     common_params,
     content_text,
     expect,
+    model_param,
     parse_arguments,
     size_turn,
 )
@@ -28,7 +29,7 @@ _CACHE_OPTION_FIELDS = ("mode", "ttl")
 
 
 def handle_chat(state: TwinState, body: Mapping[str, Any]) -> Reply:
-    rules = state.rules(str(body.get("model", "")), VENDOR)
+    rules = state.rules(model_param(body), VENDOR)
     params = common_params(
         body,
         max_tokens_fields=("max_tokens", "max_completion_tokens"),

@@ -48,9 +48,7 @@ def common_params(
 ) -> CommonParams:
     """The parameters both endpoints take; ``option_fields`` / ``option_ttls``: what `prompt_cache_options` may
     hold and which TTLs it may name on this endpoint."""
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise bad_request("Missing required parameter: 'model'.", param="model", code="missing_required_parameter")
+    model = model_param(body)
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise bad_request(f"Invalid type for 'stream': expected a boolean, got {stream!r}.", param="stream")
@@ -90,6 +88,14 @@ def common_params(
         max_output=max_output,
         cache_options=options,
     )
+
+
+def model_param(body: Mapping[str, Any]) -> str:
+    """The request's `model`, read first: every other check depends on the model's rules."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise bad_request("Missing required parameter: 'model'.", param="model", code="missing_required_parameter")
+    return model
 
 
 def cache_outcome(state: TwinState, params: CommonParams, pieces: Sequence[PromptPiece]) -> CacheOutcome:

@@ -24,6 +24,7 @@ from segue.twin.openai_common import (
     common_params,
     content_text,
     expect,
+    model_param,
     parse_arguments,
     size_turn,
 )
@@ -52,7 +53,7 @@ _ITEM_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
 
 
 def handle_responses(state: TwinState, body: Mapping[str, Any]) -> Reply:
-    rules = state.rules(str(body.get("model", "")), VENDOR)
+    rules = state.rules(model_param(body), VENDOR)
     params = common_params(
         body,
         max_tokens_fields=("max_output_tokens",),

@@ -10,25 +10,27 @@ from segue.twin.view import AssistantTurn, ConversationView, PolicyError
 class ScriptedPolicy:
     """Answers request n with turn n. A str is shorthand for a text-only turn.
 
-    `views` records what the model was shown on each request, so tests can assert on it.
+    `views` records what the model was shown on each answered request, so tests can assert on it. A request after
+    the last turn is a `PolicyError`, which the twin answers as a 400 saying how many answers the script had.
     """
 
     def __init__(self, turns: Iterable[AssistantTurn | str]) -> None:
         self._turns = [AssistantTurn(text=t) if isinstance(t, str) else t for t in turns]
-        self._next = 0
+        self._requests = 0
         self.views: list[ConversationView] = []
 
     @property
     def remaining(self) -> int:
-        return len(self._turns) - self._next
+        return len(self._turns) - len(self.views)
 
     def respond(self, view: ConversationView) -> AssistantTurn:
-        if self._next >= len(self._turns):
+        self._requests += 1
+        if not self.remaining:
+            given = len(self._turns)
             raise PolicyError(
-                f"ScriptedPolicy ran out of turns: request {self._next + 1} arrived but only {len(self._turns)} "
-                "turns were scripted; add turns or check that the client is not retrying"
+                f"the ScriptedPolicy has no answer left (it was given {given} answer{'' if given == 1 else 's'} "
+                f"and this is request {self._requests}); give it more answers, or check that the client does not "
+                "retry"
             )
         self.views.append(view)
-        turn = self._turns[self._next]
-        self._next += 1
-        return turn
+        return self._turns[len(self.views) - 1]

@@ -99,4 +99,9 @@ class Policy(Protocol):
 
 
 class PolicyError(Exception):
-    """A policy cannot answer (e.g. a ScriptedPolicy ran out of turns). The twin returns a 500 api_error."""
+    """A policy cannot answer (e.g. a ScriptedPolicy ran out of turns); the message says what to do.
+
+    The twin answers it as a 400 `invalid_request_error` whose message is "twin: " + this message: retrying the
+    same request cannot help (so the official clients do not retry it), and segue's advice for a 400 is to do what
+    the message says, not to wait for an outage to pass.
+    """
