@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from typing import Any
 
 import anthropic
@@ -123,12 +125,14 @@ async def test_unknown_question_gets_a_polite_answer_and_no_tool_calls() -> None
     )
     assert response.stop_reason == "end_turn"
     assert response.content[0].type == "text"
-    assert response.content[0].text.startswith("I can answer questions about the shop database")
+    assert response.content[0].text.startswith(
+        "I am segue's twin, playing an analyst of its sample shop database. I can answer questions about its tables"
+    )
 
 
 async def test_missing_tools_and_failing_tools_do_not_loop() -> None:
     """Without the tools the policy says so; a failed call is reported instead of retried."""
-    client = Twin().anthropic_client()
+    client = Twin(policy=DatabaseChatPolicy()).anthropic_client()
     response = await client.messages.create(
         model=MODEL, max_tokens=512, messages=[{"role": "user", "content": QUESTIONS[1]}]
     )
@@ -204,3 +208,15 @@ def test_a_whole_schema_question_describes_every_table() -> None:
     plan = plan_question("Which tables are there, and what columns do they have?")
     assert plan is not None and plan.whole_schema
     assert plan_question("Which tables are there?") == plan_question("list the tables")
+
+
+async def test_the_scripted_policy_example_in_docs_twin_md_runs_as_written() -> None:
+    from conftest import REPO
+
+    blocks = re.findall(r"```python\n(.+?)```", (REPO / "docs" / "twin.md").read_text(), flags=re.S)
+    (example,) = [b for b in blocks if "ScriptedPolicy(" in b]
+    namespace: dict[str, Any] = {}
+    code = compile(example, "docs/twin.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    pending = eval(code, namespace)  # a coroutine: the block awaits at top level, as in `python -m asyncio`
+    await pending
+    assert namespace["result"].answer == "5" and namespace["script"].remaining == 0

@@ -2,10 +2,12 @@
 
 The official `anthropic` and `openai` clients talk to it unchanged, in-process (`Twin.anthropic_client()`,
 `Twin.openai_client()`, `Twin.transport()`) or over loopback HTTP (`segue.twin.server.serve`). A pluggable
-`Policy` plays the model; `DatabaseChatPolicy` answers questions about the sample shop database in
-`segue.twin.sample_db`. See docs/twin.md.
+`Policy` plays the model. The default, `DefaultPolicy`, answers questions about the sample shop database in
+`segue.twin.sample_db` when offered the demo's tools (`DatabaseChatPolicy`) and otherwise calls the app's own
+tools that a message names (`AppToolPolicy`); `ScriptedPolicy` replays fixed turns. See docs/twin.md.
 """
 
+from segue.twin.app_policy import AppToolPolicy, DefaultPolicy
 from segue.twin.cache import BlockCache, BlockUsage, CacheBlock, PrefixCache
 from segue.twin.core import DEFAULT_MAX_BODY_BYTES, TWIN_API_KEY, TWIN_BASE_URL, Exchange, Twin, TwinResponse
 from segue.twin.db_policy import DatabaseChatPolicy, QueryPlan, plan_question
@@ -20,6 +22,7 @@ from segue.twin.view import (
     PolicyError,
     ToolCall,
     ToolResult,
+    ToolSpec,
     Turn,
 )
 
@@ -27,6 +30,7 @@ __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "TWIN_API_KEY",
     "TWIN_BASE_URL",
+    "AppToolPolicy",
     "AssistantTurn",
     "BlockCache",
     "BlockUsage",
@@ -34,6 +38,7 @@ __all__ = [
     "CacheRules",
     "ConversationView",
     "DatabaseChatPolicy",
+    "DefaultPolicy",
     "Exchange",
     "PlannedCall",
     "Policy",
@@ -43,6 +48,7 @@ __all__ = [
     "ScriptedPolicy",
     "ToolCall",
     "ToolResult",
+    "ToolSpec",
     "Turn",
     "Twin",
     "TwinHTTPError",

@@ -15,7 +15,7 @@ from segue.twin.cache import BlockUsage, CacheBlock
 from segue.twin.errors import bad_request
 from segue.twin.signing import check_thinking, prefix_digests, sign_thinking
 from segue.twin.state import Reply, TwinState
-from segue.twin.view import AssistantTurn, ConversationView, ToolCall, ToolResult, Turn
+from segue.twin.view import AssistantTurn, ConversationView, ToolCall, ToolResult, Turn, tool_spec
 
 VENDOR = "anthropic"
 #: Thinking text used when thinking is on but the policy gave no reasoning (a thinking block must still lead).
@@ -134,7 +134,7 @@ def _view(request: AnthropicRequest, messages: list[dict[str, Any]]) -> Conversa
         model=request.model,
         system="\n".join(b["text"] for b in request.system),
         turns=tuple(turns),
-        tools=tuple(t["name"] for t in request.tools),
+        tool_specs=tuple(tool_spec(t["name"], t.get("description"), t.get("input_schema")) for t in request.tools),
         reasoning_enabled=request.thinking_on,
     )
 

@@ -19,7 +19,7 @@ import attrs
 
 from segue.twin._wire import IdFactory
 from segue.twin.anthropic_api import handle_messages
-from segue.twin.db_policy import DatabaseChatPolicy
+from segue.twin.app_policy import DefaultPolicy
 from segue.twin.errors import ErrorVendor, TwinHTTPError, model_not_found
 from segue.twin.openai_chat import handle_chat
 from segue.twin.openai_responses import handle_responses
@@ -79,7 +79,7 @@ class Exchange:
 class Twin:
     """Offline emulator of the Anthropic and OpenAI HTTP APIs and their prompt-cache rules.
 
-    policy: plays the model (default: DatabaseChatPolicy over the sample shop database).
+    policy: plays the model (default: DefaultPolicy: the shop analyst for the demo's tools, else the app's tools).
     clock: seconds, used for cache TTLs and `created` stamps; pass a fake to test expiry.
     rules: (model, vendor) -> CacheRules; default `segue.twin.rules.rules_for`.
     secret: HMAC key for thinking signatures and encrypted reasoning.
@@ -102,7 +102,7 @@ class Twin:
         if max_body_bytes < 1:
             raise ValueError(f"max_body_bytes must be >= 1, got {max_body_bytes}")
         self.state = TwinState(
-            policy=policy if policy is not None else DatabaseChatPolicy(),
+            policy=policy if policy is not None else DefaultPolicy(),
             clock=clock if clock is not None else time.time,
             rules=_serving(rules),
             secret=secret,

@@ -162,9 +162,9 @@ class DatabaseChatPolicy:
         if plan is None:
             return AssistantTurn(
                 text=(
-                    "I can answer questions about the shop database: its tables, customers per country, top "
-                    "products by revenue, customers with many orders, monthly revenue and order counts. Could you "
-                    "rephrase your question along those lines?"
+                    "I am segue's twin, playing an analyst of its sample shop database. I can answer questions about "
+                    "its tables, customers per country, top products by revenue, customers with many orders, monthly "
+                    "revenue and order counts. Could you rephrase your question along those lines?"
                 ),
                 reasoning=f"The question {question[:60]!r} matches none of the questions I know how to answer.",
             )
@@ -213,7 +213,8 @@ class DatabaseChatPolicy:
         for call in calls:
             if call.name not in view.tools:
                 return AssistantTurn(
-                    text=f"I cannot look this up: the {call.name} tool is not available in this conversation.",
+                    text=f"I am segue's twin, playing an analyst of its sample shop database, and I cannot look "
+                    f"this up: the {call.name} tool is not available in this conversation.",
                     reasoning=f"I need {call.name}, but it is not among the offered tools.",
                 )
             error = known.failed.get((call.name, _args_key(call.arguments)))

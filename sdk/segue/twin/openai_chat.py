@@ -21,7 +21,7 @@ from segue.twin.openai_common import (
     size_turn,
 )
 from segue.twin.state import Reply, TwinState
-from segue.twin.view import ConversationView, ToolCall, ToolResult, Turn
+from segue.twin.view import ConversationView, ToolCall, ToolResult, Turn, tool_spec
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 #: `prompt_cache_options` keys Chat Completions takes (the pinned SDK's chat `PromptCacheOptions`: no prewarm).
@@ -204,10 +204,10 @@ def _view(params: CommonParams, tools: list[Any], messages: list[dict[str, Any]]
         model=params.model,
         system="\n".join(system),
         turns=tuple(turns),
-        tools=tuple(
-            str((t.get("function") or {}).get("name"))
+        tool_specs=tuple(
+            tool_spec(f.get("name"), f.get("description"), f.get("parameters"))
             for t in tools
-            if isinstance(t, dict) and t.get("type") == "function"
+            if isinstance(t, dict) and t.get("type") == "function" and isinstance(f := t.get("function"), dict)
         ),
         reasoning_enabled=params.reasons,
     )

@@ -30,7 +30,7 @@ from segue.twin.openai_common import (
 )
 from segue.twin.signing import seal, unseal
 from segue.twin.state import Reply, TwinState
-from segue.twin.view import ConversationView, ToolCall, ToolResult, Turn
+from segue.twin.view import ConversationView, ToolCall, ToolResult, Turn, tool_spec
 
 _OUTPUT_KINDS = frozenset({"reasoning", "function_call", "assistant"})
 #: `prompt_cache_options` keys the Responses API takes (the pinned SDK's `PromptCacheOptions`).
@@ -326,7 +326,11 @@ def _view(params: CommonParams, instructions: Any, tools: list[Any], items: list
             )
             for t in turns
         ),
-        tools=tuple(str(t.get("name")) for t in tools if isinstance(t, dict) and t.get("type") == "function"),
+        tool_specs=tuple(
+            tool_spec(t.get("name"), t.get("description"), t.get("parameters"))
+            for t in tools
+            if isinstance(t, dict) and t.get("type") == "function"
+        ),
         reasoning_enabled=params.reasons,
     )
 

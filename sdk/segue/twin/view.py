@@ -45,15 +45,38 @@ class Turn:
 
 
 @attrs.frozen(kw_only=True)
+class ToolSpec:
+    """A tool offered in the request: its name, description and the JSON Schema of its arguments."""
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+def tool_spec(name: Any, description: Any, parameters: Any) -> ToolSpec:
+    """A ToolSpec from a vendor tool definition's fields; a missing description or schema reads as empty."""
+    return ToolSpec(
+        name=str(name),
+        description=description if isinstance(description, str) else "",
+        parameters=parameters if isinstance(parameters, Mapping) else {},
+    )
+
+
+@attrs.frozen(kw_only=True)
 class ConversationView:
-    """What the model sees: the system text, the ordered turns and the tool names offered."""
+    """What the model sees: the system text, the ordered turns and the tools offered."""
 
     vendor: str
     model: str
     system: str
     turns: tuple[Turn, ...]
-    tools: tuple[str, ...]
+    tool_specs: tuple[ToolSpec, ...]
     reasoning_enabled: bool
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        """The names of the offered tools, in the request's order."""
+        return tuple(spec.name for spec in self.tool_specs)
 
     def last_user_text(self) -> str:
         """The latest user text that is not only tool results: the question being answered."""
