@@ -6,41 +6,39 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from segue.errors import InputError
-from segue.generated import Message, TextBlock, ToolCallBlock, ToolResultBlock, Usage, get_converter
+from segue.generated import Message, TextBlock, ToolCallBlock, ToolResultBlock, Usage
+from segue.history import ACCEPTED, history_messages
 
 
 def as_history(history: Any) -> list[Message]:
-    """Canonical messages from Message objects or their JSON; they must alternate user / assistant."""
+    """Canonical messages from segue Messages, their JSON, or the vendor SDKs' own message shapes (segue.history);
+    after conversion they must alternate user / assistant."""
     if history is None:
         return []
     if isinstance(history, str | bytes) or not isinstance(history, Sequence):
-        raise InputError(f"history must be a list of messages, got {type(history).__name__}")
-    conv = get_converter()
-    messages: list[Message] = []
-    for i, item in enumerate(history):
-        if isinstance(item, Message):
-            messages.append(item)
-            continue
-        try:
-            messages.append(conv.structure(item, Message))
-        except Exception as e:
-            raise InputError(f"history[{i}] is not a message ({e}); pass {{'role': ..., 'content': [...]}}") from None
-    check_alternation(messages, "history")
+        raise InputError(f"history must be a list of messages, got {type(history).__name__}; {ACCEPTED}")
+    messages, starts = history_messages(history)
+    check_alternation(messages, "history", positions=starts)
     return messages
 
 
-def check_alternation(messages: Sequence[Message], what: str) -> None:
-    """user, then assistant (with optional tool turns between assistant turns), then user, ..."""
+def check_alternation(messages: Sequence[Message], what: str, positions: Sequence[int] | None = None) -> None:
+    """user, then assistant (with optional tool turns between assistant turns), then user, ...
+
+    ``positions``: where each message started in what the caller passed (several items may make one message), so
+    errors name the caller's index."""
+    at = list(positions) if positions is not None else list(range(len(messages)))
     previous: str | None = None
     for i, m in enumerate(messages):
+        name = f"{what}[{at[i]}]"
         if m.role == "system":
-            raise InputError(f"{what}[{i}] has role 'system'; put system text in the agent's prompt instead")
+            raise InputError(f"{name} has role 'system'; put system text in the agent's prompt instead")
         if not m.content:
-            raise InputError(f"{what}[{i}] ({m.role}) has no content blocks")
+            raise InputError(f"{name} ({m.role}) has no content blocks")
         expected = {None: {"user"}, "user": {"assistant"}, "assistant": {"user", "tool"}, "tool": {"assistant"}}
         if m.role not in expected[previous]:
             raise InputError(
-                f"{what}[{i}] is a {m.role} message after "
+                f"{name} is a {m.role} message after "
                 f"{'the start' if previous is None else 'a ' + previous + ' message'}; "
                 f"{what} must alternate user / assistant, starting with user"
             )
@@ -48,7 +46,7 @@ def check_alternation(messages: Sequence[Message], what: str) -> None:
             calls = {b.id for b in messages[i - 1].content if isinstance(b, ToolCallBlock)}
             results = {b.tool_call_id for b in m.content if isinstance(b, ToolResultBlock)}
             if results != calls:
-                raise InputError(f"{what}[{i}] answers tool calls {sorted(results)} but {sorted(calls)} were made")
+                raise InputError(f"{name} answers tool calls {sorted(results)} but {sorted(calls)} were made")
         previous = m.role
     if previous not in (None, "assistant"):
         raise InputError(f"{what} must end with an assistant message; the new input is the next user turn")
