@@ -7,6 +7,7 @@ import json
 import logging
 from typing import Any
 
+import attrs
 import pytest
 from anthropic.types import MessageParam
 from openai.types.chat import ChatCompletionMessageParam
@@ -317,6 +318,10 @@ def test_reasoning_segue_cannot_replay_is_left_out_and_logged_never_text(caplog:
             r"history\[3\] is a user message after a tool message",  # the item's index, not the merged message's
         ),
         (
+            [{"role": "user", "content": "q"}, {"role": "assistant", "content": [{"type": "tool_call", "id": "c"}]}],
+            r"history\[1\]\.content\[0\] could not be read \(required field missing @ \$\.name",
+        ),
+        (
             [{"role": "user", "content": "q"}, {"role": "assistant", "content": [{"type": "tool_result"}]}],
             r"history\[1\]\.content\[0\] is a tool_result block in an assistant message",
         ),
@@ -338,7 +343,7 @@ async def test_anthropic_history_from_the_official_client_replays_its_thinking_f
     await agent.run("Which tables are there?")
     sent = twin.exchanges[0].request
     conversation: list[dict[str, Any]] = [{"role": "user", "content": Q1}]
-    await anthropic_tool_loop(
+    responses = await anthropic_tool_loop(
         twin.anthropic_client(),
         messages=conversation,
         model="claude-sonnet-4-6",
@@ -349,6 +354,13 @@ async def test_anthropic_history_from_the_official_client_replays_its_thinking_f
     )
     for message in conversation:
         sdk_shape(ANTHROPIC, message)
+    # The response object itself, and its full model_dump() (None fields included), read the same, with the model.
+    expected = as_history(conversation)[-1]
+    for answer in (responses[-1], responses[-1].model_dump()):
+        last = as_history([*conversation[:-1], answer])[-1]
+        assert last.content[1:] == expected.content[1:] and last.content[0] == attrs.evolve(
+            expected.content[0], model="claude-sonnet-4-6"
+        )
     before = len(twin.exchanges)
     result = await agent.run(Q2, history=conversation)
     assert result.status == "success"

@@ -28,10 +28,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, Literal
 
 import attrs
+from cattrs import transform_error
+from cattrs.errors import BaseValidationError, CattrsError
 
 from segue.errors import InputError
 from segue.generated import (
@@ -110,17 +113,25 @@ def _piece(item: Any, i: int, left_out: list[str]) -> _Piece:
     if isinstance(item.get("content"), list) and "role" in item:
         try:
             return _Piece(message=get_converter().structure(item, Message), index=i)  # segue's own JSON
-        except Exception:
+        except (CattrsError, ValueError, TypeError):
             pass  # a vendor shape: read below, where a real problem gets a precise message
-    try:
+    with _reading(where):
         role, blocks, fragment = _read(item, where, left_out)
-    except InputError:
-        raise
-    except (ValueError, TypeError, KeyError) as e:  # the generated vendor parsers name the field
-        raise InputError(f"{where} could not be read ({e}); {ACCEPTED}") from None
     if role != "assistant" and any(isinstance(b, ToolResultBlock) for b in blocks):
         role = "tool"
     return _Piece(message=Message(role=role, content=blocks), index=i, fragment=fragment)
+
+
+@contextmanager
+def _reading(where: str) -> Iterator[None]:
+    """A parser's error (the generated vendor parsers and cattrs name the field) as an InputError naming ``where``."""
+    try:
+        yield
+    except InputError:
+        raise
+    except (CattrsError, ValueError, TypeError, KeyError) as e:
+        detail = "; ".join(transform_error(e)) if isinstance(e, BaseValidationError) else str(e)
+        raise InputError(f"{where} could not be read ({detail}); {ACCEPTED}") from None
 
 
 def _read(item: Mapping[str, Any], where: str, left_out: list[str]) -> tuple[Side, list[ContentBlock], bool]:
@@ -145,11 +156,11 @@ def _read(item: Mapping[str, Any], where: str, left_out: list[str]) -> tuple[Sid
             f"{where} has role {role!r}; put system text in the agent's prompt instead: segue keeps the system "
             "prompt first and stable, so the prompt cache can reuse it"
         )
-    if role == "tool":
+    if role == "tool" and ("tool_call_id" in item or not isinstance(item.get("content"), list)):
         return "tool", [_chat_tool_result(item, where)], True
-    if role not in ("user", "assistant"):
+    if role not in ("user", "assistant", "tool"):
         raise InputError(f"{where} has role {role!r}; expected 'user', 'assistant' or 'tool'. {ACCEPTED}")
-    side: Side = role
+    side: Side = "user" if role == "tool" else role  # a segue tool message: its tool_result blocks make it one
     _refuse(item, where, ("function_call", "audio"))
     blocks: list[ContentBlock] = []
     if side == "assistant":
@@ -160,7 +171,8 @@ def _read(item: Mapping[str, Any], where: str, left_out: list[str]) -> tuple[Sid
         blocks += [TextBlock(text=content)] if content else []
     elif isinstance(content, list):
         for j, part in enumerate(content):
-            blocks += _part(part, side, model, f"{where}.content[{j}]", left_out)
+            with _reading(f"{where}.content[{j}]"):
+                blocks += _part(part, side, model, f"{where}.content[{j}]", left_out)
     elif content is not None:
         raise InputError(f"{where}.content must be a string or a list of parts, got {type(content).__name__}")
     if side == "assistant":
