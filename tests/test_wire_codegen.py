@@ -18,7 +18,7 @@ from codegen.spec import load_spec
 from codegen.wire_mapping import iter_wire_files, load_mappings
 from segue.generated import ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock
 from segue.generated.wire import anthropic, openai_chat, openai_responses, openrouter
-from segue.wire.common import MalformedResponseError, WireError
+from segue.wire.common import MalformedResponseError, Unknown, WireError
 
 WIRE_DIR = REPO_ROOT / "schemas" / "wire"
 
@@ -170,7 +170,10 @@ def test_generated_dispatch_refuses_unknown_formats_and_missing_fields() -> None
         anthropic.content_block(ReasoningBlock(vendor="anthropic", format="anthropic.mystery"))
     with pytest.raises(WireError, match="has no 'id'"):
         openai_responses.reasoning_item(ReasoningBlock(vendor="openai", format="openai.reasoning_item"))
-    assert anthropic.parse_content_block({"type": "server_tool_use"}, None) is None
+    # A tag no rule reads comes back as Unknown, naming the tag, for the caller to note and drop.
+    assert anthropic.parse_content_block({"type": "server_tool_use"}, None) == Unknown(
+        tag="server_tool_use", raw={"type": "server_tool_use"}
+    )
     with pytest.raises(MalformedResponseError, match="anthropic 'tool_use' item: missing required key 'input'"):
         anthropic.parse_content_block({"type": "tool_use", "id": "t", "name": "f"}, None)
     with pytest.raises(MalformedResponseError, match="'text' must be str, got int"):

@@ -1,18 +1,18 @@
-"""Plugin: vendor wire serializers, one module per mapping file -> wire/<wire>.py and wire/__init__.py.
+"""Plugin: vendor wire modules, one per mapping file -> wire/<wire>.py and wire/__init__.py.
 
-The mappings arrive checked (codegen/wire_mapping.py). Each generated function is annotated with the vendor
-SDK's TypedDict (imported only under TYPE_CHECKING), so mypy --strict checks the shapes against the SDK too.
+The mappings arrive checked (codegen/wire_check.py). Each generated function is annotated with the vendor SDK's
+TypedDicts (imported only under TYPE_CHECKING), so mypy --strict checks the shapes against the SDK too; the
+function bodies come from codegen/wire_emit.py, this module assembles the module around them: which names it
+defines and which it inherits from the wire it extends, its imports, constants and views.
 """
 
 from __future__ import annotations
 
-import string
-from typing import Any
-
 from codegen.emit import header, imports_by_module, render
-from codegen.model import Model, NamedType
+from codegen.model import Model
 from codegen.spec import Spec
-from codegen.wire_mapping import Mapping, Rule, find_field, read_expr
+from codegen.wire_emit import ModuleBuilder, typing_names
+from codegen.wire_rules import Mapping, Rule, rule_refs
 
 
 def generate(spec: Spec, package: str) -> dict[str, str]:
@@ -29,217 +29,118 @@ def generate(spec: Spec, package: str) -> dict[str, str]:
     return out
 
 
-_PARSE_HELPERS = tuple(
-    "req_str opt_str req_obj opt_obj opt_bool opt_int req_map as_map req_list opt_list loads_arguments".split()
-)
+def _own(m: Mapping) -> dict[str, set[str]]:
+    """Per section, the names this module defines: its own file's, and inherited ones that call one of those
+    (an inherited function would otherwise call the parent's version of the replaced rule)."""
+    sections = {
+        "to_vendor": m.to_vendor,
+        "dispatch": m.dispatch,
+        "from_vendor": m.from_vendor,
+        "parse_dispatch": m.parse_dispatch,
+        "constants": m.constants,
+    }
+    own = {s: {n for n, r in rules.items() if m.parent is None or r.wire == m.wire} for s, rules in sections.items()}
+    changed = True
+    while changed:
+        changed = False
+        defined_to = own["to_vendor"] | own["dispatch"]
+        defined_from = own["from_vendor"] | own["parse_dispatch"]
+        for section, rules in sections.items():
+            for name, rule in rules.items():
+                if name in own[section]:
+                    continue
+                calls = _calls(section, rule)
+                if calls & (defined_to if section in ("to_vendor", "dispatch") else defined_from):
+                    own[section].add(name)
+                    changed = True
+    return own
 
 
-class _ModuleBuilder:
-    """Collects what one generated module needs: canonical classes, SDK types and helper names."""
-
-    def __init__(self, m: Mapping, model: Model) -> None:
-        self.m, self.model = m, model
-        self.canonical: set[str] = set()
-        self.sdk: dict[str, str] = {}  # dotted path -> local name
-        self.helpers: set[str] = set()
-
-    def sdk_name(self, path: str) -> str:
-        if path not in self.sdk:
-            module, _, name = path.rpartition(".")
-            taken = set(self.sdk.values())
-            self.sdk[path] = name if name not in taken else f"{module.rpartition('.')[2]}_{name}"
-        return self.sdk[path]
-
-    def return_type(self, rule: Rule) -> str:
-        spec = rule.spec
-        if "native" in spec:
-            self.helpers.add("Any")
-            return "dict[str, Any]"
-        if "value" in spec:
-            return "str"
-        if "vendor_type" in spec:
-            return self.sdk_name(spec["vendor_type"])
-        return "dict[str, Any]"
-
-    def value(self, t: NamedType, rule: Rule, v: dict[str, Any], subject: str, depth: int = 0) -> str:
-        if "const" in v:
-            return repr(v["const"])
-        if "item" in v:
-            return f"x{depth - 1}"
-        if "object" in v:
-            inner = ", ".join(f"{k!r}: {self.value(t, rule, s, subject, depth)}" for k, s in v["object"].items())
-            return "{" + inner + "}"
-        if "template" in v:
-            out = []
-            for lit, name, _, _ in string.Formatter().parse(v["template"]):
-                out.append(lit.replace("\\", "\\\\").replace('"', '\\"').replace("{", "{{").replace("}", "}}"))
-                if name is not None:
-                    out.append("{" + f"{subject}.{name}" + "}")
-            return 'f"' + "".join(out) + '"'
-        f = find_field(t, v["field"])
-        assert f is not None
-        expr = f"{subject}.{f.py_name}"
-        if not f.required and not v.get("omit_if_none"):
-            if "default" in v:
-                expr = f"({expr} if {expr} is not None else {v['default']!r})"
-            else:
-                expr = self.need(expr, t, rule, f.py_name)
-        if "each" in v:
-            return f"[{self.value(t, rule, v['each'], subject, depth + 1)} for x{depth} in {expr}]"
-        if "rule" in v:
-            return f"{v['rule']}({expr})"
-        if v.get("encode") == "json":
-            self.helpers.add("dumps_arguments")
-            return f"dumps_arguments({expr})"
-        return expr
-
-    def need(self, expr: str, t: NamedType, rule: Rule, field: str) -> str:
-        """`expr` narrowed from Optional, failing with a WireError that names the block and the wire."""
-        self.helpers.add("need")
-        what = t.name + "".join(f"({k}={c!r})" for k, c in rule.spec.get("when", {}).items())
-        return f"need({expr}, {what!r}, {field!r}, {self.m.wire!r})"
-
-    def to_fn(self, rule: Rule) -> dict[str, Any]:
-        t = self.model.types[rule.spec["canonical"]]
-        self.canonical.add(t.name)
-        fn: dict[str, Any] = {"name": rule.name, "param": t.name, "returns": self.return_type(rule), "wire": rule.wire}
-        fn["doc"] = f"{t.name} -> {rule.spec.get('vendor_type', 'vendor value')} ({rule.file}#{rule.pointer})."
-        if "native" in rule.spec:
-            fn["kind"] = "native"
-            fn["expr"] = self.need(f"b.{rule.spec['native']}", t, rule, rule.spec["native"])
-            return fn
-        if "value" in rule.spec:
-            fn["kind"] = "value"
-            fn["expr"] = self.value(t, rule, rule.spec["value"], "b")
-            return fn
-        fn["kind"] = "shape"
-        fn["required"] = []
-        fn["optional"] = []
-        for key, v in rule.spec["shape"].items():
-            if v.get("omit_if_none"):
-                fn["optional"].append((repr(key), f"b.{v['field']}", self.value(t, rule, v, "b")))
-            else:
-                fn["required"].append((repr(key), self.value(t, rule, v, "b")))
-        return fn
-
-    def dispatch_fn(self, rule: Rule) -> dict[str, Any]:
-        branches: dict[str, dict[str, Any]] = {}
-        returns: list[str] = []
-        for name in rule.spec:
-            target = self.m.to_vendor[name]
-            canonical = target.spec["canonical"]
-            self.canonical.add(canonical)
-            br = branches.setdefault(canonical, {"cls": canonical, "cases": [], "plain": None, "known": []})
-            when = target.spec.get("when")
-            if when:
-                br.setdefault("err_field", next(iter(when)))
-                cond = " and ".join(f"b.{k} == {c!r}" for k, c in when.items())
-                br["cases"].append((cond, name))
-                br["known"].append(", ".join(f"{k}={c!r}" for k, c in when.items()))
-            else:
-                br["plain"] = name
-            rt = self.return_type(target)
-            if rt not in returns:
-                returns.append(rt)
-        self.helpers.add("WireError")
-        return {
-            "name": rule.name,
-            "params": " | ".join(branches),
-            "returns": " | ".join(returns),
-            "branches": list(branches.values()),
-            "wire": self.m.wire,
-            "doc": f"Pick the rule for a block by its class ({rule.file}#{rule.pointer}).",
-        }
-
-    def from_fn(self, rule: Rule) -> dict[str, Any]:
-        t = self.model.types[rule.spec["canonical"]]
-        self.canonical.add(t.name)
-        args: list[tuple[str, str]] = []
-        helpers: set[str] = set()
-        for fname, v in rule.spec["fields"].items():
-            f = find_field(t, fname)
-            expr = None if f is None else read_expr(f, v)
-            assert expr is not None, "checked by _Checker.check_from"
-            args.append((fname, expr))
-            helpers.update(h for h in _PARSE_HELPERS if h + "(" in expr)
-        self.helpers |= helpers
-        where = f"{self.m.wire} {rule.spec['tag']!r} item" if "tag" in rule.spec else f"{self.m.wire} {rule.name}"
-        return {
-            "name": f"parse_{rule.name}",
-            "returns": t.name,
-            # What a parse error names (`w`); only the helpers read it, so a rule that uses none has no `w`.
-            "where": where if helpers else None,
-            "args": args,
-            "doc": f"Vendor dict -> {t.name} ({rule.file}#{rule.pointer}).",
-        }
-
-    def parse_dispatch_fn(self, rule: Rule) -> dict[str, Any]:
-        returns: list[str] = []
-        table = []
-        for name in rule.spec:
-            target = self.m.from_vendor[name]
-            if target.spec["canonical"] not in returns:
-                returns.append(target.spec["canonical"])
-            table.append((target.spec["tag"], f"parse_{name}"))
-        return {
-            "name": f"parse_{rule.name}",
-            "returns": " | ".join(returns),
-            "table": table,
-            "doc": f"Parse by the vendor's `type` tag; None for tags it does not know ({rule.file}#{rule.pointer}).",
-        }
-
-
-def _inherited(m: Mapping) -> tuple[set[str], set[str]]:
-    """Names this module imports from its parent: inherited rules, and dispatches none of whose rules changed."""
-    if m.parent is None:
-        return set(), set()
-    own_to = {n for n, r in m.to_vendor.items() if r.wire == m.wire}
-    own_from = {n for n, r in m.from_vendor.items() if r.wire == m.wire}
-    to_names = {n for n, r in m.to_vendor.items() if r.wire != m.wire}
-    from_names = {f"parse_{n}" for n, r in m.from_vendor.items() if r.wire != m.wire}
-    for n, r in m.dispatch.items():
-        if r.wire != m.wire and not set(r.spec) & own_to:
-            to_names.add(n)
-    for n, r in m.parse_dispatch.items():
-        if r.wire != m.wire and not set(r.spec) & own_from:
-            from_names.add(f"parse_{n}")
-    return to_names, from_names
+def _calls(section: str, rule: Rule) -> set[str]:
+    if section in ("dispatch", "parse_dispatch"):
+        return set(rule.spec)
+    return rule_refs(rule.spec)
 
 
 def _render_module(m: Mapping, model: Model, package: str) -> str:
-    b = _ModuleBuilder(m, model)
-    inherited_to, inherited_from = _inherited(m)
-    to_fns = [b.to_fn(r) for n, r in m.to_vendor.items() if n not in inherited_to]
-    dispatches = [b.dispatch_fn(r) for n, r in m.dispatch.items() if n not in inherited_to]
-    from_fns = [b.from_fn(r) for n, r in m.from_vendor.items() if f"parse_{n}" not in inherited_from]
-    parse_dispatches = [
-        b.parse_dispatch_fn(r) for n, r in m.parse_dispatch.items() if f"parse_{n}" not in inherited_from
-    ]
-    if from_fns or parse_dispatches:
-        b.helpers.add("Any")
+    b = ModuleBuilder(m, model)
+    own = _own(m)
+    constants = [b.constant(r) for n, r in m.constants.items() if n in own["constants"]]
+    to_fns = [b.to_fn(r) for n, r in m.to_vendor.items() if n in own["to_vendor"]]
+    dispatches = [b.dispatch_fn(r) for n, r in m.dispatch.items() if n in own["dispatch"]]
+    views = [b.view_class(r) for n, r in m.from_vendor.items() if n in own["from_vendor"] and "view" in r.spec]
+    from_fns = [b.from_fn(r) for n, r in m.from_vendor.items() if n in own["from_vendor"]]
+    parse_dispatches = [b.parse_dispatch_fn(r) for n, r in m.parse_dispatch.items() if n in own["parse_dispatch"]]
+    envelopes = [b.envelope(r) for n, r in m.to_vendor.items() if n in own["to_vendor"] and "prompt" in r.spec]
+    breakpoints = _breakpoint_keys(m, own["to_vendor"])
+    inherited = _inherited_names(m, own)
     canonical_imports = imports_by_module(b.canonical, model.owner)
     sdk_imports: dict[str, list[str]] = {}
     for path, local in sorted(b.sdk.items()):
         module, _, name = path.rpartition(".")
         sdk_imports.setdefault(module, []).append(name if name == local else f"{name} as {local}")
     sources = [*m.chain, *(f for f in model.files if f.module in dict(canonical_imports))]
+    defined = [
+        *(c["name"] for c in constants),
+        *(e[key] for e in envelopes for key in ("keys_name", "required_name", "extra_name", "prompt_name")),
+        *(["BREAKPOINT_KEYS"] if breakpoints else []),
+        *(v["name"] for v in views),
+        *(f["name"] for f in to_fns + dispatches + from_fns + parse_dispatches),
+    ]
     return render(
         "wire.py.jinja",
         header=header(sources),
         package=package,
         m=m,
         description=m.file.raw["description"],
+        abc_imports=sorted(b.abc),
+        typing_imports=typing_names(b.typing, bool(sdk_imports)),
+        uses_attrs=bool(views),
         canonical_imports=canonical_imports,
         sdk_imports=sorted(sdk_imports.items()),
-        helpers=sorted(h for h in b.helpers if h != "Any"),
-        uses_any="Any" in b.helpers,
-        uses_mapping=bool(from_fns or parse_dispatches),
-        inherited=sorted(inherited_to | inherited_from),
+        helpers=sorted(b.helpers),
+        inherited=sorted(inherited),
+        constants=constants,
+        envelopes=envelopes,
+        breakpoints=breakpoints,
+        views=views,
         to_fns=to_fns,
         dispatches=dispatches,
         from_fns=from_fns,
         parse_dispatches=parse_dispatches,
-        exported=sorted(
-            [f["name"] for f in to_fns + dispatches + from_fns + parse_dispatches] + list(inherited_to | inherited_from)
-        ),
+        exported=sorted([*defined, *inherited]),
     )
+
+
+def _inherited_names(m: Mapping, own: dict[str, set[str]]) -> set[str]:
+    """What the module imports from the wire it extends: every name it has but does not define."""
+    if m.parent is None:
+        return set()
+    names: set[str] = set()
+    for n in set(m.to_vendor) - own["to_vendor"]:
+        names.add(n)
+        names |= _envelope_names(m.to_vendor[n])
+    names |= set(m.dispatch) - own["dispatch"]
+    for n in set(m.from_vendor) - own["from_vendor"]:
+        names.add(f"parse_{n}")
+        if "view" in m.from_vendor[n].spec:
+            names.add(m.from_vendor[n].spec["view"])
+    names |= {f"parse_{n}" for n in set(m.parse_dispatch) - own["parse_dispatch"]}
+    names |= set(m.constants) - own["constants"]
+    if not _breakpoint_keys(m, own["to_vendor"]) and _breakpoint_keys(m, set(m.to_vendor)):
+        names.add("BREAKPOINT_KEYS")
+    return names
+
+
+def _breakpoint_keys(m: Mapping, names: set[str]) -> list[str]:
+    """The keys of the breakpoint markers, when one of the rules `names` sets one (all the wire's, then)."""
+    if not any(m.to_vendor[n].spec.get("sets", {}).get("breakpoint") for n in names):
+        return []
+    return sorted({r.spec["sets"]["key"] for r in m.to_vendor.values() if r.spec.get("sets", {}).get("breakpoint")})
+
+
+def _envelope_names(rule: Rule) -> set[str]:
+    if "prompt" not in rule.spec:
+        return set()
+    upper = rule.name.upper()
+    return {f"{upper}_KEYS", f"{upper}_REQUIRED", f"{upper}_EXTRA", f"{upper}_PROMPT"}

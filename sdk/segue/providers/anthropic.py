@@ -65,8 +65,7 @@ class AnthropicProvider(SdkDriver):
         )
 
     def _parse(self, data: Mapping[str, Any], request: ProviderRequest, w: WireRequest) -> ParsedResponse:
-        binding = "block_binding" in (w.body.get("thinking") or {})
-        return wire.parse_response(data, model=self._model(request), binding=binding, origins=w.origins)
+        return wire.parse_response(data, model=self._model(request), binding=w.binding, origins=w.origins)
 
     async def _post(self, kwargs: dict[str, Any]) -> Any:
         return await self.client.messages.with_raw_response.create(**kwargs)

@@ -23,45 +23,33 @@ they go. Rules it enforces:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from segue.generated import ContentBlock, Message, ReasoningBlock, TextBlock, ToolResultBlock, Usage
+import attrs
+
+from segue.generated import ContentBlock, Message, ReasoningBlock, TextBlock, ToolResultBlock
 from segue.generated.wire import anthropic as g
 from segue.providers.base import ProviderNote, ProviderRequest
 from segue.wire.common import (
-    MalformedResponseError,
     ParsedResponse,
+    Unknown,
     WireError,
     WireRequest,
     as_map,
     breakpoint_blocks,
     foreign_reasoning,
-    opt_int,
-    opt_list,
-    opt_obj,
-    req_list,
     stop_reason,
-    tokens_by_ttl,
 )
-
-if TYPE_CHECKING:
-    from anthropic.types import CacheControlEphemeralParam, TextBlockParam
 
 WIRE = "anthropic"
 #: ReasoningBlock.vendor of the blocks this wire replays.
 REASONING_VENDOR = "anthropic"
-BINDING_BETA = "thinking-binding-controls-2026-08-01"
-BLOCK_BINDING = {"prefix_mismatch_behavior": "drop_block"}
 CacheTTL = Literal["5m", "1h"]
-
-_ROLE = {"user": "user", "tool": "user", "assistant": "assistant", "system": "system"}
-_NOT_CACHEABLE = frozenset({"thinking", "redacted_thinking"})
-_THINKING_ON = ("enabled", "adaptive")
 
 
 def thinking_on(thinking: Mapping[str, Any] | None) -> bool:
     """Whether a request with this `thinking` configuration takes thinking blocks back (see the module notes)."""
-    return thinking is not None and thinking.get("type") in _THINKING_ON
+    return thinking is not None and g.parse_thinking_config(thinking).kind in g.THINKING_REPLAYS
 
 
 def build_request(
@@ -78,12 +66,9 @@ def build_request(
         if cache_ttl is None:
             raise WireError("prewarm needs cache breakpoints, but cache_ttl is None; configure cache_ttl='5m' or '1h'")
         max_tokens = 0
-    cache: CacheControlEphemeralParam | None = None if cache_ttl is None else {"type": "ephemeral", "ttl": cache_ttl}
-    system: list[TextBlockParam] = [
-        {"type": "text", "text": text} for text in (request.system, request.stable_head) if text
-    ]
+    system = [g.text(TextBlock(text=text)) for text in (request.system, request.stable_head) if text]
     replays = thinking_on(thinking)
-    messages, anchors, origins = _build(request.messages, REASONING_VENDOR if replays else None)
+    built = _build(request.messages, REASONING_VENDOR if replays else None)
     notes: list[ProviderNote] = []
     left_off = sum(
         isinstance(b, ReasoningBlock) and b.vendor == REASONING_VENDOR for m in request.messages for b in m.content
@@ -96,84 +81,108 @@ def build_request(
                 "binds replayed thinking only through thinking.block_binding, which needs thinking enabled or adaptive",
             )
         )
-    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
-    if system:
-        body["system"] = system
-    body["messages"] = messages
-    if request.tools:
-        body["tools"] = [g.tool(t) for t in request.tools]
-    if cache is not None:
-        for block in breakpoint_blocks(list(system), anchors, request):
-            block["cache_control"] = dict(cache)
     headers: dict[str, str] = {}
+    config: Any = None  # the app's own thinking configuration, sent as given (plus block binding)
     if thinking is not None:
         config = dict(thinking)
-        if _has_thinking(messages) and replays:
-            config.setdefault("block_binding", dict(BLOCK_BINDING))
-            headers["anthropic-beta"] = BINDING_BETA
-        body["thinking"] = config
-    if stream:
-        body["stream"] = True
-    return WireRequest(body=body, headers=headers, notes=notes, origins=origins)
+        if built.thinking and replays:
+            g.block_binding(config)
+            headers[g.BETA_HEADER] = g.BINDING_BETA
+    body = g.request(
+        model=model,
+        max_tokens=max_tokens,
+        system=list(system) or None,
+        messages=built.messages,
+        tools=[g.tool(t) for t in request.tools] or None,
+        thinking=config,
+        stream=stream,
+    )
+    if cache_ttl is not None:
+        for block in breakpoint_blocks(list(system), built.anchors, request):
+            g.cache_control(block, ttl=cache_ttl)
+    binding = config is not None and g.parse_thinking_config(config).block_binding is not None
+    return WireRequest(
+        body=dict(body), headers=headers, notes=notes, origins=built.origins() if binding else {}, binding=binding
+    )
 
 
-def build_messages(messages: list[Message]) -> tuple[list[dict[str, Any]], list[dict[str, Any] | None]]:
+@attrs.define
+class _Turn:
+    """One wire message being built: its role, its blocks and, per block, the canonical block and message."""
+
+    role: str
+    blocks: list[Any] = attrs.field(factory=list)
+    sources: list[tuple[ContentBlock, int]] = attrs.field(factory=list)
+    reorder: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class _Built:
+    messages: list[dict[str, Any]]
+    anchors: list[Any]
+    turns: list[_Turn]
+    thinking: bool  # replayed thinking went on the wire in an assistant turn
+
+    def origins(self) -> dict[str, int]:
+        """Wire block path (as input_transformations names it) -> index of the canonical message it came from."""
+        return {
+            g.block_path(message=i, block=j): index
+            for i, turn in enumerate(self.turns)
+            for j, (_, index) in enumerate(turn.sources)
+        }
+
+
+def build_messages(messages: list[Message]) -> tuple[list[dict[str, Any]], list[Any]]:
     """Wire messages, plus for each canonical message the wire block that may carry its cache breakpoint.
 
     The anchor is the message's last cacheable block (not thinking, not empty text), or None if it put nothing
     cacheable on the wire. Blocks are fresh dicts, so adding cache_control to an anchor changes only this body.
     """
-    out, anchors, _ = _build(messages, REASONING_VENDOR)
-    return out, anchors
+    built = _build(messages, REASONING_VENDOR)
+    return built.messages, built.anchors
 
 
-def _build(
-    messages: list[Message], reasoning_vendor: str | None
-) -> tuple[list[dict[str, Any]], list[dict[str, Any] | None], dict[str, int]]:
-    """build_messages, plus where each wire block came from: `messages.i.content.j` -> canonical message index."""
-    out: list[dict[str, Any]] = []
-    anchors: list[dict[str, Any] | None] = []
-    sources: list[list[int]] = []  # per wire message, per block: the canonical message it came from
-    reorder: set[int] = set()
+def _build(messages: list[Message], reasoning_vendor: str | None) -> _Built:
+    turns: list[_Turn] = []
+    anchors: list[Any] = []
+    thinking = False
     for index, m in enumerate(messages):
-        role = _ROLE[m.role]
-        blocks: list[dict[str, Any]] = []
+        role = g.ROLES[m.role]
+        turn = turns[-1] if turns and turns[-1].role == role else None
         anchor = None
+        kept: list[tuple[ContentBlock, Any]] = []
         for b in m.content:
             if foreign_reasoning(b, reasoning_vendor) or (isinstance(b, TextBlock) and not b.text):
                 continue  # other vendors' reasoning never goes on the wire; Anthropic rejects empty text blocks
-            if role == "system" and not isinstance(b, TextBlock):
+            if m.role == "system" and not isinstance(b, TextBlock):
                 raise WireError(f"a system message may hold only text on the anthropic wire, got {type(b).__name__}")
-            block: dict[str, Any] = g.content_block(b)  # type: ignore[assignment]
-            blocks.append(block)
-            if block["type"] not in _NOT_CACHEABLE:
+            block = g.content_block(b)
+            kept.append((b, block))
+            if isinstance(b, ReasoningBlock):
+                thinking = thinking or m.role == "assistant"
+            else:
                 anchor = block
         anchors.append(anchor)
-        if not blocks:
+        if not kept:
             continue
-        if out and out[-1]["role"] == role:
-            last = out[-1]["content"]
-            if (
-                role == "user"
-                and last[-1]["type"] != "tool_result"
-                and any(isinstance(b, ToolResultBlock) for b in m.content)
-            ):
-                reorder.add(len(out) - 1)
-            last.extend(blocks)
-            sources[-1].extend([index] * len(blocks))
-        else:
-            out.append({"role": role, "content": blocks})
-            sources.append([index] * len(blocks))
-    for i in reorder:
-        # tool_result blocks must open the user turn that answers the tool_use; text goes after them.
-        pairs = sorted(zip(out[i]["content"], sources[i], strict=True), key=lambda p: p[0]["type"] != "tool_result")
-        out[i]["content"], sources[i] = [p[0] for p in pairs], [p[1] for p in pairs]
-    origins = {f"messages.{i}.content.{j}": src for i, row in enumerate(sources) for j, src in enumerate(row)}
-    return out, anchors, origins
-
-
-def _has_thinking(messages: list[dict[str, Any]]) -> bool:
-    return any(b["type"] in _NOT_CACHEABLE for m in messages if m["role"] == "assistant" for b in m["content"])
+        if turn is None:
+            turn = _Turn(role=role)
+            turns.append(turn)
+        elif not isinstance(turn.sources[-1][0], ToolResultBlock) and any(
+            isinstance(b, ToolResultBlock) for b in m.content
+        ):
+            turn.reorder = True  # a user turn with text before tool results: results go first (see below)
+        turn.blocks += [block for _, block in kept]
+        turn.sources += [(b, index) for b, _ in kept]
+    for turn in turns:
+        if turn.reorder:
+            # tool_result blocks must open the user turn that answers the tool_use; text goes after them.
+            pairs = sorted(
+                zip(turn.blocks, turn.sources, strict=True), key=lambda p: not isinstance(p[1][0], ToolResultBlock)
+            )
+            turn.blocks, turn.sources = [p[0] for p in pairs], [p[1] for p in pairs]
+    out = [g.message(role=turn.role, content=turn.blocks) for turn in turns]
+    return _Built(messages=out, anchors=anchors, turns=turns, thinking=thinking)
 
 
 def parse_response(
@@ -191,27 +200,29 @@ def parse_response(
     blocks (default: the response's own `model`).
     """
     where = "anthropic response"
-    model = model or data.get("model")
+    response = g.parse_response(data)
+    model = model or response.model
     content: list[ContentBlock] = []
     notes: list[ProviderNote] = []
-    for raw in req_list(data, "content", where):
+    for raw in response.content:
         block = g.parse_content_block(as_map(raw, f"{where} content block"), model)
-        if block is None:
+        if isinstance(block, Unknown):
             notes.append(
                 ProviderNote(
                     kind="unknown-output",
-                    message=f"anthropic returned a {raw.get('type')!r} content block segue does not keep; dropped",
+                    message=f"anthropic returned a {block.tag!r} content block segue does not keep; dropped",
                 )
             )
         else:
             content.append(block)
-    transformations = [dict(as_map(t, where)) for t in opt_list(data, "input_transformations", where) or []]
+    reported = response.input_transformations
+    transformations = [dict(as_map(t, where)) for t in reported or []]
     if binding:
-        notes.extend(_binding_notes(transformations, "input_transformations" in data, origins or {}))
+        notes.extend(_binding_notes(transformations, reported is not None, origins or {}))
     return ParsedResponse(
         message=Message(role="assistant", content=content),
-        usage=parse_usage(as_map(data.get("usage"), f"{where} usage")),
-        stop_reason=stop_reason(data.get("stop_reason"), {}),  # segue's vocabulary is Anthropic's
+        usage=response.usage,
+        stop_reason=stop_reason(response.stop_reason, {}),  # segue's vocabulary is Anthropic's
         notes=notes,
         input_transformations=transformations,
     )
@@ -228,34 +239,16 @@ def _binding_notes(
                 "requested; whether it dropped replayed thinking blocks is unknown",
             )
         ]
-    return [
-        ProviderNote(
-            kind="vendor-dropped",
-            message=f"anthropic dropped the thinking block at {t.get('path')} ({t.get('reason')}): the model did "
-            "not see it",
-            message_index=origins.get(str(t.get("path"))),
-        )
-        for t in transformations
-        if t.get("type") == "thinking_dropped"
-    ]
-
-
-def parse_usage(u: Mapping[str, Any]) -> Usage:
-    """Anthropic's input_tokens counts only what follows the last breakpoint: add the cached parts back."""
-    where = "anthropic usage"
-    uncached = opt_int(u, "input_tokens", where) or 0
-    read = opt_int(u, "cache_read_input_tokens", where)
-    write = opt_int(u, "cache_creation_input_tokens", where)
-    by_ttl = tokens_by_ttl(opt_obj(u, "cache_creation", where), "ephemeral_", "_input_tokens", where)
-    details = opt_obj(u, "output_tokens_details", where)
-    output = opt_int(u, "output_tokens", where)
-    if output is None:
-        raise MalformedResponseError(f"{where}: missing output_tokens (got keys {sorted(u)})")
-    return Usage(
-        input_tokens=uncached + (read or 0) + (write or 0),
-        output_tokens=output,
-        cache_read_tokens=read,
-        cache_write_tokens=write,
-        cache_write_tokens_by_ttl=by_ttl,
-        reasoning_tokens=None if details is None else opt_int(details, "thinking_tokens", where),
-    )
+    notes = []
+    for t in transformations:
+        dropped = g.parse_input_transformation(t)
+        if isinstance(dropped, g.ThinkingDropped):
+            notes.append(
+                ProviderNote(
+                    kind="vendor-dropped",
+                    message=f"anthropic dropped the thinking block at {dropped.path} ({dropped.reason}): the model "
+                    "did not see it",
+                    message_index=origins.get(str(dropped.path)),
+                )
+            )
+    return notes

@@ -18,26 +18,25 @@ block-level marker there).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, get_args
 
 import attrs
 
 from segue.generated import Message
+from segue.generated.wire import openai_chat, openai_responses
 from segue.providers.base import ProviderRequest
 from segue.wire.common import breakpoint_blocks
 
-if TYPE_CHECKING:
-    from openai.types.responses.response_input_text_param import PromptCacheBreakpoint
-
 CacheMode = Literal["implicit", "explicit"]
-MODES: tuple[CacheMode, ...] = ("implicit", "explicit")
+MODES: tuple[CacheMode, ...] = get_args(CacheMode)
 #: `prompt_cache_options.ttl` values of the Responses API (the pinned SDK's `PromptCacheOptions.ttl` literal).
 CacheTTL = Literal["30m", "12h"]
-RESPONSES_TTLS: tuple[CacheTTL, ...] = ("30m", "12h")
+RESPONSES_TTLS: tuple[CacheTTL, ...] = get_args(CacheTTL)
 #: Chat Completions: "Defaults to `30m`, which is currently the only supported value" (its `PromptCacheOptions`).
 CHAT_TTLS: tuple[CacheTTL, ...] = ("30m",)
-#: The breakpoint marker: explicit, inheriting the request's `prompt_cache_options.ttl`.
-MARKER: PromptCacheBreakpoint = {"mode": "explicit"}
+#: What a request uses a breakpoint cache by: the markers on parts and the request's cache options.
+_CACHE_KEYS = openai_responses.BREAKPOINT_KEYS | openai_chat.BREAKPOINT_KEYS | {openai_responses.CACHE_OPTIONS_KEY}
 
 
 @attrs.frozen(kw_only=True)
@@ -77,10 +76,17 @@ def boundaries(fixed: list[Any], anchors: list[Any], request: ProviderRequest, c
     return marks[-cache.max_breakpoints :] if cache.max_breakpoints > 0 else []
 
 
-def mark(fixed: list[Any], anchors: list[Any], request: ProviderRequest, cache: BreakpointCache) -> None:
-    """Put `prompt_cache_breakpoint` on segue's boundaries (see `boundaries`)."""
+def mark(
+    fixed: list[Any],
+    anchors: list[Any],
+    request: ProviderRequest,
+    cache: BreakpointCache,
+    marker: Callable[[Any], None],
+) -> None:
+    """Put the wire's breakpoint `marker` (its generated `prompt_cache_breakpoint`) on segue's boundaries (see
+    `boundaries`)."""
     for part in boundaries(fixed, anchors, request, cache):
-        part["prompt_cache_breakpoint"] = dict(MARKER)
+        marker(part)
 
 
 def implicit_only(body: Any) -> Any:
@@ -88,9 +94,7 @@ def implicit_only(body: Any) -> Any:
     driver that sends no breakpoints would make (the vendor then uses its implicit breakpoint only). For
     side-by-side measurements."""
     if isinstance(body, dict):
-        return {
-            k: implicit_only(v) for k, v in body.items() if k not in ("prompt_cache_options", "prompt_cache_breakpoint")
-        }
+        return {k: implicit_only(v) for k, v in body.items() if k not in _CACHE_KEYS}
     if isinstance(body, list):
         return [implicit_only(v) for v in body]
     return body

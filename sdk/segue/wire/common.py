@@ -41,8 +41,10 @@ class WireRequest:
     extra_body: frozenset[str] = frozenset()
     notes: list[ProviderNote] = attrs.field(factory=list)
     #: Wire block path (`messages.i.content.j`) -> index of the canonical message it came from, for reading the
-    #: vendor's reports about input blocks (Anthropic only today).
+    #: vendor's reports about input blocks; filled only when `binding` (Anthropic only today).
     origins: dict[str, int] = attrs.field(factory=dict)
+    #: The request asks the vendor to report the replayed reasoning it drops (Anthropic thinking block binding).
+    binding: bool = False
 
     def sdk_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for the client's `create()`: typed keys directly, the rest through `extra_body`."""
@@ -132,7 +134,36 @@ def need(value: T | None, what: str, field: str, wire: str) -> T:
     return value
 
 
-# Readers used by the generated parsers. `where` names the vendor and block, e.g. "anthropic 'tool_use' block".
+# Readers used by the generated parsers. `where` names the vendor and what is read, e.g. "anthropic 'tool_use'
+# item". The opt_ readers take None for the object too (a missing optional parent): the value is then absent.
+
+
+@attrs.frozen(kw_only=True)
+class Unknown:
+    """What a generated parse dispatch returns for a vendor `type` it has no rule for (`tag` is None when the
+    object carries no tag): the caller decides whether to note, skip or fall back."""
+
+    tag: object
+    raw: Mapping[str, Any]
+
+
+def value_or(value: T | None, fallback: T) -> T:
+    return fallback if value is None else value
+
+
+def known(value: T | Unknown, where: str) -> T:
+    """A value a dispatch parsed where the canonical type has no room for an unknown tag."""
+    if isinstance(value, Unknown):
+        raise MalformedResponseError(f"{where}: {value.tag!r} is not a type segue reads here")
+    return value
+
+
+def one_of(value: str | None, choices: tuple[Any, ...], key: str, where: str) -> Any:
+    """`value` when it is one of the `choices` a canonical enum admits (typed Any: the caller's field is that
+    enum's Literal)."""
+    if value is not None and value not in choices:
+        raise MalformedResponseError(f"{where}: {key!r} must be one of {list(choices)}, got {value!r}")
+    return value
 
 
 def _get(d: Mapping[str, Any], key: str, where: str) -> Any:
@@ -143,11 +174,21 @@ def _get(d: Mapping[str, Any], key: str, where: str) -> Any:
     return d[key]
 
 
+def _opt(d: Mapping[str, Any] | None, key: str, where: str) -> Any:
+    return None if d is None else as_map(d, where).get(key)
+
+
 def _typed(value: Any, kind: type[T], key: str, where: str) -> T:
     # bool is an int subclass: a count of True is a malformed payload, not 1.
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise MalformedResponseError(f"{where}: {key!r} must be {kind.__name__}, got {type(value).__name__}")
     return value
+
+
+def _number(value: Any, key: str, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise MalformedResponseError(f"{where}: {key!r} must be a number, got {type(value).__name__}")
+    return float(value)
 
 
 def as_map(value: Any, where: str) -> Mapping[str, Any]:
@@ -160,17 +201,44 @@ def req_str(d: Mapping[str, Any], key: str, where: str) -> str:
     return _typed(_get(d, key, where), str, key, where)
 
 
-def opt_str(d: Mapping[str, Any], key: str, where: str) -> str | None:
-    value = as_map(d, where).get(key)
+def opt_str(d: Mapping[str, Any] | None, key: str, where: str) -> str | None:
+    value = _opt(d, key, where)
     return None if value is None else _typed(value, str, key, where)
+
+
+def req_int(d: Mapping[str, Any], key: str, where: str) -> int:
+    return _typed(_get(d, key, where), int, key, where)
+
+
+def opt_int(d: Mapping[str, Any] | None, key: str, where: str) -> int | None:
+    value = _opt(d, key, where)
+    return None if value is None else _typed(value, int, key, where)
+
+
+def req_bool(d: Mapping[str, Any], key: str, where: str) -> bool:
+    return _typed(_get(d, key, where), bool, key, where)
+
+
+def opt_bool(d: Mapping[str, Any] | None, key: str, where: str) -> bool | None:
+    value = _opt(d, key, where)
+    return None if value is None else _typed(value, bool, key, where)
+
+
+def req_float(d: Mapping[str, Any], key: str, where: str) -> float:
+    return _number(_get(d, key, where), key, where)
+
+
+def opt_float(d: Mapping[str, Any] | None, key: str, where: str) -> float | None:
+    value = _opt(d, key, where)
+    return None if value is None else _number(value, key, where)
 
 
 def req_obj(d: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
     return dict(_typed(_get(d, key, where), dict, key, where))
 
 
-def opt_obj(d: Mapping[str, Any], key: str, where: str) -> dict[str, Any] | None:
-    value = as_map(d, where).get(key)
+def opt_obj(d: Mapping[str, Any] | None, key: str, where: str) -> dict[str, Any] | None:
+    value = _opt(d, key, where)
     return None if value is None else dict(_typed(value, dict, key, where))
 
 
@@ -178,19 +246,26 @@ def req_list(d: Mapping[str, Any], key: str, where: str) -> list[Any]:
     return _typed(_get(d, key, where), list, key, where)
 
 
-def opt_list(d: Mapping[str, Any], key: str, where: str) -> list[Any] | None:
-    value = as_map(d, where).get(key)
+def opt_list(d: Mapping[str, Any] | None, key: str, where: str) -> list[Any] | None:
+    value = _opt(d, key, where)
     return None if value is None else _typed(value, list, key, where)
 
 
-def opt_bool(d: Mapping[str, Any], key: str, where: str) -> bool | None:
-    value = as_map(d, where).get(key)
-    return None if value is None else _typed(value, bool, key, where)
+def req_any(d: Mapping[str, Any], key: str, where: str) -> Any:
+    return _get(d, key, where)
 
 
-def opt_int(d: Mapping[str, Any], key: str, where: str) -> int | None:
-    value = as_map(d, where).get(key)
-    return None if value is None else _typed(value, int, key, where)
+def opt_any(d: Mapping[str, Any] | None, key: str, where: str) -> Any:
+    return _opt(d, key, where)
+
+
+def req_map(d: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    return as_map(_get(d, key, where), f"{where} {key!r}")
+
+
+def opt_map(d: Mapping[str, Any] | None, key: str, where: str) -> Mapping[str, Any] | None:
+    value = _opt(d, key, where)
+    return None if value is None else as_map(value, f"{where} {key!r}")
 
 
 def tokens_by_ttl(details: Mapping[str, Any] | None, prefix: str, suffix: str, where: str) -> dict[str, int] | None:
@@ -209,10 +284,6 @@ def tokens_by_ttl(details: Mapping[str, Any] | None, prefix: str, suffix: str, w
             if count is not None:
                 found[key[len(prefix) : -len(suffix)]] = count
     return found
-
-
-def req_map(d: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
-    return as_map(_get(d, key, where), f"{where} {key!r}")
 
 
 def stop_reason(raw: str | None, table: Mapping[str, str]) -> str:

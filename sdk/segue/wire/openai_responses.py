@@ -17,33 +17,29 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock, Usage
+from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from segue.generated.wire import openai_responses as g
 from segue.providers.base import ProviderNote, ProviderRequest
 from segue.wire.breakpoints import BreakpointCache, mark
 from segue.wire.common import (
+    MalformedResponseError,
     ParsedResponse,
+    Unknown,
     WireError,
     WireRequest,
     as_map,
     foreign_reasoning,
-    opt_int,
-    opt_obj,
-    req_list,
-    tokens_by_ttl,
 )
 
 if TYPE_CHECKING:
     from openai.types.responses import ResponseInputImageParam, ResponseInputItemParam, ResponseInputTextParam
-    from openai.types.responses.response_create_params import PromptCacheOptions
 
     Part = ResponseInputTextParam | ResponseInputImageParam
 
 WIRE = "openai_responses"
 REASONING_VENDOR = "openai"
-ENCRYPTED_REASONING = "reasoning.encrypted_content"
 #: OpenAI rejects longer prompt_cache_key values.
 MAX_CACHE_KEY = 64
 
@@ -68,56 +64,42 @@ def build_request(
     notes: list[ProviderNote] = []
     items: list[ResponseInputItemParam] = []
     fixed: list[Any] = []
-    body: dict[str, Any] = {"model": model}
+    instructions = None
     if breakpoints is not None and request.system:
         items.append(_developer(request.system, fixed))
     elif request.system:
-        body["instructions"] = request.system
+        instructions = request.system
     if request.stable_head:
         items.append(_developer(request.stable_head, fixed))
     anchors = []
     for m in request.messages:
-        own = message_items(m, store=store, notes=notes, tool_parts=breakpoints is not None)
+        own, last = _items(m, store=store, notes=notes, tool_parts=breakpoints is not None)
         items.extend(own)
-        anchors.append(_last_part(own))
-    body["input"] = items
-    if request.tools:
-        body["tools"] = [g.tool(t) for t in request.tools]
-    if reasoning is not None:
-        body["reasoning"] = dict(reasoning)
-        body["include"] = [ENCRYPTED_REASONING]
-    body["store"] = store
-    key = cache_key(cache_key_prefix, request.cache_key)
-    if key is not None:
-        body["prompt_cache_key"] = key
+        anchors.append(last)
+    options = None
     if breakpoints is not None:
-        mark(fixed, anchors, request, breakpoints)
-        options: PromptCacheOptions = {"mode": breakpoints.mode, "ttl": breakpoints.ttl}
-        if request.prewarm:
-            options["prewarm"] = True  # "Prepares the prompt cache without generating output"
-        body["prompt_cache_options"] = options
-    if request.max_tokens is not None:
-        body["max_output_tokens"] = request.max_tokens
-    if stream:
-        body["stream"] = True
-    return WireRequest(body=body, notes=notes)
+        mark(fixed, anchors, request, breakpoints, g.prompt_cache_breakpoint)
+        options = g.prompt_cache_options(mode=breakpoints.mode, ttl=breakpoints.ttl, prewarm=request.prewarm)
+    body = g.request(
+        model=model,
+        instructions=instructions,
+        input=items,
+        tools=[g.tool(t) for t in request.tools] or None,
+        reasoning=None if reasoning is None else dict(reasoning),
+        store=store,
+        prompt_cache_key=cache_key(cache_key_prefix, request.cache_key),
+        prompt_cache_options=options,
+        max_output_tokens=request.max_tokens,
+        stream=stream,
+    )
+    return WireRequest(body=dict(body), notes=notes)
 
 
 def _developer(text: str, fixed: list[Any]) -> ResponseInputItemParam:
     """A developer message of one text part; the part is a fixed breakpoint position (system, stable head)."""
     part = g.input_text(TextBlock(text=text))
     fixed.append(part)
-    return {"type": "message", "role": "developer", "content": [part]}
-
-
-def _last_part(items: list[Any]) -> dict[str, Any] | None:
-    """The last content part of one message's items (input text or image, tool output): its breakpoint anchor."""
-    for item in reversed(items):
-        parts = item.get("output", item.get("content"))
-        if isinstance(parts, list) and parts:
-            part: dict[str, Any] = parts[-1]
-            return part
-    return None
+    return g.developer_message(content=[part])
 
 
 def cache_key(prefix: str | None, key: str | None) -> str | None:
@@ -139,16 +121,26 @@ def message_items(
     m: Message, *, store: bool, notes: list[ProviderNote], tool_parts: bool = False
 ) -> list[ResponseInputItemParam]:
     """The input items for one canonical message, in block order; `tool_parts`: tool outputs as a list of parts."""
+    return _items(m, store=store, notes=notes, tool_parts=tool_parts)[0]
+
+
+def _items(
+    m: Message, *, store: bool, notes: list[ProviderNote], tool_parts: bool
+) -> tuple[list[ResponseInputItemParam], Any]:
+    """message_items, and the message's last content part (input text or image, tool output): its breakpoint
+    anchor."""
     items: list[ResponseInputItemParam] = []
     parts: list[Part] = []
-    role: Literal["user", "system", "developer", "assistant"] = "user" if m.role == "tool" else m.role
+    last: Any = None
+    role = g.PART_ROLES[m.role]
     for b in m.content:
         if isinstance(b, ToolResultBlock):
             _flush(items, parts, role)
-            output = g.function_call_output(b)
             if tool_parts:
-                output["output"] = [g.tool_output_text(b)]
-            items.append(output)
+                last = g.tool_output_text(b)
+                items.append(g.function_call_output_parts(b, parts=[last]))
+            else:
+                items.append(g.function_call_output(b))
         elif isinstance(b, ToolCallBlock):
             _flush(items, parts, role)
             items.append(g.function_call(b))
@@ -166,54 +158,45 @@ def message_items(
                 continue
             _flush(items, parts, role)
             items.append(g.reasoning_item(b))
-        elif role == "assistant" and isinstance(b, TextBlock):
+        elif m.role == "assistant" and isinstance(b, TextBlock):
             items.append(g.assistant_text(b))
         else:
-            parts.append(g.user_part(b))
+            last = g.user_part(b)
+            parts.append(last)
     _flush(items, parts, role)
-    return items
+    return items, last
 
 
-def _flush(
-    items: list[ResponseInputItemParam], parts: list[Part], role: Literal["user", "system", "developer", "assistant"]
-) -> None:
+def _flush(items: list[ResponseInputItemParam], parts: list[Part], role: Any) -> None:
     if parts:
-        # Only assistant text goes out as items of its own, so an assistant message collects no parts.
-        items.append({"type": "message", "role": "user" if role == "assistant" else role, "content": list(parts)})
+        items.append(g.message(role=role, content=list(parts)))
         parts.clear()
-
-
-_INCOMPLETE = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
 
 
 def parse_response(data: Mapping[str, Any], *, model: str | None = None) -> ParsedResponse:
     """A Response (or one assembled from a stream) as canonical blocks in output order."""
     where = "openai response"
-    model = model or data.get("model")
+    response = g.parse_response(data)
+    model = model or response.model
     content: list[Any] = []
     notes: list[ProviderNote] = []
-    for raw in req_list(data, "output", where):
-        item = as_map(raw, f"{where} output item")
-        if item.get("type") == "message":
+    for raw in response.output:
+        item = g.parse_output_item(as_map(raw, f"{where} output item"), model)
+        if isinstance(item, g.OutputMessage):
             content.extend(_message_blocks(item, model, notes))
-            continue
-        block = g.parse_output_item(item, model)
-        if block is None:
-            notes.append(_unknown(f"openai returned a {item.get('type')!r} output item segue does not keep; dropped"))
+        elif isinstance(item, Unknown):
+            notes.append(_unknown(f"openai returned a {item.tag!r} output item segue does not keep; dropped"))
         else:
-            content.append(block)
+            content.append(item)
     if any(isinstance(b, ToolCallBlock) for b in content):
         stop = "tool_use"
-    elif data.get("status") == "incomplete":
-        reason = (data.get("incomplete_details") or {}).get("reason")
-        stop = _INCOMPLETE.get(str(reason), str(reason))
+    elif response.incomplete:
+        reason = str(response.incomplete_reason)
+        stop = g.INCOMPLETE_STOP.get(reason, reason)
     else:
         stop = "end_turn"
     return ParsedResponse(
-        message=Message(role="assistant", content=content),
-        usage=parse_usage(as_map(data.get("usage"), f"{where} usage")),
-        stop_reason=stop,
-        notes=notes,
+        message=Message(role="assistant", content=content), usage=response.usage, stop_reason=stop, notes=notes
     )
 
 
@@ -221,32 +204,16 @@ def _unknown(message: str) -> ProviderNote:
     return ProviderNote(kind="unknown-output", message=message)
 
 
-def _message_blocks(item: Mapping[str, Any], model: str | None, notes: list[ProviderNote]) -> list[TextBlock]:
-    content = item.get("content")
-    if isinstance(content, str):  # an input-style assistant message (as segue sends them)
-        return [TextBlock(text=content)]
+def _message_blocks(item: g.OutputMessage, model: str | None, notes: list[ProviderNote]) -> list[TextBlock]:
+    if isinstance(item.content, str):  # an input-style assistant message (as segue sends them)
+        return [TextBlock(text=item.content)]
+    if not isinstance(item.content, list):
+        raise MalformedResponseError(f"openai message item: content must be a list, got {type(item.content).__name__}")
     blocks = []
-    for raw in req_list(item, "content", "openai message item"):
+    for raw in item.content:
         block = g.parse_message_part(as_map(raw, "openai message part"), model)
-        if block is None:
-            notes.append(_unknown(f"openai returned a {raw.get('type')!r} message part segue does not keep; dropped"))
+        if isinstance(block, Unknown):
+            notes.append(_unknown(f"openai returned a {block.tag!r} message part segue does not keep; dropped"))
         else:
             blocks.append(block)
     return blocks
-
-
-def parse_usage(u: Mapping[str, Any]) -> Usage:
-    """input_tokens is already the whole prompt; cached_tokens and cache_write_tokens are parts of it, and
-    `cache_write_tokens_details` splits the writes per TTL (`ttl_30m_tokens`, `ttl_12h_tokens`; GPT-5.6 and later)."""
-    where = "openai usage"
-    inputs = opt_obj(u, "input_tokens_details", where)
-    outputs = opt_obj(u, "output_tokens_details", where)
-    details = None if inputs is None else opt_obj(inputs, "cache_write_tokens_details", where)
-    return Usage(
-        input_tokens=opt_int(u, "input_tokens", where) or 0,
-        output_tokens=opt_int(u, "output_tokens", where) or 0,
-        cache_read_tokens=None if inputs is None else opt_int(inputs, "cached_tokens", where),
-        cache_write_tokens=None if inputs is None else opt_int(inputs, "cache_write_tokens", where),
-        cache_write_tokens_by_ttl=tokens_by_ttl(details, "ttl_", "_tokens", where),
-        reasoning_tokens=None if outputs is None else opt_int(outputs, "reasoning_tokens", where),
-    )

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from segue.generated import ReasoningBlock
+from segue.generated.wire import openai_chat as g_chat
 from segue.generated.wire import openrouter as g
 from segue.providers.base import ProviderRequest
 from segue.wire import openai_chat as chat
@@ -30,9 +31,8 @@ from segue.wire.common import ParsedResponse, WireRequest, as_map, breakpoint_bl
 
 WIRE = "openrouter"
 REASONING_VENDOR = "openrouter"
-COMPRESSION = "context-compression"
 #: Top-level keys the OpenAI SDK's create() has no keyword for.
-EXTRA_BODY = frozenset({"provider", "plugins", "reasoning"})
+EXTRA_BODY = g.REQUEST_EXTRA
 
 
 def build_request(
@@ -48,48 +48,41 @@ def build_request(
     stream: bool = False,
 ) -> WireRequest:
     chat.refuse_prewarm(request, WIRE)
-    cache = None
-    if model.startswith("anthropic/") and cache_ttl is not None:
-        cache = {"type": "ephemeral", "ttl": "1h"} if cache_ttl == "1h" else {"type": "ephemeral"}
-    parts = cache is not None or breakpoints is not None
+    block_cache = model.startswith("anthropic/") and cache_ttl is not None
+    parts = block_cache or breakpoints is not None
     messages, anchors = chat.build_messages(
         request.messages, replay=_replay, reasoning_vendor=REASONING_VENDOR, parts=parts
     )
     fixed = chat.insert_system(messages, request, parts=parts)
-    if cache is not None:
+    if block_cache:
+        # 5m is OpenRouter's default TTL, so only 1h is spelled out.
         for block in breakpoint_blocks(fixed, anchors, request):
-            block["cache_control"] = dict(cache)
+            g.cache_control(block, ttl="1h" if cache_ttl == "1h" else None)
     elif breakpoints is not None:
         for block in boundaries(fixed, anchors, request, breakpoints):
-            block["cache_control"] = {"type": "ephemeral"}
-    body: dict[str, Any] = {"model": model, "messages": messages}
-    if request.tools:
-        body["tools"] = [g.tool(t) for t in request.tools]
-    if request.max_tokens is not None:
-        body["max_tokens"] = request.max_tokens
-    routing: dict[str, Any] = {}
-    if provider_order:
-        routing["order"] = list(provider_order)
+            g.cache_control(block)
+    routing = None
     if provider_order or not allow_fallbacks:
-        routing["allow_fallbacks"] = allow_fallbacks
-    if routing:
-        body["provider"] = routing
-    body["plugins"] = with_compression_off(plugins)
-    if reasoning is not None:
-        body["reasoning"] = dict(reasoning)
-    if breakpoints is not None and cache is None:
-        body["prompt_cache_options"] = chat.cache_options(breakpoints)
-    if stream:
-        body["stream"] = True
-        body["stream_options"] = {"include_usage": True}
-    return WireRequest(body=body, extra_body=EXTRA_BODY)
+        routing = g.routing(order=list(provider_order) if provider_order else None, allow_fallbacks=allow_fallbacks)
+    body = g.request(
+        model=model,
+        messages=messages,
+        tools=[g.tool(t) for t in request.tools] or None,
+        max_tokens=request.max_tokens,
+        provider=routing,
+        plugins=with_compression_off(plugins),
+        reasoning=None if reasoning is None else dict(reasoning),
+        prompt_cache_options=chat.cache_options(breakpoints) if breakpoints is not None and not block_cache else None,
+        stream=stream,
+    )
+    return WireRequest(body=dict(body), extra_body=EXTRA_BODY)
 
 
 def with_compression_off(plugins: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
     """The app's plugins, plus context compression turned off unless the app configured it itself."""
     chosen = [dict(p) for p in plugins or ()]
-    if not any(p.get("id") == COMPRESSION for p in chosen):
-        chosen.append({"id": COMPRESSION, "enabled": False})
+    if not any(g.parse_plugin(p).id == g.COMPRESSION_PLUGIN for p in chosen):
+        chosen.append(g.plugin(id=g.COMPRESSION_PLUGIN, enabled=False))
     return chosen
 
 
@@ -103,12 +96,14 @@ def parse_response(data: Mapping[str, Any], *, model: str | None = None) -> Pars
     return chat.parse_response(data, model=model, reasoning=reasoning_blocks)
 
 
-def reasoning_blocks(message: Mapping[str, Any], model: str | None) -> list[ReasoningBlock]:
+def reasoning_blocks(message: g_chat.ChatMessage, model: str | None) -> list[ReasoningBlock]:
     """One block per reasoning_details entry (verbatim); plain `reasoning` text only when there are none."""
-    details = message.get("reasoning_details")
-    if details:
-        return [g.parse_reasoning_detail(as_map(d, "openrouter reasoning_details entry"), model) for d in details]
-    text = message.get("reasoning")
+    if message.reasoning_details:
+        return [
+            g.parse_reasoning_detail(as_map(d, "openrouter reasoning_details entry"), model)
+            for d in message.reasoning_details
+        ]
+    text = message.reasoning
     if isinstance(text, str) and text:
         return [ReasoningBlock(vendor=REASONING_VENDOR, model=model, format="openrouter.reasoning_text", text=text)]
     return []
