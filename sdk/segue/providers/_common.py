@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from segue.errors import ProviderError, ProviderErrorKind
+from segue.generated.wire import errors as vendor_errors
 from segue.providers.base import ProviderNote, ProviderRequest, ProviderResponse, StreamDelta, StreamDone, StreamEvent
 from segue.wire.common import MalformedResponseError, ParsedResponse, WireRequest
 
@@ -202,23 +203,32 @@ def provider_error(e: Exception, vendor: str, sdk: ModuleType) -> ProviderError:
     )
 
 
-def vendor_message(e: Exception) -> str:
+def _error_object(e: Exception) -> Any:
+    """The vendor's error object (or message string) in an SDK exception's body: inside `error` when the body wraps
+    it, else the body itself (schemas/wire/errors.json); None without a JSON body."""
     body = getattr(e, "body", None)
-    if isinstance(body, Mapping):
-        err = body.get("error", body)
-        if isinstance(err, Mapping) and isinstance(err.get("message"), str):
-            return str(err["message"])
-        if isinstance(err, str):
-            return err
+    if not isinstance(body, Mapping):
+        return None
+    wrapped = vendor_errors.parse_envelope(body).error
+    return body if wrapped is None else wrapped
+
+
+def vendor_message(e: Exception) -> str:
+    err = _error_object(e)
+    if isinstance(err, Mapping):
+        message = vendor_errors.parse_details(err).message
+        if isinstance(message, str):
+            return message
+    if isinstance(err, str):
+        return err
     return str(getattr(e, "message", None) or e)
 
 
 def _code(e: Exception) -> str:
-    body = getattr(e, "body", None)
-    if isinstance(body, Mapping):
-        err = body.get("error", body)
-        if isinstance(err, Mapping):
-            return str(err.get("code") or err.get("type") or "")
+    err = _error_object(e)
+    if isinstance(err, Mapping):
+        details = vendor_errors.parse_details(err)
+        return str(details.code or details.type or "")
     return str(getattr(e, "code", None) or "")
 
 
@@ -227,7 +237,11 @@ def _status_kind(status: int, message: str, e: Exception) -> ProviderErrorKind:
         return "rate_limit"
     if status in (401, 403):
         return "auth"
-    if status == 413 or _code(e) == "context_length_exceeded" or (status in (400, 422) and _CONTEXT.search(message)):
+    if (
+        status == 413
+        or _BODY_KINDS.get(_code(e)) == "context_length"
+        or (status in (400, 422) and _CONTEXT.search(message))
+    ):
         return "context_length"
     if status == 408:
         return "timeout"
@@ -236,18 +250,8 @@ def _status_kind(status: int, message: str, e: Exception) -> ProviderErrorKind:
     return "bad_request" if 400 <= status < 500 else "other"
 
 
-_BODY_KINDS: dict[str, ProviderErrorKind] = {
-    "overloaded_error": "server",
-    "api_error": "server",
-    "server_error": "server",
-    "rate_limit_error": "rate_limit",
-    "rate_limit_exceeded": "rate_limit",
-    "authentication_error": "auth",
-    "permission_error": "auth",
-    "request_too_large": "context_length",
-    "context_length_exceeded": "context_length",
-    "invalid_request_error": "bad_request",
-}
+#: The vendor's error type or code -> kind, for errors without a status (an error event inside a stream).
+_BODY_KINDS: dict[str, ProviderErrorKind] = {**vendor_errors.ERROR_TYPES, **vendor_errors.ERROR_CODES}
 
 
 def _body_kind(e: Exception, message: str) -> ProviderErrorKind:

@@ -14,185 +14,213 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from segue.errors import ProviderError
+from segue.generated.wire import anthropic, openai_chat, openai_responses
 from segue.providers.base import StreamDelta
-from segue.wire.common import MalformedResponseError, as_map, loads_arguments, req_list, req_map, req_str
+from segue.wire.common import MalformedResponseError, Unknown, loads_arguments
 
 __all__ = ["AnthropicStream", "ChatStream", "ResponsesStream"]
 
 
-def _int(d: Mapping[str, Any], key: str, where: str) -> int:
-    value = as_map(d, where).get(key)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise MalformedResponseError(f"{where}: {key!r} must be an integer, got {value!r}")
-    return value
+def _text(text: str) -> StreamDelta:
+    return StreamDelta(kind="text", text=text)
+
+
+def _reasoning(text: str) -> StreamDelta:
+    return StreamDelta(kind="reasoning", text=text)
+
+
+@attrs.define
+class _Block:
+    """One Messages API content block being streamed: its start event and what the deltas added."""
+
+    start: anthropic.BlockStart
+    text: str | None = None
+    thinking: str | None = None
+    signature: str | None = None
+    partial_json: str | None = None  # a tool_use's arguments so far; None for other blocks and once finished
+    input: dict[str, Any] | None = None
+    citations: list[Any] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.start.tool_use:
+            self.partial_json = ""
+
+    def feed(self, delta: Any) -> list[StreamDelta]:
+        if isinstance(delta, anthropic.TextDelta):
+            self.text = (self.text if self.text is not None else self.start.text or "") + delta.text
+            return [_text(delta.text)]
+        if isinstance(delta, anthropic.ThinkingDelta):
+            self.thinking = (self.thinking if self.thinking is not None else self.start.thinking or "") + delta.thinking
+            return [_reasoning(delta.thinking)]
+        if isinstance(delta, anthropic.SignatureDelta):
+            self.signature = delta.signature
+        elif isinstance(delta, anthropic.InputJsonDelta):
+            if self.partial_json is None:
+                raise MalformedResponseError(
+                    f"anthropic stream: tool arguments for block {self.start.index}, which is not a tool call"
+                )
+            self.partial_json += delta.partial_json
+            return [
+                StreamDelta(
+                    kind="tool_call", text=delta.partial_json, tool_call_id=self.start.id, tool_name=self.start.name
+                )
+            ]
+        elif isinstance(delta, anthropic.CitationsDelta):
+            self.citations = [*(self.citations or self.start.citations or []), delta.citation]
+        return []  # a delta type the API may add later
+
+    def finish(self) -> None:
+        if self.partial_json is not None:
+            where = f"anthropic stream tool call {self.start.name!r} ({self.start.id})"
+            self.input = (
+                loads_arguments(self.partial_json, where) if self.partial_json else dict(self.start.input or {})
+            )
+            self.partial_json = None
+
+    def body(self) -> dict[str, Any]:
+        self.finish()
+        return anthropic.streamed_block(
+            start=self.start.block,
+            text=self.text,
+            thinking=self.thinking,
+            signature=self.signature,
+            input=self.input,
+            citations=self.citations,
+        )
 
 
 class AnthropicStream:
     """Messages API server-sent events -> the Message JSON."""
 
     def __init__(self) -> None:
-        self.message: dict[str, Any] | None = None
-        self.blocks: dict[int, dict[str, Any]] = {}
-        self.partial_json: dict[int, str] = {}
+        self.start: dict[str, Any] | None = None  # message_start's message
+        self.usage: dict[str, Any] = {}
+        self.stop_reason: str | None = None
+        self.stop_sequence: str | None = None
+        self.transformations: list[Any] | None = None
+        self.blocks: dict[int, _Block] = {}
         self.done = False
 
     def feed(self, event: Mapping[str, Any]) -> list[StreamDelta]:
-        kind = event.get("type")
-        where = f"anthropic stream event {kind!r}"
-        if kind == "message_start":
-            self.message = dict(req_map(event, "message", where))
-            self.message["content"] = []
-            self.message["usage"] = dict(as_map(self.message.get("usage") or {}, where))
+        e = anthropic.parse_stream_event(event)
+        if isinstance(e, Unknown):
+            return []  # ping, and event types the API may add later
+        if isinstance(e, anthropic.MessageStart):
+            self.start = e.message
+            self.usage = dict(e.usage or {})
             return []
-        if kind == "message_stop":
+        if isinstance(e, anthropic.MessageStop):
             self.done = True
             return []
-        if kind == "message_delta":
-            message = self._message(where)
-            delta = req_map(event, "delta", where)
-            for key in ("stop_reason", "stop_sequence"):
-                if key in delta:
-                    message[key] = delta[key]
-            usage = as_map(event.get("usage") or {}, where)
-            message["usage"].update({k: v for k, v in usage.items() if v is not None})
-            if event.get("input_transformations") is not None:
-                message["input_transformations"] = event["input_transformations"]
+        if self.start is None:
+            raise MalformedResponseError(f"anthropic stream: a {type(e).__name__} event arrived before message_start")
+        if isinstance(e, anthropic.MessageDelta):
+            self.stop_reason = e.stop_reason if e.stop_reason is not None else self.stop_reason
+            self.stop_sequence = e.stop_sequence if e.stop_sequence is not None else self.stop_sequence
+            self.usage.update({k: v for k, v in (e.usage or {}).items() if v is not None})
+            if e.input_transformations is not None:
+                self.transformations = e.input_transformations
             return []
-        if kind not in ("content_block_start", "content_block_delta", "content_block_stop"):
-            return []  # ping, and event types the API may add later
-        self._message(where)
-        index = _int(event, "index", where)
-        if kind == "content_block_start":
-            block = dict(req_map(event, "content_block", where))
-            self.blocks[index] = block
-            if block.get("type") == "tool_use":
-                self.partial_json[index] = ""
+        if isinstance(e, anthropic.BlockStart):
+            self.blocks[e.index] = _Block(start=e)
             return []
-        if index not in self.blocks:
-            raise MalformedResponseError(f"{where} for block {index} before its content_block_start")
-        block = self.blocks[index]
-        if kind == "content_block_stop":
-            if index in self.partial_json:
-                self._finish_tool(index)
+        block = self.blocks.get(e.index)
+        if block is None:
+            raise MalformedResponseError(f"anthropic stream: a {type(e).__name__} for block {e.index} before its start")
+        if isinstance(e, anthropic.BlockStop):
+            block.finish()
             return []
-        return self._delta(block, index, req_map(event, "delta", where), where)
-
-    def _message(self, where: str) -> dict[str, Any]:
-        if self.message is None:
-            raise MalformedResponseError(f"{where} arrived before message_start")
-        return self.message
-
-    def _delta(self, block: dict[str, Any], index: int, delta: Mapping[str, Any], where: str) -> list[StreamDelta]:
-        kind = delta.get("type")
-        if kind == "text_delta":
-            text = req_str(delta, "text", where)
-            block["text"] = block.get("text", "") + text
-            return [StreamDelta(kind="text", text=text)]
-        if kind == "thinking_delta":
-            text = req_str(delta, "thinking", where)
-            block["thinking"] = block.get("thinking", "") + text
-            return [StreamDelta(kind="reasoning", text=text)]
-        if kind == "signature_delta":
-            block["signature"] = req_str(delta, "signature", where)
-            return []
-        if kind == "input_json_delta":
-            if index not in self.partial_json:
-                raise MalformedResponseError(f"{where}: input_json_delta for block {index}, which is not a tool_use")
-            text = req_str(delta, "partial_json", where)
-            self.partial_json[index] += text
-            return [StreamDelta(kind="tool_call", text=text, tool_call_id=block.get("id"), tool_name=block.get("name"))]
-        if kind == "citations_delta":
-            block.setdefault("citations", []).append(delta.get("citation"))
-        return []
-
-    def _finish_tool(self, index: int) -> None:
-        block = self.blocks[index]
-        text = self.partial_json.pop(index)
-        where = f"anthropic stream tool_use {block.get('name')!r} ({block.get('id')})"
-        block["input"] = loads_arguments(text, where) if text else dict(block.get("input") or {})
+        return block.feed(e.delta)
 
     def result(self) -> dict[str, Any]:
-        message = self._message("anthropic stream end")
+        if self.start is None:
+            raise MalformedResponseError("anthropic stream end arrived before message_start")
         if not self.done:
             raise MalformedResponseError("anthropic stream ended before message_stop (connection cut or truncated)")
-        for index in list(self.partial_json):
-            self._finish_tool(index)
-        message["content"] = [self.blocks[i] for i in sorted(self.blocks)]
-        return message
+        return anthropic.streamed_message(
+            start=self.start,
+            content=[self.blocks[i].body() for i in sorted(self.blocks)],
+            stop_reason=self.stop_reason,
+            stop_sequence=self.stop_sequence,
+            usage=self.usage,
+            input_transformations=self.transformations,
+        )
+
+
+@attrs.define
+class _Call:
+    """A Chat Completions tool call being streamed."""
+
+    id: str | None = None
+    name: str | None = None
+    arguments: str | None = None
 
 
 class ChatStream:
     """Chat Completions chunks -> the ChatCompletion JSON (OpenAI, vLLM, llama.cpp, OpenRouter...)."""
 
     def __init__(self) -> None:
-        self.head: dict[str, Any] | None = None
+        self.head: openai_chat.Chunk | None = None
         self.content: str | None = None
-        self.reasoning: dict[str, str] = {}  # "reasoning" or "reasoning_content" -> text
+        self.reasoning: str | None = None
+        self.reasoning_content: str | None = None
         self.details: dict[int, dict[str, Any]] = {}
-        self.calls: dict[int, dict[str, Any]] = {}
+        self.calls: dict[int, _Call] = {}
         self.finish_reason: str | None = None
-        self.extra: dict[str, Any] = {}  # usage, timings
+        self.usage: dict[str, Any] | None = None
+        self.timings: dict[str, Any] | None = None
 
     def feed(self, chunk: Mapping[str, Any]) -> list[StreamDelta]:
-        where = "chat stream chunk"
+        c = openai_chat.parse_chunk(chunk)
         if self.head is None:
-            self.head = {k: chunk[k] for k in ("id", "created", "model", "system_fingerprint") if k in chunk}
-        for key in ("usage", "timings"):
-            if chunk.get(key) is not None:
-                self.extra[key] = chunk[key]
+            self.head = c
+        self.usage = c.usage if c.usage is not None else self.usage
+        self.timings = c.timings if c.timings is not None else self.timings
         out: list[StreamDelta] = []
-        for choice in chunk.get("choices") or []:
-            choice = as_map(choice, where)
-            if choice.get("index", 0) != 0:
+        for choice in c.choices or []:
+            if choice.index != 0:
                 continue
-            if choice.get("finish_reason") is not None:
-                self.finish_reason = choice["finish_reason"]
-            out += self._delta(as_map(choice.get("delta") or {}, where), where)
+            if choice.finish_reason is not None:
+                self.finish_reason = choice.finish_reason
+            if choice.delta is not None:
+                out += self._delta(choice.delta)
         return out
 
-    def _delta(self, delta: Mapping[str, Any], where: str) -> list[StreamDelta]:
+    def _delta(self, delta: openai_chat.Delta) -> list[StreamDelta]:
         out: list[StreamDelta] = []
-        plain_reasoning = False
-        for key in ("reasoning", "reasoning_content"):
-            text = delta.get(key)
-            if isinstance(text, str) and text:
-                self.reasoning[key] = self.reasoning.get(key, "") + text
-                out.append(StreamDelta(kind="reasoning", text=text))
-                plain_reasoning = True
-        for raw in delta.get("reasoning_details") or []:
-            piece = as_map(raw, where)
-            slot = self.details.setdefault(_int(piece, "index", where) if "index" in piece else len(self.details), {})
-            for k, v in piece.items():
-                if k in ("text", "summary", "data") and isinstance(v, str):
+        if isinstance(delta.reasoning, str) and delta.reasoning:
+            self.reasoning = (self.reasoning or "") + delta.reasoning
+            out.append(_reasoning(delta.reasoning))
+        if isinstance(delta.reasoning_content, str) and delta.reasoning_content:
+            self.reasoning_content = (self.reasoning_content or "") + delta.reasoning_content
+            out.append(_reasoning(delta.reasoning_content))
+        plain = bool(out)
+        for piece in delta.reasoning_details or []:
+            slot = self.details.setdefault(piece.index if piece.index is not None else len(self.details), {})
+            for k, v in piece.entry.items():
+                if k in openai_chat.DETAIL_TEXT_KEYS and isinstance(v, str):
                     slot[k] = slot.get(k, "") + v
                 elif v is not None or k not in slot:
                     slot[k] = v
-            text = piece.get("text") or piece.get("summary")
-            if isinstance(text, str) and text and not plain_reasoning:
-                out.append(StreamDelta(kind="reasoning", text=text))
-        text = delta.get("content")
-        if isinstance(text, str) and text:
-            self.content = (self.content or "") + text
-            out.append(StreamDelta(kind="text", text=text))
-        for raw in delta.get("tool_calls") or []:
-            piece = as_map(raw, where)
-            call = self.calls.setdefault(_int(piece, "index", where), {"type": "function", "function": {}})
-            if piece.get("id"):
-                call["id"] = piece["id"]
-            function = as_map(piece.get("function") or {}, where)
-            if function.get("name"):
-                call["function"]["name"] = function["name"]
-            args = function.get("arguments")
-            if isinstance(args, str):
-                call["function"]["arguments"] = call["function"].get("arguments", "") + args
-                if args:
+            text = piece.text or piece.summary
+            if isinstance(text, str) and text and not plain:
+                out.append(_reasoning(text))
+        if isinstance(delta.content, str) and delta.content:
+            self.content = (self.content or "") + delta.content
+            out.append(_text(delta.content))
+        for call_piece in delta.tool_calls or []:
+            call = self.calls.setdefault(call_piece.index, _Call())
+            call.id = call_piece.id or call.id
+            call.name = call_piece.name or call.name
+            if isinstance(call_piece.arguments, str):
+                call.arguments = (call.arguments or "") + call_piece.arguments
+                if call_piece.arguments:
                     out.append(
                         StreamDelta(
-                            kind="tool_call",
-                            text=args,
-                            tool_call_id=call.get("id"),
-                            tool_name=call["function"].get("name"),
+                            kind="tool_call", text=call_piece.arguments, tool_call_id=call.id, tool_name=call.name
                         )
                     )
         return out
@@ -200,17 +228,26 @@ class ChatStream:
     def result(self) -> dict[str, Any]:
         if self.head is None or self.finish_reason is None:
             raise MalformedResponseError("chat stream ended before a finish_reason (connection cut or truncated)")
-        message: dict[str, Any] = {"role": "assistant", "content": self.content}
-        message.update(self.reasoning)
-        if self.details:
-            message["reasoning_details"] = [self.details[i] for i in sorted(self.details)]
-        if self.calls:
-            message["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
-        choice = {"index": 0, "message": message, "finish_reason": self.finish_reason}
-        return {**self.head, "object": "chat.completion", "choices": [choice], **self.extra}
-
-
-_FAILED_KIND = {"rate_limit_exceeded": "rate_limit", "server_error": "server", "vector_store_timeout": "timeout"}
+        calls = [self.calls[i] for i in sorted(self.calls)]
+        message = openai_chat.streamed_message(
+            content=self.content,
+            reasoning=self.reasoning,
+            reasoning_content=self.reasoning_content,
+            reasoning_details=[self.details[i] for i in sorted(self.details)] or None,
+            tool_calls=[openai_chat.streamed_tool_call(id=c.id, name=c.name, arguments=c.arguments) for c in calls]
+            or None,
+        )
+        head = self.head
+        return openai_chat.streamed_completion(
+            id=head.id,
+            created=head.created,
+            model=head.model,
+            system_fingerprint=head.system_fingerprint,
+            message=message,
+            finish_reason=self.finish_reason,
+            usage=self.usage,
+            timings=self.timings,
+        )
 
 
 class ResponsesStream:
@@ -219,37 +256,30 @@ class ResponsesStream:
     def __init__(self) -> None:
         self.calls: dict[str, tuple[str | None, str | None]] = {}  # item id -> (call_id, name)
         self.items: dict[int, dict[str, Any]] = {}
-        self.final: dict[str, Any] | None = None
+        self.final: openai_responses.Completed | openai_responses.Incomplete | None = None
 
     def feed(self, event: Mapping[str, Any]) -> list[StreamDelta]:
-        kind = event.get("type")
-        where = f"openai stream event {kind!r}"
-        if kind == "response.output_text.delta":
-            return [StreamDelta(kind="text", text=req_str(event, "delta", where))]
-        if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-            return [StreamDelta(kind="reasoning", text=req_str(event, "delta", where))]
-        if kind == "response.function_call_arguments.delta":
-            call_id, name = self.calls.get(str(event.get("item_id")), (None, None))
-            return [
-                StreamDelta(kind="tool_call", text=req_str(event, "delta", where), tool_call_id=call_id, tool_name=name)
-            ]
-        if kind == "response.output_item.added":
-            item = req_map(event, "item", where)
-            if item.get("type") == "function_call":
-                self.calls[str(item.get("id"))] = (item.get("call_id"), item.get("name"))
-        elif kind == "response.output_item.done":
-            # The copy in output_item.added may be incomplete (e.g. encrypted_content): keep the finished one.
-            self.items[_int(event, "output_index", where)] = dict(req_map(event, "item", where))
-        elif kind in ("response.completed", "response.incomplete"):
-            self.final = dict(req_map(event, "response", where))
-        elif kind in ("response.failed", "error"):
-            error = as_map(event.get("response", {}).get("error") or event.get("error") or event, where)
-            code = error.get("code")
-            message = str(error.get("message") or f"the response failed ({code})")
+        e = openai_responses.parse_stream_event(event)
+        if isinstance(e, openai_responses.TextDelta):
+            return [_text(e.delta)]
+        if isinstance(e, openai_responses.ReasoningSummaryDelta | openai_responses.ReasoningTextDelta):
+            return [_reasoning(e.delta)]
+        if isinstance(e, openai_responses.ArgumentsDelta):
+            call_id, name = self.calls.get(str(e.item_id), (None, None))
+            return [StreamDelta(kind="tool_call", text=e.delta, tool_call_id=call_id, tool_name=name)]
+        if isinstance(e, openai_responses.ItemAdded) and e.function_call:
+            self.calls[str(e.item_id)] = (e.call_id, e.name)
+        elif isinstance(e, openai_responses.ItemDone):
+            # The copy in the added event may be incomplete (e.g. encrypted_content): keep the finished one.
+            self.items[e.output_index] = e.item
+        elif isinstance(e, openai_responses.Completed | openai_responses.Incomplete):
+            self.final = e
+        elif isinstance(e, openai_responses.Failed | openai_responses.ErrorEvent):
+            message = e.message or f"the response failed ({e.code})"
             raise ProviderError(
                 f"openai stream failed: {message}",
                 vendor="openai",
-                kind=_FAILED_KIND.get(str(code), "server"),  # type: ignore[arg-type]
+                kind=openai_responses.FAILED_KIND.get(str(e.code), "server"),
                 vendor_message=message,
             )
         return []
@@ -257,8 +287,8 @@ class ResponsesStream:
     def result(self) -> dict[str, Any]:
         if self.final is None:
             raise MalformedResponseError("openai stream ended before response.completed (connection cut or truncated)")
-        final = dict(self.final)
-        if not final.get("output") and self.items:
-            final["output"] = [self.items[i] for i in sorted(self.items)]
-        req_list(final, "output", "openai stream response.completed")
-        return final
+        items = [self.items[i] for i in sorted(self.items)]
+        if self.final.output is None and not items:
+            raise MalformedResponseError("openai stream's terminal response has no output items")
+        output = items if not self.final.output and items else None
+        return openai_responses.streamed_response(response=self.final.response, output=output)
