@@ -14,15 +14,17 @@ bytes of the previous request are a prefix of this one, where the first divergen
 
 Bodies are compared in prompt order, the order the vendor reads them (Anthropic: tools, system, messages;
 OpenAI Responses: instructions, tools, input; Chat Completions: tools, messages), each part rendered as canonical
-JSON (sorted keys, compact). Two things never count as a change: `cache_control` breakpoint markers, which move to
-the newest message every turn without changing the cached text, and segue's own `meta` on messages, which never
-reaches a vendor. Other request settings (max_tokens, temperature, ...) are not part of the prompt.
+JSON (sorted keys, compact). Two things never count as a change: cache breakpoint markers (`cache_control`,
+`prompt_cache_breakpoint`), which move to the newest message every turn without changing the cached text, and
+segue's own `meta` on messages, which never reaches a vendor. Other request settings (max_tokens, temperature, ...)
+are not part of the prompt. The bodies are read through segue.wire.stored (the generated wire parsers).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, get_args
 
 import attrs
 
@@ -32,14 +34,18 @@ from segue.generated import (
     ExplainSection,
     IterationExplanation,
     LlmInteraction,
+    Message,
     RunDetail,
     RunExplanation,
+    TextBlock,
     Usage,
 )
 from segue.hashing import canonical_json
 from segue.layout import FRAGMENT_TAG
 from segue.meta import LAYOUT_META_KEY
 from segue.providers.base import FRAGMENT_META_KEY
+from segue.wire import stored
+from segue.wire.stored import StoredMessage
 
 __all__ = [
     "BREAK_CAUSES",
@@ -52,6 +58,7 @@ __all__ = [
     "cache_parts",
     "compare_bodies",
     "explain_run",
+    "is_fragment",
     "is_fragment_message",
     "is_fragment_text",
     "own_messages_start",
@@ -86,6 +93,11 @@ def breaks(explanation: RunExplanation) -> list[IterationExplanation]:
 
 
 # -- wire shapes ----------------------------------------------------------------------------------------------
+# Which parts a body has, in which order the vendor reads them, and what its messages say: segue.wire.stored reads
+# them through the generated parsers. Here they become canonical-JSON segments.
+
+_MODEL, _TOOLS, _SYSTEM, _MESSAGES = get_args(ExplainSection)
+_META = attrs.fields(Message).meta.name
 
 
 @attrs.frozen(kw_only=True)
@@ -95,115 +107,78 @@ class _Segment:
     value: Any
     text: str
     fragment: bool
-
-
-def _shape(body: Mapping[str, Any]) -> Literal["anthropic", "responses", "chat"]:
-    if "input" in body or "instructions" in body:
-        return "responses"
-    if "system" in body or "stable_head" in body:
-        return "anthropic"
-    messages = body.get("messages")
-    if isinstance(messages, list) and any(isinstance(m, dict) and m.get("role") in _SYSTEM_ROLES for m in messages):
-        return "chat"
-    tools = body.get("tools")
-    if isinstance(tools, list) and any(isinstance(t, dict) and "input_schema" in t for t in tools):
-        return "anthropic"
-    return "chat"
+    message: StoredMessage | None = None
 
 
 def prompt_messages(body: Mapping[str, Any]) -> tuple[str, list[Any]]:
     """(key, items) of the conversation part of a body: `messages`, or `input` for OpenAI Responses."""
-    if _shape(body) == "responses":
-        items = body.get("input")
-        if isinstance(items, str):
-            return "input", [{"role": "user", "content": items}]
-        return "input", list(items) if isinstance(items, list) else []
-    messages = body.get("messages")
-    return "messages", list(messages) if isinstance(messages, list) else []
+    read = stored.read(body)
+    return read.conversation_key, read.items
 
 
 def _strip(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items() if k not in _IGNORED_KEYS}
+        return {k: _strip(v) for k, v in value.items() if k not in stored.BREAKPOINT_KEYS}
     if isinstance(value, list):
         return [_strip(v) for v in value]
     return value
 
 
-def _texts(message: Any) -> list[str]:
-    if not isinstance(message, dict):
-        return []
-    content = message.get("content")
-    if isinstance(content, str):
-        return [content]
-    if isinstance(content, list):
-        return [b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)]
-    return []
+def _texts(message: StoredMessage) -> list[str]:
+    return [b.text for b in message.blocks if isinstance(b, TextBlock)]
+
+
+def is_fragment(message: StoredMessage) -> bool:
+    """True for a stored message that is a trailing runtime-state fragment."""
+    if message.kind != "user":
+        return False
+    if message.meta is not None and message.meta.get(FRAGMENT_META_KEY) is True:
+        return True
+    # Only a message made of fragment text; a fragment merged next to other blocks is found block by block.
+    return bool(message.blocks) and all(isinstance(b, TextBlock) and is_fragment_text(b.text) for b in message.blocks)
 
 
 def is_fragment_message(message: Any) -> bool:
     """True for a wire (or canonical) message dict that is a trailing runtime-state fragment."""
-    if not isinstance(message, dict) or message.get("role") != "user":
-        return False
-    meta = message.get("meta")
-    if isinstance(meta, dict) and meta.get(FRAGMENT_META_KEY) is True:
-        return True
-    content = message.get("content")
-    if isinstance(content, str):
-        return is_fragment_text(content)
-    # Only a message made of fragment text; a fragment merged next to other blocks is found block by block.
-    return (
-        isinstance(content, list)
-        and bool(content)
-        and all(isinstance(b, dict) and isinstance(b.get("text"), str) and is_fragment_text(b["text"]) for b in content)
+    read = stored.read_message(message, None)
+    if read.kind is None:  # not a canonical message: every wire's messages carry their role and text alike
+        read = attrs.evolve(stored.read_message(message, "anthropic"), meta=_meta(message))
+    return is_fragment(read)
+
+
+def _meta(message: Any) -> Any:
+    meta = message.get(_META) if isinstance(message, dict) else None
+    return meta if isinstance(meta, dict) else None
+
+
+def _segment(path: str, section: Section, value: Any, message: StoredMessage | None = None) -> _Segment:
+    if message is not None and isinstance(value, dict):
+        value = {k: v for k, v in value.items() if k != _META}
+    value = _strip(value)
+    fragment = message is not None and is_fragment(message)
+    return _Segment(
+        path=path, section=section, value=value, text=canonical_json(value), fragment=fragment, message=message
     )
 
 
-def _segment(path: str, section: Section, value: Any, *, message: bool = False) -> _Segment:
-    fragment = message and is_fragment_message(value)
-    if message and isinstance(value, dict):
-        value = {k: v for k, v in value.items() if k != "meta"}
-    value = _strip(value)
-    return _Segment(path=path, section=section, value=value, text=canonical_json(value), fragment=fragment)
-
-
 def _segments(body: Mapping[str, Any], served_model: str | None) -> list[_Segment]:
-    shape = _shape(body)
+    read = stored.read(body)
     out: list[_Segment] = []
-    model = body.get("model") or served_model
-    if model is not None:
-        out.append(_segment("model", "model", model))
-
-    def tools() -> None:
-        for i, t in enumerate(body.get("tools") or []):
-            out.append(_segment(f"tools[{i}]", "tools", t))
-
-    key, messages = prompt_messages(body)
-
-    def conversation(system_lead: bool) -> None:
-        leading = system_lead
-        for i, m in enumerate(messages):
-            leading = leading and isinstance(m, dict) and m.get("role") in _SYSTEM_ROLES
-            out.append(_segment(f"{key}[{i}]", "system" if leading else "messages", m, message=True))
-
-    if shape == "anthropic":
-        tools()
-        system = body.get("system")
-        if isinstance(system, list):
-            out.extend(_segment(f"system[{i}]", "system", s) for i, s in enumerate(system))
-        elif system is not None:
-            out.append(_segment("system", "system", system))
-        if body.get("stable_head") is not None:
-            out.append(_segment("stable_head", "system", body["stable_head"]))
-        conversation(False)
-    elif shape == "responses":
-        if body.get("instructions") is not None:
-            out.append(_segment("instructions", "system", body["instructions"]))
-        tools()
-        conversation(True)
-    else:
-        tools()
-        conversation(True)
+    for key, section in read.prompt:
+        value = body.get(key)
+        if section == _MODEL:
+            model = value or served_model
+            if model is not None:
+                out.append(_segment(key, section, model))
+        elif key == read.conversation_key:
+            leading = True
+            for i, (item, m) in enumerate(zip(read.items, read.messages(), strict=True)):
+                leading = leading and m.kind == _SYSTEM
+                out.append(_segment(f"{key}[{i}]", _SYSTEM if leading else _MESSAGES, item, m))
+        elif isinstance(value, list):
+            out.extend(_segment(f"{key}[{i}]", section, v) for i, v in enumerate(value))
+        elif value is not None:
+            out.append(_segment(key, section, value))
     return out
 
 
@@ -320,7 +295,7 @@ def _compare(previous: Sequence[_Segment], current: Sequence[_Segment]) -> _Comp
     )
 
 
-_SECTION_ORDER: tuple[Section, ...] = ("model", "tools", "system", "messages")
+_SECTION_ORDER: tuple[Section, ...] = get_args(ExplainSection)
 
 
 def _rank(segment: _Segment) -> int:
@@ -342,24 +317,22 @@ def compare_bodies(
 # -- causes ---------------------------------------------------------------------------------------------------
 
 
+_INDEX = re.compile(r"\.[^.\[]+\[(\d+)\]")
+
+
 def _dropped_fragment(comparison: _Comparison) -> bool:
     p, d = comparison.previous_segment, comparison.divergence
-    if p is None or d is None or p.section != "messages":
+    if p is None or d is None or p.section != _MESSAGES:
         return False
     if p.fragment:
         return True
-    # A fragment merged into a message with other blocks (Anthropic puts it next to the tool results).
-    prefix = f"{p.path}.content["
-    if not d.path.startswith(prefix) or not isinstance(p.value, dict):
+    # A fragment merged into a message with other blocks (Anthropic puts it next to the tool results): the first
+    # change is at or before a fragment block of the message's content.
+    found = _INDEX.match(d.path, len(p.path)) if d.path.startswith(p.path) else None
+    if found is None or p.message is None:
         return False
-    content = p.value.get("content")
-    index_text = d.path[len(prefix) :].split("]", 1)[0]
-    if not isinstance(content, list) or not index_text.isdigit():
-        return False
-    index = int(index_text)
-    return index < len(content) and any(
-        isinstance(b, dict) and isinstance(b.get("text"), str) and is_fragment_text(b["text"]) for b in content[index:]
-    )
+    blocks = p.message.blocks[int(found.group(1)) :]
+    return any(isinstance(b, TextBlock) and is_fragment_text(b.text) for b in blocks)
 
 
 def _collapsed_run(run: RunDetail, previous: RunDetail | None) -> str | None:
@@ -392,12 +365,12 @@ def _classify(
             f"extends the previous request: all {comparison.previous_bytes:,} bytes of it are reused",
             None,
         )
-    if d.section == "model":
-        return "model", f"the model changed ({d.previous} → {d.current}); each model has its own cache", None
-    if d.section == "tools":
-        return "tools", f"tool definitions changed at {d.path}", None
-    if d.section == "system":
-        return "system", f"system prompt changed at {d.path}", None
+    if d.section == _MODEL:
+        return d.section, f"the model changed ({d.previous} → {d.current}); each model has its own cache", None
+    if d.section == _TOOLS:
+        return d.section, f"tool definitions changed at {d.path}", None
+    if d.section == _SYSTEM:
+        return d.section, f"system prompt changed at {d.path}", None
     if _dropped_fragment(comparison):
         mode = _layout_mode(run)
         why = f" (layout {mode})" if mode else ""
@@ -415,7 +388,7 @@ def _classify(
             f"(first change at {d.path})",
             collapsed,
         )
-    return "messages", f"messages changed at {d.path}", None
+    return _MESSAGES, f"messages changed at {d.path}", None
 
 
 def _note(cause: Cause, usage: Usage) -> str | None:
@@ -495,10 +468,10 @@ def own_messages_start(run: RunDetail) -> int | None:
     """
     if not run.llm_interactions:
         return None
-    _, messages = prompt_messages(run.llm_interactions[0].provider_request)
+    messages = stored.read(run.llm_interactions[0].provider_request).messages()
     for index in range(len(messages) - 1, -1, -1):
         m = messages[index]
-        if isinstance(m, dict) and m.get("role") == "user" and any(not is_fragment_text(t) for t in _texts(m)):
+        if m.kind == "user" and any(not is_fragment_text(t) for t in _texts(m)):
             return index
     return None
 

@@ -1,7 +1,8 @@
 """What the dashboard pages show, computed from store records (no HTTP, no HTML: the templates render these).
 
-Everything here is plain data for jinja2, which escapes it on output. Wire messages of any vendor shape
-(Anthropic, OpenAI Responses, Chat Completions, segue's canonical JSON) become `MessageView`s of `BlockView`s.
+Everything here is plain data for jinja2, which escapes it on output. Stored requests of any vendor shape
+(Anthropic, OpenAI Responses, Chat Completions, segue's canonical JSON) are read by segue.wire.stored through the
+generated wire parsers; their messages become `MessageView`s of `BlockView`s.
 """
 
 from __future__ import annotations
@@ -16,13 +17,25 @@ from segue.explain import (
     IterationExplanation,
     cache_parts,
     explain_run,
-    is_fragment_message,
+    is_fragment,
     is_fragment_text,
     own_messages_start,
-    prompt_messages,
 )
-from segue.generated import Message, RunDetail, RunSummary, Usage, get_converter
+from segue.generated import (
+    ContentBlock,
+    ImageBlock,
+    ReasoningBlock,
+    RunDetail,
+    RunSummary,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    Usage,
+)
 from segue.meta import LAYOUT_META_KEY, REQUEST_META_KEY
+from segue.wire import stored
+from segue.wire.common import Unknown
+from segue.wire.stored import StoredMessage
 
 #: Dollars for `usage` on a serving path, or None when no pricing is known (the catalog plugs in here).
 CostFn = Callable[[Usage, str, str | None], float | None]
@@ -178,56 +191,28 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
-def _result_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
-    return _pretty(content)
+def _block(b: ContentBlock | Unknown) -> BlockView:
+    if isinstance(b, TextBlock):
+        return BlockView(
+            kind=b.type, title="runtime-state fragment" if is_fragment_text(b.text) else b.type, body=b.text
+        )
+    if isinstance(b, ToolCallBlock):
+        return BlockView(kind=b.type, title=f"tool call {b.name}", body=_pretty(b.arguments))
+    if isinstance(b, ToolResultBlock):
+        return BlockView(kind=b.type, title=f"tool result for {b.tool_call_id}", body=b.content, error=bool(b.is_error))
+    if isinstance(b, ReasoningBlock):
+        text = b.text or "\n".join(b.summary or []) or "(opaque)"
+        return BlockView(kind=b.type, title=f"reasoning ({b.format})", body=text)
+    if isinstance(b, ImageBlock):
+        return BlockView(kind=b.type, title=b.type, body="(image not shown)")
+    return BlockView(kind="other", title=str(b.tag or "block"), body=_pretty(b.raw))
 
 
-def _block(b: Any) -> BlockView:
-    if not isinstance(b, dict):
-        return BlockView(kind="text", title="text", body=str(b))
-    kind = b.get("type")
-    if kind in ("text", "input_text", "output_text") and isinstance(b.get("text"), str):
-        title = "runtime-state fragment" if is_fragment_text(b["text"]) else "text"
-        return BlockView(kind="text", title=title, body=b["text"])
-    if kind in ("tool_use", "tool_call", "function_call"):
-        args = b.get("input", b.get("arguments", {}))
-        return BlockView(kind="tool_call", title=f"tool call {b.get('name', '?')}", body=_pretty(args))
-    if kind in ("tool_result", "function_call_output"):
-        call_id = b.get("tool_use_id") or b.get("tool_call_id") or b.get("call_id") or "?"
-        error = bool(b.get("is_error"))
-        body = _result_text(b.get("content", b.get("output", "")))
-        return BlockView(kind="tool_result", title=f"tool result for {call_id}", body=body, error=error)
-    if kind in ("thinking", "redacted_thinking", "reasoning"):
-        text = b.get("thinking") or b.get("text") or "\n".join(map(str, b.get("summary") or [])) or "(opaque)"
-        source = b.get("format") or kind
-        return BlockView(kind="reasoning", title=f"reasoning ({source})", body=str(text))
-    if kind in ("image", "input_image", "image_url"):
-        return BlockView(kind="image", title="image", body="(image not shown)")
-    return BlockView(kind="other", title=str(kind or "block"), body=_pretty(b))
-
-
-def message_view(message: Any, index: int, origin: Origin) -> MessageView:
-    """One wire message (or Responses input item) of any vendor shape."""
-    if not isinstance(message, dict):
-        return MessageView(index=index, role="?", origin=origin, blocks=[_block(message)])
-    role = str(message.get("role") or "")
-    if not role:  # OpenAI Responses items: function calls, their outputs and reasoning stand alone
-        role = "tool" if message.get("type") == "function_call_output" else "assistant"
-        return MessageView(index=index, role=role, origin=origin, blocks=[_block(message)])
-    content = message.get("content")
-    blocks = [_block(b) for b in content] if isinstance(content, list) else []
-    if isinstance(content, str):
-        blocks = [_block({"type": "text", "text": content})]
-    if role == "tool" and isinstance(content, str):  # Chat Completions tool message
-        blocks = [_block({"type": "tool_result", "tool_call_id": message.get("tool_call_id"), "content": content})]
-    for call in message.get("tool_calls") or []:
-        fn = call.get("function", {}) if isinstance(call, dict) else {}
-        blocks.append(_block({"type": "function_call", "name": fn.get("name"), "arguments": fn.get("arguments")}))
-    return MessageView(index=index, role=role, origin=origin, blocks=blocks, fragment=is_fragment_message(message))
+def message_view(message: StoredMessage, index: int, origin: Origin) -> MessageView:
+    """One message (or Responses input item) of a stored request, or of the run's own traces, read through the
+    generated wire parsers (segue.wire.stored)."""
+    blocks = [_block(b) for b in message.blocks]
+    return MessageView(index=index, role=message.role, origin=origin, blocks=blocks, fragment=is_fragment(message))
 
 
 def conversation_messages(run: RunDetail) -> list[MessageView]:
@@ -236,15 +221,14 @@ def conversation_messages(run: RunDetail) -> list[MessageView]:
     out: list[MessageView] = []
     start = own_messages_start(run)
     if start is not None and run.llm_interactions:
-        _, sent = prompt_messages(run.llm_interactions[-1].provider_request)
+        sent = stored.read(run.llm_interactions[-1].provider_request).messages()
         request = (run.meta or {}).get(REQUEST_META_KEY)
         history = request.get("history") if isinstance(request, dict) else None
         first_history = start - len(history) if isinstance(history, list) else start
         for i, m in enumerate(sent[:start]):
             out.append(message_view(m, i, "history" if i >= first_history else "replayed"))
-    conv = get_converter()
     for t in run.traces:
-        out.append(message_view(conv.unstructure(t.message, Message), len(out), "new"))
+        out.append(message_view(stored.of_message(t.message), len(out), "new"))
     return out
 
 
