@@ -106,6 +106,87 @@ BAD = [
         "/to_vendor/text/canonical",
         "'TextBlok' is not a canonical object type",
     ),
+    # Request envelopes, markers, views and constants are checked against the SDK types just as blocks are.
+    (
+        lambda m: m["to_vendor"]["request"]["shape"].update(max_token={"param": "max_tokens"}),
+        "/to_vendor/request/shape",
+        "keys ['max_token'] are not in anthropic.types.message_create_params.MessageCreateParams",
+    ),
+    (
+        lambda m: m["to_vendor"]["request"]["shape"]["max_tokens"].update(omit_if_none=True),
+        "/to_vendor/request/shape/max_tokens",
+        "requires 'max_tokens': it cannot be left out",
+    ),
+    (
+        lambda m: m["to_vendor"]["request"].update(extra={"tools": "a reason"}),
+        "/to_vendor/request/extra/tools",
+        "'tools' is a key of anthropic.types.message_create_params.MessageCreateParams: it needs no reason",
+    ),
+    (
+        lambda m: m["to_vendor"]["request"]["shape"]["stream"].update(**{"if": "streaming"}),
+        "/to_vendor/request/shape/stream/if",
+        "no parameter named 'streaming'",
+    ),
+    (
+        lambda m: m["to_vendor"]["request"]["prompt"]["keys"].update(system="instructions"),
+        "/to_vendor/request/prompt/keys/system",
+        "'instructions' is not one of ['model', 'tools', 'system', 'messages']",
+    ),
+    (
+        lambda m: m["to_vendor"]["cache_control"]["shape"]["type"].update(const="persistent"),
+        "/to_vendor/cache_control/shape/type/const",
+        "'persistent' is not a value the SDK allows here",
+    ),
+    (
+        lambda m: m["to_vendor"]["cache_control"]["sets"]["on"].append("anthropic.types.ThinkingBlockParam"),
+        "/to_vendor/cache_control/sets/on/4",
+        "anthropic.types.ThinkingBlockParam is not a TypedDict with the key 'cache_control'",
+    ),
+    (
+        lambda m: m["to_vendor"]["cache_control"]["params"].update(ttl="anthropic.types.CacheControlEphemeralParam.tll"),
+        "/to_vendor/cache_control/params/ttl",
+        "has no key 'tll'",
+    ),
+    (
+        lambda m: m["to_vendor"]["request"]["shape"].update(system={"object": {"text": {"param": "model"}}}),
+        "/to_vendor/request/shape/system",
+        "an object does not fit the SDK's type here",
+    ),
+    (
+        lambda m: m["from_vendor"]["usage"]["fields"].update(cache_read_tokens={"key": "cache_read_tokens"}),
+        "/from_vendor/usage/fields/cache_read_tokens",
+        "'cache_read_tokens' is not a field of anthropic.types.Usage",
+    ),
+    (
+        lambda m: m["from_vendor"]["usage"]["fields"].update(reasoning_tokens={"key": "output_tokens_details.thinking"}),
+        "/from_vendor/usage/fields/reasoning_tokens",
+        "'thinking' is not a field of anthropic.types.Usage.output_tokens_details",
+    ),
+    (
+        lambda m: m["from_vendor"]["response"]["fields"]["model"].update(type="int"),
+        "/from_vendor/response/fields/model",
+        "which holds no int",
+    ),
+    (
+        lambda m: m["from_vendor"]["response"]["fields"]["model"].pop("type"),
+        "/from_vendor/response/fields/model",
+        "a view field needs a type, a rule or equals",
+    ),
+    (
+        lambda m: m["from_vendor"]["response"]["fields"]["usage"].update(rule="usages"),
+        "/from_vendor/response/fields/usage/rule",
+        "no from_vendor rule or parse_dispatch named 'usages'",
+    ),
+    (
+        lambda m: m["constants"]["THINKING_REPLAYS"].update(value=["enabled", "always"]),
+        "/constants/THINKING_REPLAYS/value",
+        "['always'] are not values of anthropic.types.ThinkingConfigParam.type",
+    ),
+    (
+        lambda m: m["constants"]["ROLES"]["value"].update(tool="function"),
+        "/constants/ROLES/value",
+        "['function'] are not values of anthropic.types.MessageParam.role",
+    ),
 ]
 
 

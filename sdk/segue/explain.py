@@ -40,11 +40,13 @@ from segue.generated import (
     TextBlock,
     Usage,
 )
+from segue.generated.wire import shared
 from segue.hashing import canonical_json
 from segue.layout import FRAGMENT_TAG
 from segue.meta import LAYOUT_META_KEY
 from segue.providers.base import FRAGMENT_META_KEY
 from segue.wire import stored
+from segue.wire.common import USER
 from segue.wire.stored import StoredMessage
 
 __all__ = [
@@ -68,10 +70,8 @@ __all__ = [
 Section = ExplainSection
 Cause = ExplainCause
 #: Causes that mean the request broke the prefix of the previous one (what `segue runs explain` exits 1 on).
-BREAK_CAUSES: frozenset[str] = frozenset({"vendor", "model", "system", "tools", "window", "fragment", "messages"})
+BREAK_CAUSES: frozenset[str] = frozenset(get_args(ExplainCause)) - {"first", "missing", "extends"}
 
-_IGNORED_KEYS = frozenset({"cache_control"})
-_SYSTEM_ROLES = frozenset({"system", "developer"})
 _EXCERPT = 80
 
 
@@ -130,7 +130,7 @@ def _texts(message: StoredMessage) -> list[str]:
 
 def is_fragment(message: StoredMessage) -> bool:
     """True for a stored message that is a trailing runtime-state fragment."""
-    if message.kind != "user":
+    if message.kind != USER:
         return False
     if message.meta is not None and message.meta.get(FRAGMENT_META_KEY) is True:
         return True
@@ -208,7 +208,7 @@ def _first_diff(a: Any, b: Any, path: str) -> tuple[str, Any, Any]:
     """The deepest path where `a` and `b` differ, walking dicts in sorted-key order and lists by index."""
     missing = object()
     if isinstance(a, dict) and isinstance(b, dict):
-        if any(a.get(k) != b.get(k) for k in ("type", "role")):
+        if any(a.get(k) != b.get(k) for k in shared.DISCRIMINATORS):
             return path, a, b  # another kind of block or message: the whole of it differs
         for k in sorted(set(a) | set(b)):
             va, vb = a.get(k, missing), b.get(k, missing)
@@ -471,7 +471,7 @@ def own_messages_start(run: RunDetail) -> int | None:
     messages = stored.read(run.llm_interactions[0].provider_request).messages()
     for index in range(len(messages) - 1, -1, -1):
         m = messages[index]
-        if m.kind == "user" and any(not is_fragment_text(t) for t in _texts(m)):
+        if m.kind == USER and any(not is_fragment_text(t) for t in _texts(m)):
             return index
     return None
 

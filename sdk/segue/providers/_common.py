@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from segue.errors import ProviderError, ProviderErrorKind
-from segue.generated.wire import errors as vendor_errors
+from segue.generated.wire import shared as vendor_errors
 from segue.providers.base import ProviderNote, ProviderRequest, ProviderResponse, StreamDelta, StreamDone, StreamEvent
 from segue.wire.common import MalformedResponseError, ParsedResponse, WireRequest
 
@@ -205,7 +205,7 @@ def provider_error(e: Exception, vendor: str, sdk: ModuleType) -> ProviderError:
 
 def _error_object(e: Exception) -> Any:
     """The vendor's error object (or message string) in an SDK exception's body: inside `error` when the body wraps
-    it, else the body itself (schemas/wire/errors.json); None without a JSON body."""
+    it, else the body itself (schemas/wire/shared.json); None without a JSON body."""
     body = getattr(e, "body", None)
     if not isinstance(body, Mapping):
         return None
@@ -221,7 +221,7 @@ def vendor_message(e: Exception) -> str:
             return message
     if isinstance(err, str):
         return err
-    return str(getattr(e, "message", None) or e)
+    return str(e)  # the SDKs' APIError says its message
 
 
 def _code(e: Exception) -> str:
@@ -229,7 +229,7 @@ def _code(e: Exception) -> str:
     if isinstance(err, Mapping):
         details = vendor_errors.parse_details(err)
         return str(details.code or details.type or "")
-    return str(getattr(e, "code", None) or "")
+    return ""  # the SDKs take an error's code from its body only
 
 
 def _status_kind(status: int, message: str, e: Exception) -> ProviderErrorKind:

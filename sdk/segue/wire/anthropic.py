@@ -31,6 +31,8 @@ from segue.generated import ContentBlock, Message, ReasoningBlock, TextBlock, To
 from segue.generated.wire import anthropic as g
 from segue.providers.base import ProviderNote, ProviderRequest
 from segue.wire.common import (
+    ASSISTANT,
+    SYSTEM,
     ParsedResponse,
     Unknown,
     WireError,
@@ -154,12 +156,12 @@ def _build(messages: list[Message], reasoning_vendor: str | None) -> _Built:
         for b in m.content:
             if foreign_reasoning(b, reasoning_vendor) or (isinstance(b, TextBlock) and not b.text):
                 continue  # other vendors' reasoning never goes on the wire; Anthropic rejects empty text blocks
-            if m.role == "system" and not isinstance(b, TextBlock):
+            if m.role == SYSTEM and not isinstance(b, TextBlock):
                 raise WireError(f"a system message may hold only text on the anthropic wire, got {type(b).__name__}")
             block = g.content_block(b)
             kept.append((b, block))
             if isinstance(b, ReasoningBlock):
-                thinking = thinking or m.role == "assistant"
+                thinking = thinking or m.role == ASSISTANT
             else:
                 anchor = block
         anchors.append(anchor)
@@ -220,7 +222,7 @@ def parse_response(
     if binding:
         notes.extend(_binding_notes(transformations, reported is not None, origins or {}))
     return ParsedResponse(
-        message=Message(role="assistant", content=content),
+        message=Message(role=ASSISTANT, content=content),
         usage=response.usage,
         stop_reason=stop_reason(response.stop_reason, {}),  # segue's vocabulary is Anthropic's
         notes=notes,

@@ -26,7 +26,7 @@ import attrs
 from segue.generated import Message
 from segue.generated.wire import openai_chat, openai_responses
 from segue.providers.base import ProviderRequest
-from segue.wire.common import breakpoint_blocks
+from segue.wire.common import ASSISTANT, breakpoint_blocks
 
 CacheMode = Literal["implicit", "explicit"]
 MODES: tuple[CacheMode, ...] = get_args(CacheMode)
@@ -66,7 +66,7 @@ def check_ttl(ttl: object, ttls: tuple[str, ...], api: str) -> None:
 
 def eligible_anchors(messages: list[Message], anchors: list[Any]) -> list[Any]:
     """`anchors` with assistant messages' parts removed: assistant output cannot carry a breakpoint."""
-    return [None if m.role == "assistant" else a for m, a in zip(messages, anchors, strict=True)]
+    return [None if m.role == ASSISTANT else a for m, a in zip(messages, anchors, strict=True)]
 
 
 def boundaries(fixed: list[Any], anchors: list[Any], request: ProviderRequest, cache: BreakpointCache) -> list[Any]:

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import attrs
 
 from segue.errors import SegueError
-from segue.generated import Message, ReasoningBlock, Usage
+from segue.generated import Message, ReasoningBlock, Role, Usage
 from segue.providers.base import FRAGMENT_META_KEY, ProviderNote, ProviderRequest
 
 T = TypeVar("T")
+
+#: segue's roles (the canonical Role enum) by name: the wire code compares them, the mappings translate them.
+_ROLE_NAMES: tuple[Role, ...] = get_args(Role)
+SYSTEM, USER, ASSISTANT, TOOL = _ROLE_NAMES
 
 
 class WireError(SegueError, ValueError):

@@ -24,6 +24,8 @@ from segue.generated.wire import openai_chat as g
 from segue.providers.base import ProviderNote, ProviderRequest
 from segue.wire.breakpoints import BreakpointCache, mark
 from segue.wire.common import (
+    ASSISTANT,
+    SYSTEM,
     MalformedResponseError,
     ParsedResponse,
     Unknown,
@@ -165,7 +167,7 @@ def build_messages(
             anchor = content[-1][1]
         anchors.append(anchor)
         if content or calls or details:
-            _append(out, g.ROLES[m.role], m.role != "system", content, calls, details)
+            _append(out, g.ROLES[m.role], m.role != SYSTEM, content, calls, details)
     return [x.message(parts) if isinstance(x, _Group) else x for x in out], anchors
 
 
@@ -224,7 +226,7 @@ def parse_response(
         )
         usage = Usage(input_tokens=0, output_tokens=0)
     return ParsedResponse(
-        message=Message(role="assistant", content=content),
+        message=Message(role=ASSISTANT, content=content),
         usage=with_timings(usage, completion.timings),
         stop_reason=stop_reason(choice.finish_reason, g.STOP_REASONS),
         notes=notes,

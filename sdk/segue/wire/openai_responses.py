@@ -24,6 +24,7 @@ from segue.generated.wire import openai_responses as g
 from segue.providers.base import ProviderNote, ProviderRequest
 from segue.wire.breakpoints import BreakpointCache, mark
 from segue.wire.common import (
+    ASSISTANT,
     MalformedResponseError,
     ParsedResponse,
     Unknown,
@@ -158,7 +159,7 @@ def _items(
                 continue
             _flush(items, parts, role)
             items.append(g.reasoning_item(b))
-        elif m.role == "assistant" and isinstance(b, TextBlock):
+        elif m.role == ASSISTANT and isinstance(b, TextBlock):
             items.append(g.assistant_text(b))
         else:
             last = g.user_part(b)
@@ -189,14 +190,14 @@ def parse_response(data: Mapping[str, Any], *, model: str | None = None) -> Pars
         else:
             content.append(item)
     if any(isinstance(b, ToolCallBlock) for b in content):
-        stop = "tool_use"
+        stop = g.TOOL_CALLS_STOP
     elif response.incomplete:
         reason = str(response.incomplete_reason)
         stop = g.INCOMPLETE_STOP.get(reason, reason)
     else:
         stop = "end_turn"
     return ParsedResponse(
-        message=Message(role="assistant", content=content), usage=response.usage, stop_reason=stop, notes=notes
+        message=Message(role=ASSISTANT, content=content), usage=response.usage, stop_reason=stop, notes=notes
     )
 
 

@@ -30,7 +30,7 @@ from segue.generated import (
 )
 from segue.generated.wire import anthropic, openai_chat, openai_responses, openrouter
 from segue.providers.base import ProviderRequest
-from segue.wire.common import MalformedResponseError, Unknown, as_map
+from segue.wire.common import ASSISTANT, TOOL, USER, MalformedResponseError, Unknown, as_map
 
 __all__ = ["BREAKPOINT_KEYS", "StoredMessage", "StoredRequest", "of_message", "read", "read_message"]
 
@@ -174,7 +174,7 @@ def _chat_part(d: Mapping[str, Any]) -> Block:
 
 def _responses(item: Any) -> StoredMessage:
     if isinstance(item, str):  # an input given as one text: a user message
-        return StoredMessage(role="user", kind="user", blocks=[TextBlock(text=item)], raw=item)
+        return StoredMessage(role=USER, kind=USER, blocks=[TextBlock(text=item)], raw=item)
     d = as_map(item, "stored input item")
     it = openai_responses.parse_input_item(d)
     if isinstance(it, Unknown) and it.tag is None:  # an input message may leave its type out
@@ -186,8 +186,8 @@ def _responses(item: Any) -> StoredMessage:
     if isinstance(it, openai_responses.FunctionCallOutput):
         content = it.output if isinstance(it.output, str) else _joined(_blocks(it.output, _responses_part))
         result = ToolResultBlock(tool_call_id=it.call_id, content=content)
-        return StoredMessage(role="tool", kind="tool", blocks=[result], raw=item)
-    return StoredMessage(role="assistant", kind="assistant", blocks=[it], raw=item)
+        return StoredMessage(role=TOOL, kind=TOOL, blocks=[result], raw=item)
+    return StoredMessage(role=ASSISTANT, kind=ASSISTANT, blocks=[it], raw=item)
 
 
 def _responses_part(d: Mapping[str, Any]) -> Block:
