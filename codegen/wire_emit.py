@@ -31,7 +31,8 @@ from codegen.wire_sdk import value_source
 #: The helpers of segue.wire.common a generated body may call, found by name in the rendered expressions.
 HELPERS = tuple(
     "req_str opt_str req_int opt_int req_bool opt_bool req_float opt_float req_obj opt_obj req_list opt_list "
-    "req_any opt_any req_map opt_map as_map loads_arguments dumps_arguments tokens_by_ttl value_or need known one_of".split()
+    "req_any opt_any req_map opt_map as_map loads_arguments dumps_arguments tokens_by_ttl value_or need known "
+    "one_of".split()
 )
 
 

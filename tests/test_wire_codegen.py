@@ -21,6 +21,7 @@ from segue.generated.wire import anthropic, openai_chat, openai_responses, openr
 from segue.wire.common import MalformedResponseError, Unknown, WireError
 
 WIRE_DIR = REPO_ROOT / "schemas" / "wire"
+CACHE_CONTROL = "anthropic.types.CacheControlEphemeralParam"
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +144,7 @@ BAD = [
         "anthropic.types.ThinkingBlockParam is not a TypedDict with the key 'cache_control'",
     ),
     (
-        lambda m: m["to_vendor"]["cache_control"]["params"].update(ttl="anthropic.types.CacheControlEphemeralParam.tll"),
+        lambda m: m["to_vendor"]["cache_control"]["params"].update(ttl=f"{CACHE_CONTROL}.tll"),
         "/to_vendor/cache_control/params/ttl",
         "has no key 'tll'",
     ),
@@ -158,9 +159,9 @@ BAD = [
         "'cache_read_tokens' is not a field of anthropic.types.Usage",
     ),
     (
-        lambda m: m["from_vendor"]["usage"]["fields"].update(reasoning_tokens={"key": "output_tokens_details.thinking"}),
+        lambda m: m["from_vendor"]["usage"]["fields"].update(reasoning_tokens={"key": "output_tokens_details.x"}),
         "/from_vendor/usage/fields/reasoning_tokens",
-        "'thinking' is not a field of anthropic.types.Usage.output_tokens_details",
+        "'x' is not a field of anthropic.types.Usage.output_tokens_details",
     ),
     (
         lambda m: m["from_vendor"]["response"]["fields"]["model"].update(type="int"),
