@@ -1,18 +1,29 @@
 """Serialize a 200-message replayed conversation to each vendor's request body, beside json.dumps of that body.
 
-    python bench/wire.py [--runs 50] [--repeat 7]
+    python bench/wire.py [--runs 50] [--repeat 7] [--against main]
 
 Prints, per vendor, the time segue takes to build the body (canonical -> vendor wire, cache breakpoints,
 reasoning placement) and the time json.dumps takes to encode the same body, measured in the same run, and their
 ratio. The target is a ratio within 5x: building the body should cost about as much as encoding it.
+
+With `--against REV` the same bodies are also built by the segue of git revision REV (its sdk/ exported to a
+temporary folder and run in a worker process), round by round in turn with this checkout's, and the ratio of the
+two build times is printed: below 1.00x this checkout is faster.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock
@@ -119,13 +130,80 @@ BUILDERS: dict[str, tuple[str, Callable[[ProviderRequest], Any]]] = {
 
 
 def best(fn: Callable[[Any], Any], arg: Any, repeat: int, loops: int) -> float:
+    """Seconds per call, best of `repeat` rounds of `loops` calls; the garbage collector off, as timeit does."""
     times = []
     for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(loops):
-            fn(arg)
-        times.append((time.perf_counter() - start) / loops)
+        gc.collect()
+        gc.disable()
+        try:
+            start = time.perf_counter()
+            for _ in range(loops):
+                fn(arg)
+            times.append((time.perf_counter() - start) / loops)
+        finally:
+            gc.enable()
     return min(times)
+
+
+def worker() -> int:
+    """Serve `build <wire> <runs> <loops>` lines on stdin with the seconds per build, one line each."""
+    requests: dict[tuple[str, int], ProviderRequest] = {}
+    for line in sys.stdin:
+        _, name, runs, loops = line.split()
+        vendor, build = BUILDERS[name]
+        req = requests.setdefault((name, int(runs)), request(vendor, int(runs)))
+        print(best(build, req, 1, int(loops)), flush=True)
+    return 0
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class Worker:
+    """A worker process building the bodies with the segue in `sdk` (a folder holding the `segue` package)."""
+
+    def __init__(self, sdk: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": str(sdk)}
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True
+        )
+
+    def build(self, name: str, runs: int, loops: int) -> float:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"build {name} {runs} {loops}\n")
+        self.proc.stdin.flush()
+        return float(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait()
+
+
+def compare(rev: str, runs: int, repeat: int, loops: int) -> None:
+    """Build time of this checkout beside REV's: two like worker processes, best of `repeat` rounds taken in turn."""
+    with tempfile.TemporaryDirectory(prefix="segue-bench-") as folder:
+        archive = subprocess.run(["git", "archive", rev, "sdk"], cwd=REPO, capture_output=True, check=True).stdout
+        (Path(folder) / "sdk.tar").write_bytes(archive)
+        with tarfile.open(Path(folder) / "sdk.tar") as tar:
+            tar.extractall(folder, filter="data")
+        this, other = Worker(REPO / "sdk"), Worker(Path(folder) / "sdk")
+        try:
+            print(f"\nagainst {rev}: two worker processes, best of {repeat} rounds, in turn, of {loops} builds each")
+            print(f"{'vendor':<18}{'this':>12}{rev:>12}{'ratio':>8}")
+            worst = 0.0
+            for name in BUILDERS:
+                ours, theirs = [], []
+                for _ in range(repeat):
+                    ours.append(this.build(name, runs, loops))
+                    theirs.append(other.build(name, runs, loops))
+                ratio = min(ours) / min(theirs)
+                worst = max(worst, ratio)
+                print(f"{name:<18}{min(ours) * 1e6:>10.0f}us{min(theirs) * 1e6:>10.0f}us{ratio:>7.2f}x")
+            print(f"slowest ratio {worst:.2f}x (below 1.00x: this checkout builds faster than {rev})")
+        finally:
+            this.close()
+            other.close()
 
 
 def main() -> int:
@@ -133,7 +211,11 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=50, help="replayed runs (4 messages each; default 50 = 200)")
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--loops", type=int, default=20)
+    parser.add_argument("--against", metavar="REV", help="also time the bodies built by git revision REV's segue")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        return worker()
     print(f"{args.runs * 4 + 2} canonical messages per request; best of {args.repeat} x {args.loops} loops")
     print(f"{'vendor':<18}{'build body':>12}{'json.dumps':>12}{'ratio':>8}{'body KiB':>10}")
     worst = 0.0
@@ -147,6 +229,8 @@ def main() -> int:
         size = len(json.dumps(body)) / 1024
         print(f"{name:<18}{t_build * 1e6:>10.0f}us{t_dumps * 1e6:>10.0f}us{ratio:>7.2f}x{size:>10.0f}")
     print(f"worst ratio {worst:.2f}x (target: within 5x of json.dumps)")
+    if args.against:
+        compare(args.against, args.runs, args.repeat, args.loops)
     return 0
 
 

@@ -16,7 +16,7 @@ from codegen.model import load_model
 from codegen.plugins import wire
 from codegen.spec import load_spec
 from codegen.wire_mapping import iter_wire_files, load_mappings
-from segue.generated import ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock
+from segue.generated import ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock, Usage
 from segue.generated.wire import anthropic, openai_chat, openai_responses, openrouter
 from segue.wire.common import MalformedResponseError, Unknown, WireError
 
@@ -261,3 +261,69 @@ def test_generated_dispatch_refuses_unknown_formats_and_missing_fields() -> None
     with pytest.raises(MalformedResponseError, match="'text' must be str, got int"):
         anthropic.parse_text({"type": "text", "text": 3}, None)
     assert anthropic.text(TextBlock(text="x")) == {"type": "text", "text": "x"}
+
+
+def test_generated_envelopes_and_markers_follow_the_mappings() -> None:
+    # Keys sent only sometimes are left out, and the others keep the mapping's order.
+    body = anthropic.request(model="m", max_tokens=5, messages=[], stream=True)
+    assert list(body.items()) == [("model", "m"), ("max_tokens", 5), ("messages", []), ("stream", True)]
+    assert "stream" not in anthropic.request(model="m", max_tokens=5, messages=[], stream=False)
+    assert openai_chat.request(model="m", messages=[], max_tokens=9, stream=True) == {
+        "model": "m",
+        "messages": [],
+        "max_tokens": 9,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    # A marker is set on a block already built; a binding setting keeps the app's own.
+    block = anthropic.text(TextBlock(text="x"))
+    anthropic.cache_control(block, ttl="1h")
+    assert block == {"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+    own: Any = {"type": "adaptive", "block_binding": {"prefix_mismatch_behavior": "error"}}
+    anthropic.block_binding(own)
+    assert own["block_binding"] == {"prefix_mismatch_behavior": "error"}
+    fresh: Any = {"type": "adaptive"}
+    anthropic.block_binding(fresh)
+    assert fresh["block_binding"] == {"prefix_mismatch_behavior": "drop_block"}
+    # A reassembled object keeps the keys segue does not model.
+    start = {"type": "text", "text": "", "citations": []}
+    assert anthropic.streamed_block(start=start, text="hi") == {"type": "text", "text": "hi", "citations": []}
+    assert openai_responses.prompt_cache_options(mode="explicit", ttl="12h", prewarm=True) == {
+        "mode": "explicit",
+        "ttl": "12h",
+        "prewarm": True,
+    }
+
+
+def test_generated_views_read_usage_envelopes_and_vocabulary() -> None:
+    usage = anthropic.parse_usage(
+        {
+            "input_tokens": 3,
+            "output_tokens": 2,
+            "cache_read_input_tokens": 10,
+            "cache_creation_input_tokens": 4,
+            "cache_creation": {"ephemeral_5m_input_tokens": 4, "ephemeral_1h_input_tokens": 0},
+            "output_tokens_details": {"thinking_tokens": 1},
+        }
+    )
+    # Anthropic's input_tokens counts only what follows the last breakpoint: the cached parts are added back.
+    assert usage == Usage(
+        input_tokens=17,
+        output_tokens=2,
+        cache_read_tokens=10,
+        cache_write_tokens=4,
+        cache_write_tokens_by_ttl={"5m": 4, "1h": 0},
+        reasoning_tokens=1,
+    )
+    # An optional object that is absent leaves its fields absent; a required key names the rule and the key.
+    assert openai_chat.parse_usage({"prompt_tokens": 5}) == Usage(input_tokens=5, output_tokens=0)
+    with pytest.raises(MalformedResponseError, match="anthropic usage: missing required key 'output_tokens'"):
+        anthropic.parse_usage({"input_tokens": 3})
+    response = openai_responses.parse_response(
+        {"output": [], "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "usage": {}}
+    )
+    assert (response.incomplete, response.incomplete_reason, response.model) == (True, "max_output_tokens", None)
+    assert openai_responses.INCOMPLETE_STOP[str(response.incomplete_reason)] == "max_tokens"
+    assert openai_chat.STOP_REASONS["length"] == "max_tokens"
+    event = anthropic.parse_stream_event({"type": "content_block_delta", "index": 2, "delta": {"type": "ping"}})
+    assert isinstance(event, anthropic.BlockDelta) and event.index == 2 and isinstance(event.delta, Unknown)

@@ -22,10 +22,8 @@ they go. Rules it enforces:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal
-
-import attrs
 
 from segue.generated import ContentBlock, Message, ReasoningBlock, TextBlock, ToolResultBlock
 from segue.generated.wire import anthropic as g
@@ -33,6 +31,7 @@ from segue.providers.base import ProviderNote, ProviderRequest
 from segue.wire.common import (
     ASSISTANT,
     SYSTEM,
+    USER,
     ParsedResponse,
     Unknown,
     WireError,
@@ -70,12 +69,16 @@ def build_request(
         max_tokens = 0
     system = [g.text(TextBlock(text=text)) for text in (request.system, request.stable_head) if text]
     replays = thinking_on(thinking)
-    built = _build(request.messages, REASONING_VENDOR if replays else None)
+    messages, anchors, sources, thinking_sent = _build(request.messages, REASONING_VENDOR if replays else None)
     notes: list[ProviderNote] = []
-    left_off = sum(
-        isinstance(b, ReasoningBlock) and b.vendor == REASONING_VENDOR for m in request.messages for b in m.content
+    left_off = (
+        0
+        if replays
+        else sum(
+            isinstance(b, ReasoningBlock) and b.vendor == REASONING_VENDOR for m in request.messages for b in m.content
+        )
     )
-    if left_off and not replays:
+    if left_off:
         notes.append(
             ProviderNote(
                 kind="reasoning-left-off",
@@ -87,51 +90,52 @@ def build_request(
     config: Any = None  # the app's own thinking configuration, sent as given (plus block binding)
     if thinking is not None:
         config = dict(thinking)
-        if built.thinking and replays:
+        if thinking_sent and replays:
             g.block_binding(config)
             headers[g.BETA_HEADER] = g.BINDING_BETA
     body = g.request(
         model=model,
         max_tokens=max_tokens,
         system=list(system) or None,
-        messages=built.messages,
+        messages=messages,
         tools=[g.tool(t) for t in request.tools] or None,
         thinking=config,
         stream=stream,
     )
     if cache_ttl is not None:
-        for block in breakpoint_blocks(list(system), built.anchors, request):
+        for block in breakpoint_blocks(list(system), anchors, request):
             g.cache_control(block, ttl=cache_ttl)
     binding = config is not None and g.parse_thinking_config(config).block_binding is not None
     return WireRequest(
-        body=dict(body), headers=headers, notes=notes, origins=built.origins() if binding else {}, binding=binding
+        body=dict(body), headers=headers, notes=notes, origins=_Origins(sources) if binding else {}, binding=binding
     )
 
 
-@attrs.define
-class _Turn:
-    """One wire message being built: its role, its blocks and, per block, the canonical block and message."""
+class _Origins(Mapping[str, int]):
+    """Wire block path (as input_transformations names it) -> index of the canonical message it came from; worked
+    out only if a response reports a dropped block."""
 
-    role: str
-    blocks: list[Any] = attrs.field(factory=list)
-    sources: list[tuple[ContentBlock, int]] = attrs.field(factory=list)
-    reorder: bool = False
+    def __init__(self, sources: list[list[int]]) -> None:
+        self._sources = sources
+        self._paths: dict[str, int] | None = None
 
+    def _get(self) -> dict[str, int]:
+        if self._paths is None:
+            self._paths = {
+                g.block_path(message=i, block=j): index
+                for i, row in enumerate(self._sources)
+                for j, index in enumerate(row)
+            }
+        return self._paths
 
-@attrs.frozen(kw_only=True)
-class _Built:
-    messages: list[dict[str, Any]]
-    anchors: list[Any]
-    turns: list[_Turn]
-    thinking: bool  # replayed thinking went on the wire in an assistant turn
+    def __getitem__(self, path: str) -> int:
+        return self._get()[path]
 
-    def origins(self) -> dict[str, int]:
-        """Wire block path (as input_transformations names it) -> index of the canonical message it came from."""
-        return {
-            g.block_path(message=i, block=j): index
-            for i, turn in enumerate(self.turns)
-            for j, (_, index) in enumerate(turn.sources)
-        }
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
 
 
 def build_messages(messages: list[Message]) -> tuple[list[dict[str, Any]], list[Any]]:
@@ -140,51 +144,61 @@ def build_messages(messages: list[Message]) -> tuple[list[dict[str, Any]], list[
     The anchor is the message's last cacheable block (not thinking, not empty text), or None if it put nothing
     cacheable on the wire. Blocks are fresh dicts, so adding cache_control to an anchor changes only this body.
     """
-    built = _build(messages, REASONING_VENDOR)
-    return built.messages, built.anchors
+    messages_out, anchors, _, _ = _build(messages, REASONING_VENDOR)
+    return messages_out, anchors
 
 
-def _build(messages: list[Message], reasoning_vendor: str | None) -> _Built:
-    turns: list[_Turn] = []
+def _build(
+    messages: list[Message], reasoning_vendor: str | None
+) -> tuple[list[dict[str, Any]], list[Any], list[list[int]], bool]:
+    """build_messages, plus per wire message the canonical message each block came from, and whether replayed
+    thinking went on the wire in an assistant turn."""
+    roles: list[str] = []  # per wire message: its role, its blocks, and per block the canonical message and
+    contents: list[list[Any]] = []  # whether it is a tool result (they must open a user turn)
+    sources: list[list[int]] = []
+    results: list[list[bool]] = []
     anchors: list[Any] = []
+    reorder: set[int] = set()
     thinking = False
+    user = g.ROLES[USER]
     for index, m in enumerate(messages):
         role = g.ROLES[m.role]
-        turn = turns[-1] if turns and turns[-1].role == role else None
+        blocks: list[Any] = []
+        flags: list[bool] = []
         anchor = None
-        kept: list[tuple[ContentBlock, Any]] = []
         for b in m.content:
             if foreign_reasoning(b, reasoning_vendor) or (isinstance(b, TextBlock) and not b.text):
                 continue  # other vendors' reasoning never goes on the wire; Anthropic rejects empty text blocks
             if m.role == SYSTEM and not isinstance(b, TextBlock):
                 raise WireError(f"a system message may hold only text on the anthropic wire, got {type(b).__name__}")
             block = g.content_block(b)
-            kept.append((b, block))
+            blocks.append(block)
+            flags.append(isinstance(b, ToolResultBlock))
             if isinstance(b, ReasoningBlock):
                 thinking = thinking or m.role == ASSISTANT
             else:
                 anchor = block
         anchors.append(anchor)
-        if not kept:
+        if not blocks:
             continue
-        if turn is None:
-            turn = _Turn(role=role)
-            turns.append(turn)
-        elif not isinstance(turn.sources[-1][0], ToolResultBlock) and any(
-            isinstance(b, ToolResultBlock) for b in m.content
-        ):
-            turn.reorder = True  # a user turn with text before tool results: results go first (see below)
-        turn.blocks += [block for _, block in kept]
-        turn.sources += [(b, index) for b, _ in kept]
-    for turn in turns:
-        if turn.reorder:
-            # tool_result blocks must open the user turn that answers the tool_use; text goes after them.
-            pairs = sorted(
-                zip(turn.blocks, turn.sources, strict=True), key=lambda p: not isinstance(p[1][0], ToolResultBlock)
-            )
-            turn.blocks, turn.sources = [p[0] for p in pairs], [p[1] for p in pairs]
-    out = [g.message(role=turn.role, content=turn.blocks) for turn in turns]
-    return _Built(messages=out, anchors=anchors, turns=turns, thinking=thinking)
+        if roles and roles[-1] == role:
+            if role == user and not results[-1][-1] and any(flags):
+                reorder.add(len(roles) - 1)  # text then tool results in one user turn: the results go first
+            contents[-1].extend(blocks)
+            sources[-1].extend([index] * len(blocks))
+            results[-1].extend(flags)
+        else:
+            roles.append(role)
+            contents.append(blocks)
+            sources.append([index] * len(blocks))
+            results.append(flags)
+    for i in reorder:
+        # tool_result blocks must open the user turn that answers the tool_use; text goes after them.
+        order = sorted(range(len(contents[i])), key=lambda j: not results[i][j])
+        contents[i] = [contents[i][j] for j in order]
+        sources[i] = [sources[i][j] for j in order]
+    out = [g.message(role=role, content=content) for role, content in zip(roles, contents, strict=True)]
+    return out, anchors, sources, thinking
 
 
 def parse_response(

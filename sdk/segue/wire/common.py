@@ -46,7 +46,7 @@ class WireRequest:
     notes: list[ProviderNote] = attrs.field(factory=list)
     #: Wire block path (`messages.i.content.j`) -> index of the canonical message it came from, for reading the
     #: vendor's reports about input blocks; filled only when `binding` (Anthropic only today).
-    origins: dict[str, int] = attrs.field(factory=dict)
+    origins: Mapping[str, int] = attrs.field(factory=dict)
     #: The request asks the vendor to report the replayed reasoning it drops (Anthropic thinking block binding).
     binding: bool = False
 

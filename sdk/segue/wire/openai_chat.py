@@ -109,23 +109,9 @@ def cache_options(cache: BreakpointCache) -> PromptCacheOptions:
     return g.prompt_cache_options(mode=cache.mode, ttl=cache.ttl if cache.ttl == "30m" else None)
 
 
-@attrs.define
-class _Group:
-    """A user, system or assistant message being built: consecutive ones of one role merge into it."""
-
-    role: str
-    mergeable: bool
-    content: list[tuple[ContentBlock, Any]] = attrs.field(factory=list)  # canonical block, wire part
-    calls: list[Any] = attrs.field(factory=list)
-    details: list[Any] = attrs.field(factory=list)
-
-    def message(self, parts: bool) -> dict[str, Any]:
-        content: Any = [part for _, part in self.content] or None  # None: an assistant message of tool calls only
-        if not parts and len(self.content) == 1 and isinstance(self.content[0][0], TextBlock):
-            content = self.content[0][0].text  # a lone text part as a plain string, what every server accepts
-        return g.message(
-            role=self.role, content=content, tool_calls=self.calls or None, reasoning_details=self.details or None
-        )
+#: What the last message built holds while the next may still merge into it: role, parts, the text of its only
+#: part when that part is text, tool calls, reasoning_details. A plain tuple: one is made per message.
+_Last = tuple[str, list[Any], str | None, list[Any], list[Any]]
 
 
 def build_messages(
@@ -140,13 +126,17 @@ def build_messages(
     `replay` turns reasoning of `reasoning_vendor` into `reasoning_details` entries; all other reasoning is
     dropped. With `parts`, content is always a list of parts, so any part can carry cache_control; without it
     a lone text part is sent as a plain string (what every server accepts) and anchors are not meaningful.
+    Consecutive user or assistant messages merge, as several chat templates reject roles that do not alternate.
     """
-    out: list[_Group | Any] = []
+    out: list[Any] = []
     anchors: list[Any] = []
+    last: _Last | None = None
+    roles, message = g.ROLES, g.message  # looked up once: this loop runs for every message of every request
     for m in messages:
-        content: list[tuple[ContentBlock, Any]] = []
+        content: list[Any] = []
         calls: list[Any] = []
         details: list[dict[str, Any]] = []
+        first: Any = None  # the first content block
         anchor: Any = None
         for b in m.content:
             if isinstance(b, ToolResultBlock):
@@ -155,6 +145,7 @@ def build_messages(
                     out.append(g.tool_message_parts(b, parts=[anchor]))
                 else:
                     out.append(g.tool_message(b))  # each result is a message of its own, after its call
+                last = None
             elif isinstance(b, ToolCallBlock):
                 calls.append(g.tool_call(b))
             elif isinstance(b, ReasoningBlock):
@@ -162,32 +153,30 @@ def build_messages(
                 if entry is not None:
                     details.append(entry)
             else:
-                content.append((b, g.content_part(b)))
+                first = first or b
+                content.append(g.content_part(b))
         if content:
-            anchor = content[-1][1]
+            anchor = content[-1]
         anchors.append(anchor)
-        if content or calls or details:
-            _append(out, g.ROLES[m.role], m.role != SYSTEM, content, calls, details)
-    return [x.message(parts) if isinstance(x, _Group) else x for x in out], anchors
-
-
-def _append(
-    out: list[_Group | Any],
-    role: str,
-    mergeable: bool,
-    content: list[tuple[ContentBlock, Any]],
-    calls: list[Any],
-    details: list[Any],
-) -> None:
-    """Add a message; one of the same role right before it takes it in, as several chat templates reject roles
-    that do not alternate."""
-    last = out[-1] if out else None
-    if not (isinstance(last, _Group) and last.role == role and mergeable and last.mergeable):
-        last = _Group(role=role, mergeable=mergeable)
-        out.append(last)
-    last.content += content
-    last.calls += calls
-    last.details += details
+        if not (content or calls or details):
+            continue
+        # Without parts a lone text part goes as a plain string, what every server accepts.
+        text = first.text if not parts and len(content) == 1 and isinstance(first, TextBlock) else None
+        role = roles[m.role]
+        mergeable = m.role != SYSTEM
+        if last is not None and last[0] == role and mergeable:
+            out.pop()  # merged into the message before, which is built again
+            _, last_parts, last_text, last_calls, last_details = last
+            if not content:
+                text = last_text
+            elif last_parts:
+                text = None
+            content, calls, details = last_parts + content, last_calls + calls, last_details + details
+        # With no content at all (an assistant message of tool calls only) the content is null.
+        value = content or None if text is None else text
+        out.append(message(role=role, content=value, tool_calls=calls or None, reasoning_details=details or None))
+        last = (role, content, text, calls, details) if mergeable else None
+    return out, anchors
 
 
 def parse_response(
