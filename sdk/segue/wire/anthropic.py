@@ -268,3 +268,7 @@ def _binding_notes(
                 )
             )
     return notes
+
+
+#: Usage as canonical Usage: the cached parts added back to input_tokens (schemas/wire/anthropic.json).
+parse_usage = g.parse_usage

@@ -230,6 +230,13 @@ def plain_reasoning(message: g.ChatMessage, model: str | None) -> list[Reasoning
     return []
 
 
+def parse_usage(u: Mapping[str, Any], timings: Any = None) -> Usage:
+    """prompt_tokens is the whole prompt; cached parts from prompt_tokens_details, else llama.cpp's timings."""
+    return with_timings(
+        g.parse_usage(u), None if timings is None else g.parse_timings(as_map(timings, "llama.cpp timings"))
+    )
+
+
 def with_timings(usage: Usage, timings: g.Timings | None) -> Usage:
     """Cached tokens from llama.cpp's timings when the usage does not say (a missing cached field stays None, the
     server did not say: vLLM omits it unless enabled, never 0)."""

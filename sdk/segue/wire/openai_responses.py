@@ -218,3 +218,7 @@ def _message_blocks(item: g.OutputMessage, model: str | None, notes: list[Provid
         else:
             blocks.append(block)
     return blocks
+
+
+#: Usage as canonical Usage, the writes split per TTL (schemas/wire/openai_responses.json).
+parse_usage = g.parse_usage
