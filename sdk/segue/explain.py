@@ -140,15 +140,7 @@ def is_fragment(message: StoredMessage) -> bool:
 
 def is_fragment_message(message: Any) -> bool:
     """True for a wire (or canonical) message dict that is a trailing runtime-state fragment."""
-    read = stored.read_message(message, None)
-    if read.kind is None:  # not a canonical message: every wire's messages carry their role and text alike
-        read = attrs.evolve(stored.read_message(message, "anthropic"), meta=_meta(message))
-    return is_fragment(read)
-
-
-def _meta(message: Any) -> Any:
-    meta = message.get(_META) if isinstance(message, dict) else None
-    return meta if isinstance(meta, dict) else None
+    return is_fragment(stored.read_any_message(message))
 
 
 def _segment(path: str, section: Section, value: Any, message: StoredMessage | None = None) -> _Segment:

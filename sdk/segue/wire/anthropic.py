@@ -153,8 +153,10 @@ def _build(
 ) -> tuple[list[dict[str, Any]], list[Any], list[list[int]], bool]:
     """build_messages, plus per wire message the canonical message each block came from, and whether replayed
     thinking went on the wire in an assistant turn."""
-    roles: list[str] = []  # per wire message: its role, its blocks, and per block the canonical message and
-    contents: list[list[Any]] = []  # whether it is a tool result (they must open a user turn)
+    # Per wire message: its role, its blocks, the canonical message each block came from, and which blocks are
+    # tool results (they must open a user turn).
+    roles: list[str] = []
+    contents: list[list[Any]] = []
     sources: list[list[int]] = []
     results: list[list[bool]] = []
     anchors: list[Any] = []

@@ -23,6 +23,7 @@ from segue.generated import (
     ExplainSection,
     ImageBlock,
     Message,
+    Role,
     TextBlock,
     ToolResultBlock,
     UrlImageSource,
@@ -32,7 +33,15 @@ from segue.generated.wire import anthropic, openai_chat, openai_responses, openr
 from segue.providers.base import ProviderRequest
 from segue.wire.common import ASSISTANT, TOOL, USER, MalformedResponseError, Unknown, as_map
 
-__all__ = ["BREAKPOINT_KEYS", "StoredMessage", "StoredRequest", "of_message", "read", "read_message"]
+__all__ = [
+    "BREAKPOINT_KEYS",
+    "StoredMessage",
+    "StoredRequest",
+    "of_message",
+    "read",
+    "read_any_message",
+    "read_message",
+]
 
 Block = ContentBlock | Unknown
 #: The cache markers of every wire: they move between requests without changing the cached text.
@@ -60,7 +69,7 @@ class StoredMessage:
     tool; None when unknown). `meta` is segue's own markers, present only in canonical bodies."""
 
     role: str
-    kind: str | None
+    kind: Role | None
     blocks: list[Block]
     raw: Any
     meta: Mapping[str, Any] | None = None
@@ -130,6 +139,20 @@ def read_message(item: Any, wire: str | None) -> StoredMessage:
         return reader(item)
     except (MalformedResponseError, BaseValidationError, TypeError, ValueError):
         return StoredMessage(role="?", kind=None, blocks=[Unknown(tag=None, raw=_raw(item))], raw=item)
+
+
+def read_any_message(item: Any) -> StoredMessage:
+    """A message of a body whose wire is not known: canonical if it is one, else read the way the Anthropic wire
+    reads its turns (every wire spells a message's role, its text content and its text parts alike), keeping
+    segue's own `meta` if the dict has it."""
+    read = read_message(item, None)
+    if read.kind is not None:
+        return read
+    meta = item.get(_META) if isinstance(item, Mapping) else None
+    return attrs.evolve(read_message(item, anthropic.__wire__), meta=meta if isinstance(meta, Mapping) else None)
+
+
+_META = attrs.fields(Message).meta.name
 
 
 def of_message(m: Message) -> StoredMessage:
