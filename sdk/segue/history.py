@@ -53,6 +53,7 @@ from segue.generated.wire import anthropic as anthropic_wire
 from segue.generated.wire import openai_chat as chat_wire
 from segue.generated.wire import openai_responses as responses_wire
 from segue.generated.wire import openrouter as openrouter_wire
+from segue.wire.common import Unknown
 
 log = logging.getLogger("segue.history")
 
@@ -180,7 +181,7 @@ def _read(item: Mapping[str, Any], where: str, left_out: list[str]) -> tuple[Sid
             blocks.append(TextBlock(text=item["refusal"]))
         for j, call in enumerate(item.get("tool_calls") or []):
             parsed = chat_wire.parse_tool_call_entry(_map(call, f"{where}.tool_calls[{j}]"), model)
-            if parsed is None:
+            if isinstance(parsed, Unknown):
                 raise InputError(f"{where}.tool_calls[{j}] is not a function call; segue replays only those")
             blocks.append(parsed)
     return side, blocks, kind == "message" and side == "assistant"
