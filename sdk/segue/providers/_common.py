@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from segue.errors import ProviderError, ProviderErrorKind
-from segue.generated.wire import shared as vendor_errors
+from segue.generated.wire import shared
 from segue.providers.base import ProviderNote, ProviderRequest, ProviderResponse, StreamDelta, StreamDone, StreamEvent
 from segue.wire.common import MalformedResponseError, ParsedResponse, WireRequest
 
@@ -209,14 +209,14 @@ def _error_object(e: Exception) -> Any:
     body = getattr(e, "body", None)
     if not isinstance(body, Mapping):
         return None
-    wrapped = vendor_errors.parse_envelope(body).error
+    wrapped = shared.parse_envelope(body).error
     return body if wrapped is None else wrapped
 
 
 def vendor_message(e: Exception) -> str:
     err = _error_object(e)
     if isinstance(err, Mapping):
-        message = vendor_errors.parse_details(err).message
+        message = shared.parse_details(err).message
         if isinstance(message, str):
             return message
     if isinstance(err, str):
@@ -227,7 +227,7 @@ def vendor_message(e: Exception) -> str:
 def _code(e: Exception) -> str:
     err = _error_object(e)
     if isinstance(err, Mapping):
-        details = vendor_errors.parse_details(err)
+        details = shared.parse_details(err)
         return str(details.code or details.type or "")
     return ""  # the SDKs take an error's code from its body only
 
@@ -251,7 +251,7 @@ def _status_kind(status: int, message: str, e: Exception) -> ProviderErrorKind:
 
 
 #: The vendor's error type or code -> kind, for errors without a status (an error event inside a stream).
-_BODY_KINDS: dict[str, ProviderErrorKind] = {**vendor_errors.ERROR_TYPES, **vendor_errors.ERROR_CODES}
+_BODY_KINDS: dict[str, ProviderErrorKind] = {**shared.ERROR_TYPES, **shared.ERROR_CODES}
 
 
 def _body_kind(e: Exception, message: str) -> ProviderErrorKind:
