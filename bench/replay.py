@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _peer_venv import peer_python
 
 from segue import Agent, RunStore
+from segue.contracts import ProviderRequest
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
-from segue.providers.base import ProviderRequest
 from segue.replay import plan_replay
 from segue.testing import ScriptedProvider
 

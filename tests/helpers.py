@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from segue import Agent, RunResult
+from segue.contracts import ProviderRequest
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock
-from segue.providers.base import ProviderRequest
 from segue.testing import ScriptedProvider
 
 

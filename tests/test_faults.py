@@ -24,9 +24,9 @@ from test_provider_openai_responses import MODEL as RESPONSES_MODEL
 from test_wire_support import Recorder, anthropic_client, json_response, openai_client, sse
 
 from segue import Agent, RunStore, tool
+from segue.contracts import Provider
 from segue.generated import RunDetail, RunEvent
 from segue.providers import AnthropicProvider, Failover, OpenAIChatProvider, OpenAIResponsesProvider
-from segue.providers.base import Provider
 from segue.tools import TRUNCATION_MARKER
 
 T = TypeVar("T")

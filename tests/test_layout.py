@@ -10,6 +10,7 @@ import attrs
 import pytest
 
 from segue.catalog import Catalog
+from segue.contracts import FRAGMENT_META_KEY
 from segue.generated import Message, TextBlock, ToolCallBlock, ToolResultBlock, Usage
 from segue.layout import (
     FRAGMENT_ITERATION_KEY,
@@ -20,7 +21,6 @@ from segue.layout import (
     escape_fragment_tags,
     is_fragment,
 )
-from segue.providers.base import FRAGMENT_META_KEY
 
 PREFIX_HOST = ("openai", "gpt-4.1-mini")  # catalog: prefix_prompt_cache true
 BLOCK_HOST = ("anthropic", "claude-sonnet-4-6")  # catalog: prefix_prompt_cache false

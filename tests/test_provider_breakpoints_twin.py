@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from segue import Agent, RunStore, tool
+from segue.contracts import ProviderRequest
 from segue.generated import Message, TextBlock
 from segue.generated.wire.openai_responses import tool as tool_param
 from segue.layout import RuntimeState
 from segue.protocol.config import build_app, load_config
 from segue.providers import AnthropicProvider, OpenAIChatProvider, OpenAIResponsesProvider
-from segue.providers.base import ProviderRequest
 from segue.twin import ScriptedPolicy, Twin
 from segue.twin.testing import FakeClock
 from segue.twin.view import AssistantTurn, PlannedCall

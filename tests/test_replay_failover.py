@@ -14,11 +14,11 @@ from typing import Any
 import httpx2
 
 from segue import Agent, RunResult, RunStore
+from segue.contracts import Provider
 from segue.demo import PROMPT, QUESTIONS, demo_tools
 from segue.generated import RunDetail
 from segue.layout import RuntimeState
 from segue.providers import AnthropicProvider, Failover, OpenAIResponsesProvider
-from segue.providers.base import Provider
 from segue.twin import Twin
 
 SONNET, HAIKU, TERRA = "claude-sonnet-4-6", "claude-haiku-4-5", "gpt-5.6-terra"

@@ -16,10 +16,10 @@ from test_provider_anthropic import response as anthropic_body
 from test_wire_support import Recorder, anthropic_client, json_response
 
 from segue import Agent, IdempotencyConflictError, InputError, ReplayRunError, RunStore
+from segue.contracts import ProviderRequest
 from segue.generated import Message, ReasoningBlock, TextBlock
 from segue.layout import RuntimeState, is_fragment
 from segue.providers import AnthropicProvider, Failover
-from segue.providers.base import ProviderRequest
 from segue.testing import ScriptedProvider, canonical_messages, text
 
 MINI = "gpt-4.1-mini"  # catalog: prefix_prompt_cache=true on openai, so `auto` is appendOnly

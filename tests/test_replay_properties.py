@@ -25,7 +25,8 @@ from segue.generated import (
     Usage,
     get_converter,
 )
-from segue.replay import CurrentPrefix, plan_replay, seed_of
+from segue.prefix_rule import CurrentPrefix, seed_of
+from segue.replay import plan_replay
 from segue.store.run_store import StoredRun
 
 CURRENT = CurrentPrefix(

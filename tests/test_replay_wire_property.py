@@ -22,11 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from segue import Agent, RunStore
+from segue.contracts import ProviderRequest
 from segue.errors import ProviderError
 from segue.generated import LlmInteraction, Message
 from segue.layout import RuntimeState, is_fragment
 from segue.providers import Failover
-from segue.providers.base import ProviderRequest
 from segue.testing import ScriptedProvider
 
 PATHS = {"va": ("m1", "m2"), "vb": ("m3",)}  # vendor -> models the turn may run on

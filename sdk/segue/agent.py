@@ -14,6 +14,7 @@ import attrs
 
 from segue.catalog import Catalog
 from segue.context import ContextBlock
+from segue.contracts import Provider
 from segue.conversation import as_history
 from segue.errors import IdempotencyConflictError, InputError, ReplayRunError, RunStateError
 from segue.execution import Execution
@@ -26,7 +27,7 @@ from segue.generated import (
 from segue.guardrails import Guardrail
 from segue.hashing import canonical_hash, canonical_json
 from segue.layout import LayoutMode, TrailingStateFn
-from segue.providers.base import Provider, members
+from segue.providers.base import members
 from segue.replay import (
     validate_knobs,
 )

@@ -19,6 +19,7 @@ from ulid import ULID
 
 from segue.catalog import Catalog
 from segue.context import fold_dynamic, render_stable_head
+from segue.contracts import REPLAYED_META_KEY, Provider, ProviderRequest, ProviderResponse, ServingPath, StreamDone
 from segue.conversation import add_usage, answer_text, tool_calls, user_message
 from segue.errors import IdempotencyConflictError, InputError, ProviderError, RunStateError, SegueError
 from segue.generated import (
@@ -49,18 +50,9 @@ from segue.meta import (
     TOOLS_META_KEY,
 )
 from segue.notes import RunNotes
-from segue.providers.base import (
-    REPLAYED_META_KEY,
-    Provider,
-    ProviderRequest,
-    ProviderResponse,
-    ServingPath,
-    StreamDone,
-    first_member,
-    serving_path,
-    serving_paths,
-)
-from segue.replay import CurrentPrefix, WireView, plan_replay, run_id_of
+from segue.prefix_rule import CurrentPrefix, WireView
+from segue.providers.base import first_member, serving_path, serving_paths
+from segue.replay import plan_replay, run_id_of
 from segue.run_state import RunSpec, RunState, make_event
 from segue.serving import fit, observe
 from segue.store.run_store import IdempotencyKeyTaken, NewRun, RunStore, StoredRun

@@ -28,6 +28,7 @@ from typing import Any, get_args
 
 import attrs
 
+from segue.contracts import FRAGMENT_META_KEY
 from segue.generated import (
     Divergence,
     ExplainCause,
@@ -44,7 +45,6 @@ from segue.generated.wire import shared
 from segue.hashing import canonical_json
 from segue.layout import FRAGMENT_TAG
 from segue.meta import LAYOUT_META_KEY
-from segue.providers.base import FRAGMENT_META_KEY
 from segue.wire import stored
 from segue.wire.common import USER
 from segue.wire.stored import StoredMessage

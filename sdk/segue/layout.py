@@ -56,8 +56,8 @@ from typing import Any, Literal
 import attrs
 
 from segue.catalog import Catalog, CatalogError
+from segue.contracts import FRAGMENT_META_KEY
 from segue.generated import Message, TextBlock, ToolResultBlock, Usage
-from segue.providers.base import FRAGMENT_META_KEY
 
 __all__ = [
     "FRAGMENT_ITERATION_KEY",

@@ -13,8 +13,8 @@ from typing import Any
 
 import attrs
 
+from segue.contracts import ProviderNote
 from segue.generated import RunNote, get_converter
-from segue.providers.base import ProviderNote
 
 
 class RunNotes:

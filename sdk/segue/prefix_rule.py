@@ -19,6 +19,7 @@ from typing import Any
 
 import attrs
 
+from segue.contracts import ServingPath
 from segue.generated import (
     Message,
     PrefixDescriptor,
@@ -29,9 +30,8 @@ from segue.generated import (
     ServedPath,
     get_converter,
 )
-from segue.hashing import ListHasher, canonical_json
+from segue.hashing import ListHasher, message_json
 from segue.meta import PREFIX_META_KEY
-from segue.providers.base import ServingPath
 
 log = logging.getLogger("segue.replay")
 
@@ -56,11 +56,6 @@ class CurrentPrefix:
     @property
     def path(self) -> ServingPath:
         return ServingPath(vendor=self.vendor, model=self.model, reasoning_vendor=self.reasoning_vendor)
-
-
-def message_json(m: Message) -> str:
-    """A message as hashed: canonical JSON of its role and content (meta never reaches a vendor)."""
-    return canonical_json({"role": m.role, "content": get_converter().unstructure(m.content, list[Any])})
 
 
 def seed_of(messages: Sequence[Message], view: WireView | None = None) -> str:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import attrs
 
+from segue.contracts import REPLAYED_META_KEY, ServingPath
 from segue.errors import ReplayRunError
 from segue.generated import (
     Message,
@@ -29,25 +30,13 @@ from segue.generated import (
     ToolResultBlock,
     get_converter,
 )
-from segue.hashing import ListHasher
+from segue.hashing import ListHasher, message_json
 from segue.meta import LAYOUT_META_KEY, TOOLS_META_KEY
-from segue.prefix_rule import CurrentPrefix, WireView, message_json, reasoning_verdict, seed_of
-from segue.providers.base import REPLAYED_META_KEY, ServingPath
+from segue.prefix_rule import CurrentPrefix, WireView, reasoning_verdict
 from segue.store.run_store import TERMINAL, StoredRun
 from segue.tokens import count_json
 
-__all__ = [
-    "CurrentPrefix",
-    "ReplayPlan",
-    "WireView",
-    "check_runs",
-    "is_run_id",
-    "message_json",
-    "plan_replay",
-    "run_id_of",
-    "seed_of",
-    "validate_knobs",
-]
+__all__ = ["ReplayPlan", "check_runs", "is_run_id", "plan_replay", "run_id_of", "validate_knobs"]
 
 _ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$", re.IGNORECASE)
 

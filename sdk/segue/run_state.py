@@ -7,6 +7,7 @@ from typing import Any, Literal
 import attrs
 
 from segue.context import ContextBlock
+from segue.contracts import ServingPath
 from segue.conversation import ZERO_USAGE
 from segue.generated import (
     Message,
@@ -23,7 +24,6 @@ from segue.generated import (
 from segue.layout import LayoutPolicy
 from segue.notes import RunNotes
 from segue.prefix_rule import CurrentPrefix, WireView
-from segue.providers.base import ServingPath
 
 
 @attrs.frozen(kw_only=True)

@@ -22,10 +22,7 @@ from typing import Any
 
 import attrs
 
-from segue.generated import Message, PrefixDescriptor, ReplaySummary, ReplayWarning, ServedPath, get_converter
-from segue.meta import NOTES_META_KEY, PREFIX_META_KEY, REPLAY_META_KEY
-from segue.prefix_rule import drop_kept, log, path_cause, seed_of
-from segue.providers.base import (
+from segue.contracts import (
     REPLAYED_META_KEY,
     ProviderNote,
     ProviderRequest,
@@ -33,6 +30,9 @@ from segue.providers.base import (
     ServingPath,
     without_replayed_reasoning,
 )
+from segue.generated import Message, PrefixDescriptor, ReplaySummary, ReplayWarning, ServedPath, get_converter
+from segue.meta import NOTES_META_KEY, PREFIX_META_KEY, REPLAY_META_KEY
+from segue.prefix_rule import drop_kept, log, path_cause, seed_of
 from segue.run_state import RunState
 
 #: Warning causes that say why a run's reasoning was dropped (the others are about tools and the budget).

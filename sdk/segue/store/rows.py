@@ -9,6 +9,7 @@ from typing import Any, cast
 
 from segue.errors import StoreError
 from segue.generated import Message, ReplaySummary, RunStatus, RunSummary, Usage, get_converter
+from segue.hashing import message_json
 from segue.meta import REPLAY_META_KEY
 from segue.store.models import AgentRun
 
@@ -64,8 +65,6 @@ class HashItems(Sequence[str]):
             return [self[k] for k in range(*i.indices(len(self)))]
         entry = self._entries[i]
         if entry[1] is None:
-            from segue.replay import message_json  # replay imports the store; import here to avoid a cycle
-
             entry[1] = message_json(entry[0])
         return entry[1]
 
