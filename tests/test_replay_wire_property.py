@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 import attrs
-from helpers import LookupPolicy, lookup
+from helpers import LookupPolicy, lookup, stored_meta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -191,7 +191,7 @@ async def _converse(plan: list[dict[str, Any]]) -> None:
             mine = produced(calls, result.run_id, question, config)
             # The descriptor is true: who served the run's first iteration, and what preceded its user message.
             assert (detail.prefix.vendor, detail.prefix.model) == mine.path
-            also = {(p["vendor"], p["model"]) for p in detail.meta["segue.prefix"].get("also_served", [])}
+            also = {(p["vendor"], p["model"]) for p in stored_meta(detail)["segue.prefix"].get("also_served", [])}
             assert also == mine.paths - {mine.path}
             assert detail.prefix.seed == mine.seed
             if ids:

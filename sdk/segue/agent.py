@@ -13,12 +13,12 @@ from typing import Any, Literal
 import attrs
 
 from segue.catalog import Catalog
-from segue.context import ContextBlock
 from segue.contracts import Provider
 from segue.conversation import as_history
 from segue.errors import IdempotencyConflictError, InputError, ReplayRunError, RunStateError
 from segue.execution import Execution
 from segue.generated import (
+    ContextBlock,
     Message,
     RunEvent,
     RunResult,
@@ -271,11 +271,15 @@ class Agent(Execution):
         if metadata is not None and not isinstance(metadata, Mapping):
             raise InputError(f"metadata must be a dict, got {type(metadata).__name__}")
         _check_metadata(dict(metadata or {}))
-        blocks = list(context or [])
-        for i, b in enumerate(blocks):
+        blocks = []
+        for i, b in enumerate(context or []):
             if not isinstance(b, ContextBlock):
                 raise InputError(f"context must hold ContextBlock objects, got {type(b).__name__}")
+            text: object = b.text  # generated classes do not check types when constructed
+            if not isinstance(text, str) or b.placement not in (None, "dynamic", "stable"):
+                raise InputError(f"context[{i}] needs text (a str) and placement 'dynamic' or 'stable', got {b!r:.80}")
             _check_text(f"context[{i}].text", b.text)
+            blocks.append(attrs.evolve(b, placement=b.placement or "dynamic"))
         messages = as_history(history)
         _check_text("history", get_converter().unstructure(messages, list[Message]))
         knobs = validate_knobs(runs, replay_last, replay_reasoning, replay_budget_tokens, single_call=self.single_call)

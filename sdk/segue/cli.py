@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 
 from segue.cli_render import Style, clean, count, share, show_text, table
 from segue.errors import StoreError
-from segue.generated import RunDetail, RunStatus, RunSummary, Usage, get_converter
+from segue.generated import RunDetail, RunExplanation, RunStatus, RunSummary, SweptRuns, Usage, get_converter
 
 EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT = 0, 1, 2
 DB_ENV = "SEGUE_DB"
@@ -109,7 +109,7 @@ def _runs_list(args: argparse.Namespace) -> int:
         )
         tenants = store.tenants() if not runs and not args.admin else []
     if args.json:
-        _print_json([get_converter().unstructure(r, RunSummary) for r in runs])
+        _print_json(get_converter().unstructure(runs, list[RunSummary]))
     if not runs:
         raise CommandError(f"no runs for {_who(args)} matching the filters{_tenant_hint(args, tenants)}", EXIT_PROBLEM)
     if args.json:
@@ -155,12 +155,12 @@ def _runs_explain(args: argparse.Namespace) -> int:
         previous = store.get_run(run.continued_from, **_scope(args)) if run.continued_from else None
     explanation = explain_run(run, previous)
     if args.json:
-        _print_json(get_converter().unstructure(explanation))
+        _print_json(get_converter().unstructure(explanation, RunExplanation))
         return EXIT_PROBLEM if breaks(explanation) else EXIT_OK
     style = Style()
     print(f"{style('run', 'bold')} {run.run_id}" + (f" (continues {run.continued_from})" if run.continued_from else ""))
     if explanation.layout:
-        print(f"layout: {explanation.layout.get('mode', 'undecided')}")
+        print(f"layout: {explanation.layout.mode or 'undecided'}")
     if not explanation.iterations:
         print("the run made no provider request")
     headers = ["ITER", "COMPARED WITH", "REUSED", "OF", "SHARE", "CACHE READ", "INPUT", "CAUSE"]
@@ -275,7 +275,7 @@ def _runs_sweep(args: argparse.Namespace) -> int:
     with _store(args, write=True) as store:
         swept = store.sweep()
     if args.json:
-        _print_json(swept)
+        _print_json(get_converter().unstructure(swept, SweptRuns))
     elif swept:
         print(f"marked {len(swept)} abandoned run(s) error (their lease expired): {', '.join(swept)}")
     else:
@@ -422,7 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
         "mark runs abandoned by a killed process (their lease expired) as error, so they can be replayed",
     )
     _db_option(p)
-    _json_option(p, "the list of run ids marked")
+    _json_option(p, "SweptRuns: the run ids marked")
 
     db = _command(commands, "db", None, "the run store itself")
     db_cmds = db.add_subparsers(dest="db_command", required=True, metavar="SUBCOMMAND")

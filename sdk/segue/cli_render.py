@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from segue.generated import RunDetail, Usage
-from segue.meta import LAYOUT_META_KEY
 
 
 class Style:
@@ -124,10 +123,10 @@ def show_text(run: RunDetail) -> str:
         f"answer: {clean(run.answer or '—', 200)}",
         f"usage: {_usage_line(run.usage)}",
     ]
-    layout = (run.meta or {}).get(LAYOUT_META_KEY)
-    if isinstance(layout, dict):
-        at = f" at iteration {layout['iteration']}" if layout.get("iteration") else ""
-        out.append(f"layout: {layout.get('mode', 'undecided')} ({clean(str(layout.get('reason', '')))}){at}")
+    layout = run.meta.segue_layout if run.meta is not None else None
+    if layout is not None:
+        at = f" at iteration {layout.iteration}" if layout.iteration else ""
+        out.append(f"layout: {layout.mode or 'undecided'} ({clean(layout.reason or '')}){at}")
     if run.replay is not None:
         r = run.replay
         out.append("replay:")

@@ -25,12 +25,13 @@ from segue.errors import IdempotencyConflictError, InputError, ProviderError, Ru
 from segue.generated import (
     LlmInteraction,
     Message,
-    PrefixDescriptor,
+    PendingCalls,
     ReplaySummary,
     RunEvent,
-    RunNote,
+    RunMeta,
     RunResult,
     RunStatus,
+    StoredRequest,
     ToolCallBlock,
     ToolCallRecord,
     ToolDefinition,
@@ -40,15 +41,6 @@ from segue.generated import (
 from segue.guardrails import Guardrail
 from segue.hashing import canonical_hash
 from segue.layout import LayoutMode, LayoutPolicy, RuntimeState, TrailingStateFn
-from segue.meta import (
-    LAYOUT_META_KEY,
-    NOTES_META_KEY,
-    PENDING_META_KEY,
-    PREFIX_META_KEY,
-    REPLAY_META_KEY,
-    REQUEST_META_KEY,
-    TOOLS_META_KEY,
-)
 from segue.notes import RunNotes
 from segue.prefix_rule import CurrentPrefix, WireView
 from segue.providers.base import first_member, serving_path, serving_paths
@@ -195,20 +187,19 @@ class Execution:
         state.persisted.append(first)
         conv = get_converter()
         # The prefix descriptor is written with the first response, when it is known who served (segue.serving).
-        meta: dict[str, Any] = {
-            TOOLS_META_KEY: self._tool_hashes,
-            REQUEST_META_KEY: {
-                "history": [conv.unstructure(m, Message) for m in spec.history],
-                "context": [{"text": b.text, "placement": b.placement, "source": b.source} for b in spec.context],
-                "model": spec.model,
-                "vendor": spec.vendor,
-                "replay_last": spec.replay_last,
-                "replay_reasoning": spec.replay_reasoning,
-                "replay_budget_tokens": spec.replay_budget_tokens,
-            },
-        }
-        if summary is not None:
-            meta[REPLAY_META_KEY] = conv.unstructure(summary)
+        meta = RunMeta(
+            segue_tools=self._tool_hashes,
+            segue_request=StoredRequest(
+                history=list(spec.history),
+                context=list(spec.context),
+                model=spec.model,
+                vendor=spec.vendor,
+                replay_last=spec.replay_last,
+                replay_reasoning=spec.replay_reasoning,
+                replay_budget_tokens=spec.replay_budget_tokens,
+            ),
+            segue_replay=summary,
+        )
         new_run = NewRun(
             run_id=state.run_id,
             tenant_id=spec.tenant_id,
@@ -302,8 +293,8 @@ class Execution:
                 calls = tool_calls(assistant)
                 if calls and any(self._needs_approval(c) for c in calls):
                     await self._record(state, iteration, interaction, [], served)
-                    pending = {"iteration": iteration, "calls": [c.id for c in calls]}
-                    await self._finish(state, "waiting_approval", None, None, {PENDING_META_KEY: pending})
+                    pending = PendingCalls(iteration=iteration, calls=[c.id for c in calls])
+                    await self._finish(state, "waiting_approval", None, None, pending)
                     for c in calls:
                         yield make_event(
                             "TOOL_CALL",
@@ -317,13 +308,13 @@ class Execution:
                         state.run_id,
                         iteration,
                         result=self._result(state, "waiting_approval"),
-                        meta={"pending": pending["calls"]},
+                        meta={"pending": pending.calls},
                     )
                     return
                 if not calls:
                     await self._record(state, iteration, interaction, [], served)
                     answer = self._restore(answer_text(assistant), state)
-                    await self._finish(state, "success", answer, None, {})
+                    await self._finish(state, "success", answer, None)
                     yield make_event(
                         "RUN_COMPLETED", state.run_id, iteration, result=self._result(state, "success", answer)
                     )
@@ -337,7 +328,7 @@ class Execution:
                     yield event
                 await self._record(state, iteration, interaction, records, served)
             message = f"stopped after max_iterations={self.max_iterations} without a final answer"
-            await self._finish(state, "max_iterations", None, message, {})
+            await self._finish(state, "max_iterations", None, message)
             yield make_event(
                 "RUN_COMPLETED",
                 state.run_id,
@@ -345,7 +336,7 @@ class Execution:
                 result=self._result(state, "max_iterations", error=message),
             )
         except asyncio.CancelledError:
-            await asyncio.shield(self._finish(state, "cancelled", None, "the run was cancelled", {}))
+            await asyncio.shield(self._finish(state, "cancelled", None, "the run was cancelled"))
             raise
         except SegueError as e:
             async for event in self._fail(state, str(e), type(e).__name__):
@@ -353,7 +344,7 @@ class Execution:
         except Exception as e:
             # A bug in segue or in app code it calls (e.g. trailing_state): record it so the run is terminal, and
             # let it surface.
-            await asyncio.shield(self._finish(state, "error", None, f"{type(e).__name__}: {e}", {}))
+            await asyncio.shield(self._finish(state, "error", None, f"{type(e).__name__}: {e}"))
             raise
 
     def _request(self, state: RunState) -> ProviderRequest:
@@ -482,7 +473,6 @@ class Execution:
         # The summary as it stood at the pause: reasoning the earlier requests went without stays off.
         summary = summary_at_pause(stored) if plans else None
         own = [t.message for t in stored.traces]
-        descriptor = stored.meta.get(PREFIX_META_KEY)
         return RunState(
             run_id=stored.run_id,
             spec=spec,
@@ -498,8 +488,8 @@ class Execution:
             resumed_at=iteration,
             usage=stored.usage,
             pii=dict((stored.private or {}).get("pii", {})),
-            descriptor=get_converter().structure(descriptor, PrefixDescriptor) if descriptor else None,
-            notes=RunNotes.from_meta(stored.meta.get(NOTES_META_KEY)),
+            descriptor=stored.meta.segue_prefix,
+            notes=RunNotes(stored.meta.segue_notes or []),
             layout=layout,
             persisted=list(own),
         )
@@ -508,8 +498,8 @@ class Execution:
         """The first call after a resume failed: the run waits again, with its tool results kept and no call
         pending, so resuming it once more retries the call."""
         state.iteration = state.resumed_at
-        pending = {"iteration": state.iteration, "calls": []}
-        await self._finish(state, "waiting_approval", None, message, {PENDING_META_KEY: pending})
+        pending = PendingCalls(iteration=state.iteration, calls=[])
+        await self._finish(state, "waiting_approval", None, message, pending)
         yield make_event(
             "RUN_PAUSED",
             state.run_id,
@@ -527,7 +517,7 @@ class Execution:
         iteration: int,
         interaction: LlmInteraction | None,
         records: list[ToolCallRecord],
-        meta: dict[str, Any] | None = None,
+        meta: RunMeta | None = None,
     ) -> None:
         """Persist what changed in the run's traces since the last write, plus the call and tool records, who
         served (`interaction`) and the run meta that changed with it (`meta`), in one transaction.
@@ -560,17 +550,21 @@ class Execution:
         )
 
     async def _finish(
-        self, state: RunState, status: RunStatus, answer: str | None, error: str | None, meta: dict[str, Any]
+        self,
+        state: RunState,
+        status: RunStatus,
+        answer: str | None,
+        error: str | None,
+        pending: PendingCalls | None = None,
     ) -> None:
         if self.store is None:
             return
-        updates = dict(meta)
-        if state.notes:
-            updates[NOTES_META_KEY] = state.notes.meta()
-        if state.replay is not None:
-            updates[REPLAY_META_KEY] = get_converter().unstructure(state.replay)
-        if state.layout is not None:
-            updates[LAYOUT_META_KEY] = state.layout.meta()
+        updates = RunMeta(
+            segue_pending=pending,
+            segue_notes=state.notes.as_list() or None,
+            segue_replay=state.replay,
+            segue_layout=state.layout.meta() if state.layout is not None else None,
+        )
         await self._db(
             self.store.finish_run,
             state.run_id,
@@ -584,7 +578,7 @@ class Execution:
         )
 
     async def _fail(self, state: RunState, message: str, error_type: str) -> AsyncIterator[RunEvent]:
-        await self._finish(state, "error", None, message, {})
+        await self._finish(state, "error", None, message)
         yield make_event(
             "RUN_ERROR",
             state.run_id,
@@ -657,7 +651,7 @@ class Execution:
             raise IdempotencyConflictError(spec.idempotency_key)
         detail = await self._db(self._store().get_run, run_id, tenant_id=spec.tenant_id)
         assert detail is not None
-        notes = get_converter().structure((detail.meta or {}).get(NOTES_META_KEY, []), list[RunNote])
+        notes = detail.meta.segue_notes if detail.meta is not None else None
         return RunResult(
             run_id=detail.run_id,
             status=detail.status,

@@ -44,7 +44,6 @@ from segue.generated import (
 from segue.generated.wire import shared
 from segue.hashing import canonical_json
 from segue.layout import FRAGMENT_TAG
-from segue.meta import LAYOUT_META_KEY
 from segue.wire import stored
 from segue.wire.common import USER
 from segue.wire.stored import StoredMessage
@@ -335,9 +334,8 @@ def _collapsed_run(run: RunDetail, previous: RunDetail | None) -> str | None:
 
 
 def _layout_mode(run: RunDetail) -> str | None:
-    layout = (run.meta or {}).get(LAYOUT_META_KEY)
-    mode = layout.get("mode") if isinstance(layout, dict) else None
-    return mode if isinstance(mode, str) else None
+    layout = run.meta.segue_layout if run.meta is not None else None
+    return layout.mode if layout is not None else None
 
 
 def _classify(
@@ -442,11 +440,10 @@ def explain_run(run: RunDetail, previous: RunDetail | None = None) -> RunExplana
                 usage=now.usage,
             )
         )
-    layout = (run.meta or {}).get(LAYOUT_META_KEY)
     return RunExplanation(
         run_id=run.run_id,
         continued_from=run.continued_from,
-        layout=layout if isinstance(layout, dict) else None,
+        layout=run.meta.segue_layout if run.meta is not None else None,
         iterations=out,
     )
 

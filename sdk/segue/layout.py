@@ -24,7 +24,7 @@ Call sequence for the agent loop (one `LayoutPolicy` per run)::
         response = await provider.complete(...request_messages...)
         policy.observe_served(iteration, response.vendor, response.model)
         history += [assistant message, tool results]               # never the fragment itself
-    store policy.with_kept_fragments(history) as the run's messages; policy.meta() as meta["segue.layout"]
+    store policy.with_kept_fragments(history) as the run's messages; policy.meta() as RunMeta.segue_layout
 
 History bookkeeping: the loop's `history` never contains this run's fragments. The policy keeps the ones that
 stay in the run (`kept_fragments`, appendOnly only), each at the index of `history` it was appended after;
@@ -57,7 +57,7 @@ import attrs
 
 from segue.catalog import Catalog, CatalogError
 from segue.contracts import FRAGMENT_META_KEY
-from segue.generated import Message, TextBlock, ToolResultBlock, Usage
+from segue.generated import LayoutMeta, Message, TextBlock, ToolResultBlock, Usage
 
 __all__ = [
     "FRAGMENT_ITERATION_KEY",
@@ -160,9 +160,6 @@ class LayoutDecision:
     iteration: int
     basis: Literal["configured", "override", "served", "fallback"]
     frozen: bool
-
-    def as_meta(self) -> dict[str, Any]:
-        return {"mode": self.mode, "reason": self.reason, "iteration": self.iteration, "basis": self.basis}
 
 
 @attrs.frozen(kw_only=True)
@@ -393,12 +390,15 @@ class LayoutPolicy:
         iterations produced saw a message its replay can never show again."""
         return sorted(self._sent - set(self._kept))
 
-    def meta(self) -> dict[str, Any]:
-        """For `agent_runs.meta["segue.layout"]`."""
-        out: dict[str, Any] = {"configured": self.configured}
-        if self._decision is not None:
-            out.update(self._decision.as_meta())
-        out["restored_iteration"] = self._restored_iteration
-        if self.unstored_fragments:
-            out["unstored_fragments"] = self.unstored_fragments
-        return out
+    def meta(self) -> LayoutMeta:
+        """For `agent_runs.meta["segue.layout"]` (RunMeta.segue_layout)."""
+        d = self._decision
+        return LayoutMeta(
+            configured=self.configured,
+            mode=d.mode if d else None,
+            reason=d.reason if d else None,
+            iteration=d.iteration if d else None,
+            basis=d.basis if d else None,
+            restored_iteration=self._restored_iteration,
+            unstored_fragments=self.unstored_fragments or None,
+        )

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import attrs
 
@@ -28,10 +27,8 @@ from segue.generated import (
     ReplayWarning,
     ReplayWarningCause,
     ServedPath,
-    get_converter,
 )
 from segue.hashing import ListHasher, message_json
-from segue.meta import PREFIX_META_KEY
 
 log = logging.getLogger("segue.replay")
 
@@ -70,7 +67,7 @@ def seed_of(messages: Sequence[Message], view: WireView | None = None) -> str:
 
 
 def reasoning_verdict(
-    meta: Mapping[str, Any],
+    descriptor: PrefixDescriptor | None,
     messages: Sequence[Message],
     seed: str,
     current: CurrentPrefix,
@@ -79,7 +76,8 @@ def reasoning_verdict(
     view: WireView | None,
     unstored_fragment: bool = False,
 ) -> Verdict | None:
-    """Why a run's reasoning (in `messages`, recorded with `meta`) cannot go on this request, or None if it can.
+    """Why a run's reasoning (in `messages`, produced under `descriptor`) cannot go on this request, or None if it
+    can.
 
     `seed` hashes what precedes the run on this request's wire; `earlier_drop` is the last earlier replayed run
     whose reasoning this request drops (a seed mismatch then says `follows`); `unstored_fragment`: some of the
@@ -90,13 +88,12 @@ def reasoning_verdict(
             f"reasoning dropped: this request's wire ({current.vendor}/{current.model}) takes no reasoning back "
             "(e.g. Anthropic with thinking off, or Chat Completions)",
         )
-    raw = meta.get(PREFIX_META_KEY)
-    if raw is None:
+    d = descriptor
+    if d is None:
         return (
             "predates-metadata",
             "reasoning dropped: the run has no prefix descriptor (recorded before segue kept them)",
         )
-    d = get_converter().structure(raw, PrefixDescriptor)
     if d.vendor != current.vendor:
         return ("cross-vendor", f"reasoning dropped: it came from {d.vendor}, this request goes to {current.vendor}")
     if d.also_served:

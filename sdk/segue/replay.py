@@ -31,7 +31,6 @@ from segue.generated import (
     get_converter,
 )
 from segue.hashing import ListHasher, message_json
-from segue.meta import LAYOUT_META_KEY, TOOLS_META_KEY
 from segue.prefix_rule import CurrentPrefix, WireView, reasoning_verdict
 from segue.store.run_store import TERMINAL, StoredRun
 from segue.tokens import count_json
@@ -280,12 +279,13 @@ def _drop_cause(
     if guardrails:
         return ("guardrails", "reasoning dropped: guardrails are configured, and reasoning is not replayed with them")
     earlier = check.dropped[-1] if check.dropped else None
-    unstored = set(run.meta.get(LAYOUT_META_KEY, {}).get("unstored_fragments", []))
+    layout = run.meta.segue_layout
+    unstored = set(layout.unstored_fragments or []) if layout is not None else set()
     after_unstored = any(
         t.iteration in unstored and any(isinstance(b, ReasoningBlock) for b in t.message.content) for t in run.traces
     )
     return reasoning_verdict(
-        run.meta,
+        run.meta.segue_prefix,
         messages,
         check.hasher.digest(),
         check.current,
@@ -300,7 +300,7 @@ def _warn_tools(run: StoredRun, messages: Sequence[Message], current: CurrentPre
     missing = [n for n in called if n not in current.tool_hashes]
     if missing:
         warn(run.run_id, "tool-missing", f"replayed calls to tools no longer offered, sent as they were: {missing}")
-    then: Mapping[str, str] = run.meta.get(TOOLS_META_KEY, {})
+    then: Mapping[str, str] = run.meta.segue_tools or {}
     changed = [n for n in called if n in current.tool_hashes and n in then and then[n] != current.tool_hashes[n]]
     if changed:
         warn(run.run_id, "tool-changed", f"tools whose definition changed since the run: {changed}")

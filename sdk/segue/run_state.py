@@ -6,10 +6,10 @@ from typing import Any, Literal
 
 import attrs
 
-from segue.context import ContextBlock
 from segue.contracts import ServingPath
 from segue.conversation import ZERO_USAGE
 from segue.generated import (
+    ContextBlock,
     Message,
     PrefixDescriptor,
     ReplayKnobs,

@@ -18,8 +18,6 @@ to each path; the response says which path served. Everything that describes the
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 
 from segue.contracts import (
@@ -30,8 +28,7 @@ from segue.contracts import (
     ServingPath,
     without_replayed_reasoning,
 )
-from segue.generated import Message, PrefixDescriptor, ReplaySummary, ReplayWarning, ServedPath, get_converter
-from segue.meta import NOTES_META_KEY, PREFIX_META_KEY, REPLAY_META_KEY
+from segue.generated import Message, PrefixDescriptor, ReplaySummary, ReplayWarning, RunMeta, ServedPath
 from segue.prefix_rule import drop_kept, log, path_cause, seed_of
 from segue.run_state import RunState
 
@@ -53,7 +50,7 @@ def fit(state: RunState, messages: list[Message]) -> tuple[list[Message], dict[S
     }
 
 
-def observe(state: RunState, request: ProviderRequest, response: ProviderResponse, iteration: int) -> dict[str, Any]:
+def observe(state: RunState, request: ProviderRequest, response: ProviderResponse, iteration: int) -> RunMeta | None:
     """Fold one response into `state`; returns the run meta to write in the same transaction as this iteration."""
     replay, notes_before = state.replay, state.notes.as_list()
     served = response.replay_path or request.replay_path
@@ -77,17 +74,14 @@ def observe(state: RunState, request: ProviderRequest, response: ProviderRespons
             response.model,
             requires_stable_reasoning_prefix=response.requires_stable_reasoning_prefix,
         )
-    conv = get_converter()
-    updates: dict[str, Any] = {}
     descriptor = _describe(state, response, sent)
-    if descriptor != state.descriptor:
-        state.descriptor = descriptor
-        updates[PREFIX_META_KEY] = conv.unstructure(descriptor)
-    if state.replay is not replay and state.replay is not None:
-        updates[REPLAY_META_KEY] = conv.unstructure(state.replay)
-    if state.notes.as_list() != notes_before:
-        updates[NOTES_META_KEY] = state.notes.meta()
-    return updates
+    updates = RunMeta(
+        segue_prefix=descriptor if descriptor != state.descriptor else None,
+        segue_replay=state.replay if state.replay is not replay else None,
+        segue_notes=state.notes.as_list() if state.notes.as_list() != notes_before else None,
+    )
+    state.descriptor = descriptor
+    return None if updates == RunMeta() else updates
 
 
 def _keep(state: RunState) -> dict[ServingPath, frozenset[str]]:

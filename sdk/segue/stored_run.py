@@ -9,46 +9,43 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from segue.context import ContextBlock
 from segue.conversation import as_history
 from segue.errors import InputError, RunStateError
-from segue.generated import ReplayKnobs, ReplaySummary, get_converter
-from segue.meta import PENDING_META_KEY, REPLAY_META_KEY, REQUEST_META_KEY
+from segue.generated import ReplaySummary, StoredRequest
 from segue.run_state import RunSpec
 from segue.store.run_store import StoredRun
 
 
 def spec_of(stored: StoredRun) -> RunSpec:
     """The run's request as it was made: input, history, context, replay knobs and the model / vendor override."""
-    request = stored.meta.get(REQUEST_META_KEY, {})
-    replay = stored.meta.get(REPLAY_META_KEY)
-    knobs = get_converter().structure(replay["knobs"], ReplayKnobs) if replay and "knobs" in replay else None
+    request = stored.meta.segue_request or StoredRequest()
+    replay = stored.meta.segue_replay
     return RunSpec(
         input=stored.input,
-        history=as_history(request.get("history", [])),
-        context=[ContextBlock(c["text"], c["placement"], c.get("source")) for c in request.get("context", [])],
-        knobs=knobs,
-        replay_last=request.get("replay_last", 0),
-        replay_reasoning=request.get("replay_reasoning", True),
-        replay_budget_tokens=request.get("replay_budget_tokens"),
+        history=as_history(request.history or []),
+        context=list(request.context or []),
+        knobs=replay.knobs if replay is not None else None,
+        replay_last=request.replay_last if request.replay_last is not None else 0,
+        replay_reasoning=request.replay_reasoning if request.replay_reasoning is not None else True,
+        replay_budget_tokens=request.replay_budget_tokens,
         tenant_id=stored.tenant_id,
         metadata={},
         idempotency_key=None,
-        model=request.get("model"),
-        vendor=request.get("vendor"),
+        model=request.model,
+        vendor=request.vendor,
     )
 
 
 def pending_calls(stored: StoredRun) -> tuple[int, list[str]]:
     """(the iteration it paused at, the call ids it waits on) of a paused run; RunStateError for any other."""
-    pending = stored.meta.get(PENDING_META_KEY)
-    if stored.status != "waiting_approval" or not pending:
+    pending = stored.meta.segue_pending
+    if stored.status != "waiting_approval" or pending is None:
         raise RunStateError(
             f"run {stored.run_id} is {stored.status}, not waiting_approval; only paused runs resume",
             run_id=stored.run_id,
             reason="not_paused",
         )
-    return int(pending["iteration"]), list(pending["calls"])
+    return pending.iteration, list(pending.calls)
 
 
 def decisions_for(waiting: list[str], approved: Any, tool_results: Mapping[str, str] | None) -> dict[str, bool]:
@@ -71,8 +68,7 @@ def decisions_for(waiting: list[str], approved: Any, tool_results: Mapping[str, 
 
 
 def summary_at_pause(stored: StoredRun) -> ReplaySummary | None:
-    raw = stored.meta.get(REPLAY_META_KEY)
-    return get_converter().structure(raw, ReplaySummary) if raw is not None else None
+    return stored.meta.segue_replay
 
 
 def still_sent(summary: ReplaySummary | None) -> frozenset[str] | None:

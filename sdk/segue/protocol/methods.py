@@ -15,7 +15,6 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from segue.context import ContextBlock
 from segue.generated import RunEvent, RunResult, RunSummary, ToolCallBlock
 from segue.generated.protocol import (
     CatalogExplainParams,
@@ -37,7 +36,6 @@ from segue.generated.protocol import (
     RunsListResult,
 )
 from segue.generated.protocol_methods import ErrorCode
-from segue.meta import PENDING_META_KEY
 from segue.protocol.config import AgentEntry, ServeApp
 from segue.protocol.rpc import Handler, RequestContext, RpcError, invalid_params
 from segue.replay import run_id_of
@@ -74,7 +72,7 @@ class Methods:
         events = entry.agent.stream(
             p.input,
             history=p.history,
-            context=[ContextBlock(c.text, c.placement or "dynamic", c.source) for c in p.context or []],
+            context=p.context,
             runs=p.runs,
             replay_last=p.replay_last if p.replay_last is not None else 0,
             replay_reasoning=p.replay_reasoning if p.replay_reasoning is not None else True,
@@ -246,7 +244,8 @@ class Methods:
         run = await asyncio.to_thread(entry.store.get_run, run_id, tenant_id=tenant_id or DEFAULT_TENANT)
         if run is None or not run.traces:
             return []
-        ids = set(((run.meta or {}).get(PENDING_META_KEY) or {}).get("calls", []))
+        pending = run.meta.segue_pending if run.meta is not None else None
+        ids = set(pending.calls if pending is not None else [])
         last = run.traces[-1].message
         return [self._pending(entry, b) for b in last.content if isinstance(b, ToolCallBlock) and b.id in ids]
 

@@ -1,4 +1,5 @@
-"""Turning stored rows back into canonical objects: JSON columns, trace messages (cached), run summaries."""
+"""Turning stored rows back into canonical objects: JSON columns, the run meta, trace messages (cached), run
+summaries."""
 
 from __future__ import annotations
 
@@ -8,9 +9,8 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from segue.errors import StoreError
-from segue.generated import Message, ReplaySummary, RunStatus, RunSummary, Usage, get_converter
+from segue.generated import Message, RunMeta, RunStatus, RunSummary, Usage, get_converter
 from segue.hashing import message_json
-from segue.meta import REPLAY_META_KEY
 from segue.store.models import AgentRun
 
 
@@ -21,6 +21,42 @@ def loads(text: str | None, where: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise StoreError(f"corrupt JSON in {where}: {e}; the row was modified outside segue") from None
+
+
+def read_meta(text: str | None, where: str) -> RunMeta:
+    """agent_runs.meta through the generated converter. Rows of an older segue read as they are: keys it wrote
+    that RunMeta no longer names stay in `extra`, and the nulls it wrote for unset optional values read as unset."""
+    raw = loads(text, where)
+    try:
+        return get_converter().structure(raw or {}, RunMeta)
+    except Exception as e:
+        raise StoreError(f"unreadable {where}: {e}; the row was modified outside segue") from None
+
+
+class MetaCache:
+    """RunMeta keyed by the exact stored text: replay re-reads the same finished runs every turn, and structuring
+    their meta (descriptor, replay summary, stored request) would otherwise be paid each time. A hit is always the
+    same meta; when full it starts over, like MessageCache."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self._size = size
+        self._entries: dict[str, RunMeta] = {}
+
+    def get(self, text: str | None, where: str) -> RunMeta:
+        if text is None:
+            return read_meta(text, where)
+        found = self._entries.get(text)
+        if found is None:
+            if len(self._entries) >= self._size:
+                self._entries = {}
+            found = self._entries[text] = read_meta(text, where)
+        return found
+
+
+def write_meta(meta: RunMeta) -> dict[str, Any]:
+    """RunMeta as stored: only the keys it sets (merged into the stored ones by the writes that update it)."""
+    value: dict[str, Any] = get_converter().unstructure(meta, RunMeta)
+    return value
 
 
 @functools.cache
@@ -86,8 +122,7 @@ def message_from_row(run_id: str, idx: int, role: str, content: str, meta: str |
 
 def summary_from_row(row: AgentRun) -> RunSummary:
     conv = get_converter()
-    meta = loads(row.meta, f"agent_runs.meta of run {row.id}")
-    replay = meta.get(REPLAY_META_KEY)
+    meta = read_meta(row.meta, f"agent_runs.meta of run {row.id}")
     metadata = loads(row.metadata, f"agent_runs.metadata of run {row.id}")
     return RunSummary(
         run_id=row.id,
@@ -100,7 +135,7 @@ def summary_from_row(row: AgentRun) -> RunSummary:
         finished_at=row.finished_at,
         usage=conv.structure(loads(row.usage, f"agent_runs.usage of run {row.id}"), Usage),
         continued_from=row.continued_from,
-        replay=conv.structure(replay, ReplaySummary) if replay else None,
+        replay=meta.segue_replay,
         metadata=metadata or None,
         error=row.error,
     )

@@ -27,8 +27,8 @@ from segue.errors import StoreError
 from segue.generated import (
     LlmInteraction,
     Message,
-    PrefixDescriptor,
     RunDetail,
+    RunMeta,
     RunStatus,
     RunSummary,
     ToolCallRecord,
@@ -37,16 +37,17 @@ from segue.generated import (
     get_converter,
 )
 from segue.hashing import canonical_json
-from segue.meta import PREFIX_META_KEY
 from segue.store import migrations
 from segue.store.connection import DEFAULT_RECONNECT_SECONDS, Units, open_database, read_only_fallback, redact
 from segue.store.models import Bound
 from segue.store.rows import (
     HashItems,
     MessageCache,
+    MetaCache,
     loads,
     message_from_row,
     summary_from_row,
+    write_meta,
 )
 from segue.store.text import decode
 
@@ -71,7 +72,7 @@ class NewRun:
     input: str
     model: str
     vendor: str
-    meta: dict[str, Any]
+    meta: RunMeta
     metadata: dict[str, Any]
     idempotency_key: str | None = None
     fingerprint: str | None = None
@@ -90,7 +91,7 @@ class StoredRun:
     status: str
     input: str
     answer: str | None
-    meta: dict[str, Any]
+    meta: RunMeta
     traces: list[Trace]
     usage: Usage
     agent_name: str = ""
@@ -124,6 +125,7 @@ class RunStore:
         self.db = open_database(self.url, read_only=read_only)
         self.models = Bound(self.db)
         self._messages = MessageCache()
+        self._metas = MetaCache()
         self.is_sqlite = isinstance(self.db, pw.SqliteDatabase)
         self._units = Units(self.db, self.url, reconnect_seconds=reconnect_seconds)
         shown = redact(self.url)
@@ -160,6 +162,9 @@ class RunStore:
     def close(self) -> None:
         self._units.close()
 
+    def _meta(self, text: str | None, run_id: str) -> RunMeta:
+        return self._metas.get(text, f"agent_runs.meta of run {run_id}")
+
     # -- writes used by the agent -----------------------------------------------------------------------------
 
     def create_run(self, run: NewRun, traces: Sequence[Message]) -> None:
@@ -175,7 +180,7 @@ class RunStore:
                 input=run.input,
                 model=run.model,
                 vendor=run.vendor,
-                meta=canonical_json(run.meta),
+                meta=canonical_json(write_meta(run.meta)),
                 metadata=canonical_json(run.metadata),
                 private=canonical_json(run.private) if run.private else None,
                 idempotency_key=run.idempotency_key,
@@ -230,7 +235,7 @@ class RunStore:
         usage: Usage,
         lease_seconds: float | None = None,
         rewrite: bool = False,
-        meta_updates: dict[str, Any] | None = None,
+        meta_updates: RunMeta | None = None,
         model: str | None = None,
         vendor: str | None = None,
     ) -> None:
@@ -294,7 +299,7 @@ class RunStore:
         self,
         run_id: str,
         update: dict[Any, Any],
-        meta_updates: dict[str, Any] | None,
+        meta_updates: RunMeta | None,
         model: str | None,
         vendor: str | None,
     ) -> None:
@@ -303,9 +308,9 @@ class RunStore:
             update[self.models.AgentRun.model] = model
         if vendor:
             update[self.models.AgentRun.vendor] = vendor
-        if meta_updates:
+        if meta_updates is not None:
             row = self.models.AgentRun.select(self.models.AgentRun.meta).where(self.models.AgentRun.id == run_id).get()
-            update[self.models.AgentRun.meta] = canonical_json({**json.loads(row.meta), **meta_updates})
+            update[self.models.AgentRun.meta] = canonical_json({**json.loads(row.meta), **write_meta(meta_updates)})
         self.models.AgentRun.update(update).where(self.models.AgentRun.id == run_id).execute()
 
     def finish_run(
@@ -317,7 +322,7 @@ class RunStore:
         error: str | None,
         usage: Usage,
         iterations: int,
-        meta_updates: dict[str, Any] | None = None,
+        meta_updates: RunMeta | None = None,
         model: str | None = None,
         vendor: str | None = None,
         private: dict[str, Any] | None = None,
@@ -432,7 +437,7 @@ class RunStore:
                 status=head[2],
                 input=head[3],
                 answer=head[4],
-                meta=loads(head[5], f"agent_runs.meta of run {run_id}"),
+                meta=self._meta(head[5], run_id),
                 private=loads(head[6], f"agent_runs.private of run {run_id}") if head[6] else None,
                 usage=get_converter().structure(loads(head[7], f"agent_runs.usage of run {run_id}"), Usage),
                 agent_name=head[8],
@@ -537,7 +542,7 @@ class RunStore:
         row, trace_rows, calls, tools = found
         conv = get_converter()
         summary = summary_from_row(row)
-        meta = loads(row.meta, f"agent_runs.meta of run {run_id}")
+        meta = self._meta(row.meta, run_id)
         traces = [
             Trace(index=t[2], iteration=t[3], message=message_from_row(run_id, t[2], t[4], t[5], t[6]))
             for t in trace_rows
@@ -559,7 +564,7 @@ class RunStore:
             input=row.input,
             answer=row.answer,
             retry_of=row.retry_of,
-            prefix=conv.structure(meta[PREFIX_META_KEY], PrefixDescriptor) if PREFIX_META_KEY in meta else None,
+            prefix=meta.segue_prefix,
             meta=meta,
             traces=traces,
             llm_interactions=[
