@@ -22,7 +22,7 @@ MAX_LINES = 500
 TIERS: list[tuple[str, list[str]]] = [
     ("foundations", ["segue._hooks", "segue._resources", "segue.errors"]),
     ("generated types", ["segue.generated"]),
-    ("contracts", ["segue.hashing", "segue.contracts", "segue.meta"]),
+    ("contracts", ["segue.hashing", "segue.contracts"]),
     (
         "basics",
         ["segue.tokens", "segue.context", "segue.skills", "segue.guardrails", "segue.tools"],
@@ -55,7 +55,7 @@ TIERS: list[tuple[str, list[str]]] = [
             "segue.twin.*",
         ],
     ),
-    ("run pipeline", ["segue.execution", "segue.run_state", "segue.serving", "segue.stored_run"]),
+    ("run pipeline", ["segue.run", "segue.run.*"]),
     ("agent", ["segue.agent"]),
     (
         "public faces",

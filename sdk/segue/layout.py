@@ -23,6 +23,7 @@ Call sequence for the agent loop (one `LayoutPolicy` per run)::
         request_messages = policy.lay_out(history, fragment, iteration)
         response = await provider.complete(...request_messages...)
         policy.observe_served(iteration, response.vendor, response.model)
+        policy.settle(history)                                     # appendOnly: iteration 1's fragment is back
         history += [assistant message, tool results]               # never the fragment itself
     store policy.with_kept_fragments(history) as the run's messages; policy.meta() as RunMeta.segue_layout
 
@@ -348,6 +349,13 @@ class LayoutPolicy:
         if is_fragment(message):
             return None if self._drop_replayed_fragments else message
         return _escaped(message)
+
+    def settle(self, history: Sequence[Message]) -> None:
+        """Call right after `observe_served`, with the run's whole message list: once the run is appendOnly,
+        iteration 1's fragment goes back at its boundary now rather than on the next `lay_out`, so the messages a
+        run stores (`with_kept_fragments`) only ever grow at the end."""
+        if self._decision is not None and self._decision.mode == "appendOnly":
+            self._restore_first(history)
 
     def _restore_first(self, history: Sequence[Message]) -> None:
         """Once: put iteration 1's replace-style fragment back where it stood, now that the run is appendOnly."""

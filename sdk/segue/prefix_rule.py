@@ -7,7 +7,7 @@ back, and the layout leaves the run's own messages as they were. Dropping a run'
 precedes every later run, so a later run produced with it fails the seed check too (cause `follows`); a later run
 produced without it (e.g. on another vendor) still matches. Each drop names one cause.
 
-Pure functions over canonical data: the planner (segue.replay) asks them per run, the loop (segue.serving) uses
+Pure functions over canonical data: the planner (segue.replay) asks them per run, the loop (segue.run.serving) uses
 `drop_kept` when a response shows the reasoning did not reach the model after all.
 """
 

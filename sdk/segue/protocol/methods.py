@@ -38,8 +38,8 @@ from segue.generated.protocol import (
 from segue.generated.protocol_methods import ErrorCode
 from segue.protocol.config import AgentEntry, ServeApp
 from segue.protocol.rpc import Handler, RequestContext, RpcError, invalid_params
-from segue.replay import run_id_of
-from segue.run_state import make_event
+from segue.run.request import run_arguments, run_id_of
+from segue.run.state import make_event
 from segue.store.run_store import DEFAULT_TENANT
 
 
@@ -69,20 +69,7 @@ class Methods:
 
     async def run(self, ctx: RequestContext, p: RunParams) -> RunResponse:
         entry = self.entry(p.agent, ctx)
-        events = entry.agent.stream(
-            p.input,
-            history=p.history,
-            context=p.context,
-            runs=p.runs,
-            replay_last=p.replay_last if p.replay_last is not None else 0,
-            replay_reasoning=p.replay_reasoning if p.replay_reasoning is not None else True,
-            replay_budget_tokens=p.replay_budget_tokens,
-            tenant_id=p.tenant_id or DEFAULT_TENANT,
-            metadata=p.metadata,
-            idempotency_key=p.idempotency_key,
-            model=p.model,
-            vendor=p.vendor,
-        )
+        events = entry.agent.stream(**run_arguments(p))
         return await self._consume(
             ctx, entry, events, emit=p.events is not False, tenant_id=p.tenant_id, idempotency_key=p.idempotency_key
         )

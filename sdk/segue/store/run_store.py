@@ -234,23 +234,18 @@ class RunStore:
         tool_calls: Sequence[ToolCallRecord] = (),
         usage: Usage,
         lease_seconds: float | None = None,
-        rewrite: bool = False,
         meta_updates: RunMeta | None = None,
         model: str | None = None,
         vendor: str | None = None,
     ) -> None:
         """One loop iteration's traces, provider call and tool calls, plus the running totals, atomically.
 
-        `traces` go from `first_index` on: normally the new tail; with `rewrite=True` the run's traces from there
-        are replaced (a layout that restores an earlier fragment rewrites from its boundary). `meta_updates` merge
-        into the run's segue.* meta and `model` / `vendor` name who served, in the same transaction."""
+        `traces` are the run's new messages, stored from index `first_index` on (a run's traces only ever grow at
+        the end). `meta_updates` merge into the run's segue.* meta and `model` / `vendor` name who served, in the
+        same transaction."""
         conv = get_converter()
 
         def work() -> None:
-            if rewrite:
-                self.models.ReactTrace.delete().where(
-                    (self.models.ReactTrace.run_id == run_id) & (self.models.ReactTrace.idx >= first_index)
-                ).execute()
             self._insert_traces(run_id, first_index, iteration, traces)
             if interaction is not None:
                 self.models.LlmInteractionRow.insert(
