@@ -10,7 +10,6 @@ from test_dashboard_data import EDITED_PROMPT, PROMPT, SampleRuns, build_store
 from segue import RunStore
 from segue.explain import (
     breaks,
-    cache_parts,
     compare_bodies,
     explain_run,
     is_fragment_message,
@@ -21,6 +20,7 @@ from segue.explain import (
 from segue.generated import LayoutMeta, LlmInteraction, ReplaySummary, RunDetail, RunMeta, Usage, get_converter
 from segue.hashing import canonical_json
 from segue.layout import build_fragment
+from segue.usage import cache_parts
 
 USAGE = Usage(input_tokens=100, output_tokens=10, cache_read_tokens=60, cache_write_tokens=40)
 

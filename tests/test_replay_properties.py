@@ -27,7 +27,7 @@ from segue.generated import (
 )
 from segue.prefix_rule import CurrentPrefix, seed_of
 from segue.replay import plan_replay
-from segue.store.run_store import StoredRun
+from segue.store.records import StoredRun
 
 CURRENT = CurrentPrefix(
     vendor="v", model="m", system_hash="sha256:" + "1" * 64, tools_hash="sha256:" + "2" * 64, tool_hashes={}

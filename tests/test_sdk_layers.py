@@ -25,7 +25,14 @@ TIERS: list[tuple[str, list[str]]] = [
     ("contracts", ["segue.hashing", "segue.contracts"]),
     (
         "basics",
-        ["segue.tokens", "segue.context", "segue.skills", "segue.guardrails", "segue.tools"],
+        [
+            "segue.tokens",
+            "segue.context",
+            "segue.usage",
+            "segue.skills",
+            "segue.guardrails",
+            "segue.tools",
+        ],
     ),
     (
         "storage, catalog, wire",
@@ -185,3 +192,10 @@ def test_the_checks_see_imports_inside_functions_and_type_checking(tmp_path: Pat
         encoding="utf-8",
     )
     assert imports(source, {"segue.store.run_store"}) == {"segue.agent", "segue.store.run_store", "segue.replay"}
+
+
+def test_no_hand_written_module_is_over_500_lines() -> None:
+    """A module past ~500 lines owns two things: split it by what each part owns."""
+    sizes = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in hand_written().items()}
+    assert {m: n for m, n in sizes.items() if n > MAX_LINES} == {}
+    assert max(sizes.values()) > MAX_LINES // 2, "the sizes were not read"

@@ -11,7 +11,7 @@ import pytest
 from segue.errors import StoreError
 from segue.generated import LlmInteraction, Message, RunMeta, TextBlock, ToolCallRecord, Usage
 from segue.store import NewRun, RunStore
-from segue.store.run_store import IdempotencyKeyTaken
+from segue.store.records import IdempotencyKeyTaken
 
 
 def new_run(run_id: str, tenant: str = "t1", **kw: Any) -> NewRun:

@@ -22,7 +22,8 @@ from segue.run.pipeline import Pipeline
 from segue.run.request import DEFAULT_MAX_INPUT_CHARS, Rules
 from segue.run.state import make_event
 from segue.skills import Skill, render_system
-from segue.store.run_store import DEFAULT_TENANT, RunStore
+from segue.store.records import DEFAULT_TENANT
+from segue.store.run_store import RunStore
 from segue.tools import Tool, as_tools
 
 _VALIDATION_ERRORS = (ReplayRunError, InputError, IdempotencyConflictError)

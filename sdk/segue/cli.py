@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 from urllib.parse import urlparse
 
-from segue.cli_render import Style, clean, count, share, show_text, table
+from segue.cli_render import Style, clean, count, explain_text, share, show_text, table
 from segue.errors import StoreError
 from segue.generated import RunDetail, RunExplanation, RunStatus, RunSummary, SweptRuns, Usage, get_converter
 
@@ -114,7 +114,7 @@ def _runs_list(args: argparse.Namespace) -> int:
         raise CommandError(f"no runs for {_who(args)} matching the filters{_tenant_hint(args, tenants)}", EXIT_PROBLEM)
     if args.json:
         return EXIT_OK
-    from segue.explain import cache_parts
+    from segue.usage import cache_parts
 
     headers = ["RUN", "STATUS", "TENANT", "AGENT", "MODEL", "STARTED", "INPUT", "OUTPUT", "CACHE READ", "CONTINUES"]
     rows = [
@@ -148,7 +148,7 @@ def _runs_show(args: argparse.Namespace) -> int:
 
 
 def _runs_explain(args: argparse.Namespace) -> int:
-    from segue.explain import BREAK_CAUSES, breaks, explain_run, prefix_share
+    from segue.explain import breaks, explain_run
 
     with _store(args) as store:
         run = _get_run(store, args, args.run_id)
@@ -157,40 +157,7 @@ def _runs_explain(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(get_converter().unstructure(explanation, RunExplanation))
         return EXIT_PROBLEM if breaks(explanation) else EXIT_OK
-    style = Style()
-    print(f"{style('run', 'bold')} {run.run_id}" + (f" (continues {run.continued_from})" if run.continued_from else ""))
-    if explanation.layout:
-        print(f"layout: {explanation.layout.mode or 'undecided'}")
-    if not explanation.iterations:
-        print("the run made no provider request")
-    headers = ["ITER", "COMPARED WITH", "REUSED", "OF", "SHARE", "CACHE READ", "INPUT", "CAUSE"]
-    rows, colours = [], []
-    for it in explanation.iterations:
-        before = f"{it.previous_run_id} #{it.previous_iteration}" if it.previous_run_id else "—"
-        rows.append(
-            [
-                str(it.iteration),
-                before,
-                f"{it.prefix_bytes:,} B",
-                f"{it.previous_bytes:,} B" if it.previous_bytes is not None else "—",
-                share(prefix_share(it)),
-                count(it.usage.cache_read_tokens),
-                count(it.usage.input_tokens),
-                it.cause,
-            ]
-        )
-        colour = "red" if it.cause in BREAK_CAUSES else "green" if it.cause == "extends" else "dim"
-        colours.append([*([None] * 7), colour])
-    if rows:
-        print(table(headers, rows, colours))
-    for it in explanation.iterations:
-        print(f"  {it.iteration}: {clean(it.reason)}")
-        if it.divergence is not None and it.cause in BREAK_CAUSES:
-            d = it.divergence
-            print(f"     at byte {d.byte_offset:,}, {d.path}: was {clean(d.previous or '∅', 70)}")
-            print(f"     {' ' * len(f'at byte {d.byte_offset:,}, {d.path}:')} now {clean(d.current or '∅', 70)}")
-        if it.note:
-            print(f"     note: {it.note}")
+    print(explain_text(run, explanation))
     return EXIT_PROBLEM if breaks(explanation) else EXIT_OK
 
 
@@ -325,7 +292,7 @@ def _port(text: str) -> int:
 
 
 def _offset(text: str) -> int:
-    from segue.store.run_store import MAX_OFFSET
+    from segue.store.records import MAX_OFFSET
 
     try:
         value = int(text)

@@ -31,7 +31,7 @@ from segue.generated import (
 )
 from segue.hashing import ListHasher, message_json
 from segue.prefix_rule import CurrentPrefix, WireView, reasoning_verdict
-from segue.store.run_store import TERMINAL, StoredRun
+from segue.store.records import TERMINAL, StoredRun
 from segue.tokens import count_json
 
 __all__ = ["ReplayPlan", "check_runs", "plan_replay"]

@@ -15,7 +15,6 @@ import attrs
 
 from segue.explain import (
     IterationExplanation,
-    cache_parts,
     explain_run,
     is_fragment,
     is_fragment_text,
@@ -33,6 +32,7 @@ from segue.generated import (
     ToolResultBlock,
     Usage,
 )
+from segue.usage import cache_parts
 from segue.wire import stored
 from segue.wire.common import Unknown
 from segue.wire.stored import StoredMessage

@@ -40,7 +40,7 @@ from segue.protocol.config import AgentEntry, ServeApp
 from segue.protocol.rpc import Handler, RequestContext, RpcError, invalid_params
 from segue.run.request import run_arguments, run_id_of
 from segue.run.state import make_event
-from segue.store.run_store import DEFAULT_TENANT
+from segue.store.records import DEFAULT_TENANT
 
 
 class Methods:

@@ -35,7 +35,8 @@ from segue.run.request import RunRequest, validate
 from segue.run.resume import arguments_of, decisions_for, load_own_run, pending_calls, still_sent
 from segue.run.state import RunState, make_event
 from segue.run.tools import ToolRunner
-from segue.store.run_store import TERMINAL, IdempotencyKeyTaken, RunStore, StoredRun
+from segue.store.records import TERMINAL, IdempotencyKeyTaken, StoredRun
+from segue.store.run_store import RunStore
 
 
 class Pipeline:

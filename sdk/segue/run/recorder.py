@@ -20,7 +20,7 @@ from segue.generated import (
 )
 from segue.run.config import AgentConfig
 from segue.run.state import RunState
-from segue.store.run_store import NewRun
+from segue.store.records import NewRun
 
 
 class Recorder:

@@ -20,7 +20,7 @@ from segue.conversation import as_history
 from segue.errors import InputError, ReplayRunError
 from segue.generated import ContextBlock, Message, ReplayKnobs, RunParams, get_converter
 from segue.hashing import canonical_json
-from segue.store.run_store import DEFAULT_TENANT
+from segue.store.records import DEFAULT_TENANT
 
 DEFAULT_MAX_INPUT_CHARS = 1_000_000
 #: The app's metadata is stored twice (the run row and one tag per key): its canonical JSON is capped.

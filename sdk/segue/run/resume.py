@@ -16,7 +16,8 @@ from typing import Any
 from segue.errors import InputError, RunStateError
 from segue.generated import ReplaySummary, StoredRequest
 from segue.run.request import run_id_of
-from segue.store.run_store import RunStore, StoredRun
+from segue.store.records import StoredRun
+from segue.store.run_store import RunStore
 
 
 async def load_own_run(store: RunStore, given: Any, tenant_id: str, agent_name: str, action: str) -> StoredRun:

@@ -1,5 +1,5 @@
 """Turning stored rows back into canonical objects: JSON columns, the run meta, trace messages (cached), run
-summaries."""
+summaries and details, the runs replay reads."""
 
 from __future__ import annotations
 
@@ -9,9 +9,21 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from segue.errors import StoreError
-from segue.generated import Message, RunMeta, RunStatus, RunSummary, Usage, get_converter
+from segue.generated import (
+    LlmInteraction,
+    Message,
+    RunDetail,
+    RunMeta,
+    RunStatus,
+    RunSummary,
+    ToolCallRecord,
+    Trace,
+    Usage,
+    get_converter,
+)
 from segue.hashing import message_json
 from segue.store.models import AgentRun
+from segue.store.records import StoredRun
 
 
 def loads(text: str | None, where: str) -> Any:
@@ -139,3 +151,95 @@ def summary_from_row(row: AgentRun) -> RunSummary:
         metadata=metadata or None,
         error=row.error,
     )
+
+
+def detail_from_rows(
+    row: AgentRun, meta: RunMeta, trace_rows: list[tuple[Any, ...]], calls: list[Any], tools: list[Any]
+) -> RunDetail:
+    """RunDetail from its run row, its meta, and its trace, llm_interactions and tool_calls rows."""
+    run_id = row.id
+    conv = get_converter()
+    summary = summary_from_row(row)
+    traces = [
+        Trace(index=t[2], iteration=t[3], message=message_from_row(run_id, t[2], t[4], t[5], t[6])) for t in trace_rows
+    ]
+    return RunDetail(
+        run_id=summary.run_id,
+        status=summary.status,
+        tenant_id=summary.tenant_id,
+        agent_name=summary.agent_name,
+        model=summary.model,
+        vendor=summary.vendor,
+        created_at=summary.created_at,
+        finished_at=summary.finished_at,
+        usage=summary.usage,
+        continued_from=summary.continued_from,
+        replay=summary.replay,
+        metadata=summary.metadata,
+        error=summary.error,
+        input=row.input,
+        answer=row.answer,
+        retry_of=row.retry_of,
+        prefix=meta.segue_prefix,
+        meta=meta,
+        traces=traces,
+        llm_interactions=[
+            LlmInteraction(
+                iteration=c.iteration,
+                vendor=c.vendor,
+                model=c.model,
+                provider_request=loads(c.provider_request, f"llm_interactions {c.id}"),
+                request_headers=loads(c.request_headers, "request_headers") if c.request_headers else None,
+                provider_response=loads(c.provider_response, "provider_response") if c.provider_response else None,
+                usage=conv.structure(loads(c.usage, "usage"), Usage),
+                latency_ms=c.latency_ms,
+                error=c.error,
+            )
+            for c in calls
+        ],
+        tool_calls=[
+            ToolCallRecord(
+                call_id=t.call_id,
+                iteration=t.iteration,
+                name=t.name,
+                arguments=loads(t.arguments, f"tool_calls {t.id}"),
+                result=t.result,
+                is_error=bool(t.is_error),
+                duration_ms=t.duration_ms,
+            )
+            for t in tools
+        ],
+    )
+
+
+def stored_runs(rows: list[tuple[Any, ...]], messages: MessageCache, metas: MetaCache) -> dict[str, StoredRun]:
+    """StoredRuns from the replay query's rows: each run's columns, then one of its traces per row, in order."""
+    heads: dict[str, tuple[Any, ...]] = {}
+    traces: dict[str, list[Trace]] = {}
+    items: dict[str, list[list[Any]]] = {}
+    for row in rows:
+        run_id = row[0]
+        if run_id not in heads:
+            heads[run_id] = row[:9]
+            traces[run_id] = []
+            items[run_id] = []
+        if row[9] is not None:
+            entry = messages.get(run_id, row[9], *row[11:14])
+            traces[run_id].append(Trace(index=row[9], iteration=row[10], message=entry[0]))
+            items[run_id].append(entry)
+    return {
+        run_id: StoredRun(
+            run_id=run_id,
+            tenant_id=head[1],
+            status=head[2],
+            input=head[3],
+            answer=head[4],
+            meta=metas.get(head[5], f"agent_runs.meta of run {run_id}"),
+            private=loads(head[6], f"agent_runs.private of run {run_id}") if head[6] else None,
+            usage=get_converter().structure(loads(head[7], f"agent_runs.usage of run {run_id}"), Usage),
+            agent_name=head[8],
+            traces=traces[run_id],
+            hash_items=HashItems(items[run_id]),
+        )
+        for run_id, head in heads.items()
+    }

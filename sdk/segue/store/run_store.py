@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
-import attrs
 import peewee as pw
 
 from segue.errors import StoreError
@@ -32,7 +31,6 @@ from segue.generated import (
     RunStatus,
     RunSummary,
     ToolCallRecord,
-    Trace,
     Usage,
     get_converter,
 )
@@ -40,69 +38,22 @@ from segue.hashing import canonical_json
 from segue.store import migrations
 from segue.store.connection import DEFAULT_RECONNECT_SECONDS, Units, open_database, read_only_fallback, redact
 from segue.store.models import Bound
+from segue.store.records import DEFAULT_TENANT, MAX_OFFSET, TERMINAL, IdempotencyKeyTaken, NewRun, StoredRun
 from segue.store.rows import (
-    HashItems,
     MessageCache,
     MetaCache,
-    loads,
-    message_from_row,
+    detail_from_rows,
+    stored_runs,
     summary_from_row,
     write_meta,
 )
 from segue.store.text import decode
 
 DEFAULT_URL = "sqlite:///segue.db"
-DEFAULT_TENANT = "default"
-TERMINAL: frozenset[str] = frozenset({"success", "error", "cancelled", "max_iterations"})
-#: list_runs pages no further than this (SQLite's and PostgreSQL's LIMIT / OFFSET are 64-bit).
-MAX_OFFSET = 1_000_000_000
 
 
 def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-@attrs.frozen(kw_only=True)
-class NewRun:
-    """The run row written (with its first traces) in one transaction once validation has passed."""
-
-    run_id: str
-    tenant_id: str
-    agent_name: str
-    input: str
-    model: str
-    vendor: str
-    meta: RunMeta
-    metadata: dict[str, Any]
-    idempotency_key: str | None = None
-    fingerprint: str | None = None
-    retry_of: str | None = None
-    continued_from: str | None = None
-    private: dict[str, Any] | None = None
-    lease_seconds: float | None = None
-
-
-@attrs.frozen(kw_only=True)
-class StoredRun:
-    """What replay, retry and resume read back: the row and its canonical traces."""
-
-    run_id: str
-    tenant_id: str
-    status: str
-    input: str
-    answer: str | None
-    meta: RunMeta
-    traces: list[Trace]
-    usage: Usage
-    agent_name: str = ""
-    private: dict[str, Any] | None = None
-    #: canonical JSON of each trace's role + content (segue.replay.message_json), computed on first use and
-    #: remembered with the cached message.
-    hash_items: Sequence[str] = ()
-
-
-class IdempotencyKeyTaken(Exception):
-    """Another run of this tenant already holds the key (raised by create_run on the unique index)."""
 
 
 class RunStore:
@@ -412,35 +363,7 @@ class RunStore:
             return [tuple(decode(v) if isinstance(v, str) else v for v in row) for row in cursor.fetchall()]
 
         rows = self._units.read(work)
-        heads: dict[str, tuple[Any, ...]] = {}
-        traces: dict[str, list[Trace]] = {}
-        items: dict[str, list[list[Any]]] = {}
-        for row in rows:
-            run_id = row[0]
-            if run_id not in heads:
-                heads[run_id] = row[:9]
-                traces[run_id] = []
-                items[run_id] = []
-            if row[9] is not None:
-                entry = self._messages.get(run_id, row[9], *row[11:14])
-                traces[run_id].append(Trace(index=row[9], iteration=row[10], message=entry[0]))
-                items[run_id].append(entry)
-        return {
-            run_id: StoredRun(
-                run_id=run_id,
-                tenant_id=head[1],
-                status=head[2],
-                input=head[3],
-                answer=head[4],
-                meta=self._meta(head[5], run_id),
-                private=loads(head[6], f"agent_runs.private of run {run_id}") if head[6] else None,
-                usage=get_converter().structure(loads(head[7], f"agent_runs.usage of run {run_id}"), Usage),
-                agent_name=head[8],
-                traces=traces[run_id],
-                hash_items=HashItems(items[run_id]),
-            )
-            for run_id, head in heads.items()
-        }
+        return stored_runs(rows, self._messages, self._metas)
 
     @functools.cache  # noqa: B019 - one entry per id count, per store; the store lives as long as its SQL
     def _load_sql(self, count: int) -> str:
@@ -535,60 +458,7 @@ class RunStore:
         if found is None:
             return None
         row, trace_rows, calls, tools = found
-        conv = get_converter()
-        summary = summary_from_row(row)
-        meta = self._meta(row.meta, run_id)
-        traces = [
-            Trace(index=t[2], iteration=t[3], message=message_from_row(run_id, t[2], t[4], t[5], t[6]))
-            for t in trace_rows
-        ]
-        return RunDetail(
-            run_id=summary.run_id,
-            status=summary.status,
-            tenant_id=summary.tenant_id,
-            agent_name=summary.agent_name,
-            model=summary.model,
-            vendor=summary.vendor,
-            created_at=summary.created_at,
-            finished_at=summary.finished_at,
-            usage=summary.usage,
-            continued_from=summary.continued_from,
-            replay=summary.replay,
-            metadata=summary.metadata,
-            error=summary.error,
-            input=row.input,
-            answer=row.answer,
-            retry_of=row.retry_of,
-            prefix=meta.segue_prefix,
-            meta=meta,
-            traces=traces,
-            llm_interactions=[
-                LlmInteraction(
-                    iteration=c.iteration,
-                    vendor=c.vendor,
-                    model=c.model,
-                    provider_request=loads(c.provider_request, f"llm_interactions {c.id}"),
-                    request_headers=loads(c.request_headers, "request_headers") if c.request_headers else None,
-                    provider_response=loads(c.provider_response, "provider_response") if c.provider_response else None,
-                    usage=conv.structure(loads(c.usage, "usage"), Usage),
-                    latency_ms=c.latency_ms,
-                    error=c.error,
-                )
-                for c in calls
-            ],
-            tool_calls=[
-                ToolCallRecord(
-                    call_id=t.call_id,
-                    iteration=t.iteration,
-                    name=t.name,
-                    arguments=loads(t.arguments, f"tool_calls {t.id}"),
-                    result=t.result,
-                    is_error=bool(t.is_error),
-                    duration_ms=t.duration_ms,
-                )
-                for t in tools
-            ],
-        )
+        return detail_from_rows(row, self._meta(row.meta, run_id), trace_rows, calls, tools)
 
     def schema_version(self) -> int:
         """The store's schema version (segue.store.migrations)."""
