@@ -167,3 +167,10 @@ async def test_retry_rebuilds_the_same_request(tmp_path: Path) -> None:
     assert a is not None and b is not None and a.meta is not None and b.meta is not None
     assert b.retry_of == first.run_id and b.input == a.input and set(runs) == {first.run_id, again.run_id}
     assert b.meta.segue_request == a.meta.segue_request
+
+
+def test_an_agent_needs_a_name_for_its_runs() -> None:
+    """RunParams.agent (and the store's agent_name) is a non-empty string: an empty name fails when the agent is
+    built, not on its first run."""
+    with pytest.raises(ValueError, match="name must be a non-empty string"):
+        Agent(ScriptedProvider.of(), "p", name="")

@@ -55,6 +55,8 @@ class Agent:
             raise TypeError(f"provider must implement segue.providers.Provider, got {type(provider).__name__}")
         if not _positive_int(max_iterations):
             raise ValueError(f"max_iterations must be an int >= 1, got {max_iterations!r}")
+        if not name:  # the store's agent_name, and RunParams.agent
+            raise ValueError(f"name must be a non-empty string (runs are recorded under it), got {name!r}")
         self.provider = provider
         self.prompt = prompt
         self.tools = as_tools(tools)
