@@ -35,6 +35,9 @@ class Discovery:
 
     def __init__(self, app: ServeApp) -> None:
         self.app = app
+        #: agents/get answers, by agent: agents and the catalog never change while the server runs, and working
+        #: one out may log (a provider the catalog cannot resolve), which a client asking again must not repeat.
+        self._described: dict[str, AgentInfo] = {}
 
     def handlers(self) -> dict[str, Handler]:
         return {"agents/list": self.agents_list, "agents/get": self.agents_get, "catalog/list": self.catalog_list}
@@ -49,6 +52,11 @@ class Discovery:
 
     async def agents_get(self, ctx: RequestContext, p: AgentsGetParams) -> AgentsGetResult:
         entry = self.app.agent(p.agent)
+        if p.agent not in self._described:
+            self._described[p.agent] = self._describe(p.agent, entry)
+        return AgentsGetResult(agent=self._described[p.agent])
+
+    def _describe(self, name: str, entry: AgentEntry) -> AgentInfo:
         agent, provider = entry.agent, entry.agent.provider
         tools = [
             ToolInfo(
@@ -80,16 +88,14 @@ class Discovery:
         )
         # What an `auto` layout decides once the provider's own serving path answered the first request.
         decision = policy.decision or policy.observe_served(1, provider.vendor, provider.model)
-        return AgentsGetResult(
-            agent=AgentInfo(
-                name=p.agent,
-                provider=_provider(entry),
-                max_iterations=agent.max_iterations,
-                tools=tools,
-                catalog=catalog_path,
-                catalog_note=note,
-                layout=LayoutInfo(configured=agent.trailing_state_layout, mode=decision.mode, reason=decision.reason),
-            )
+        return AgentInfo(
+            name=name,
+            provider=_provider(entry),
+            max_iterations=agent.max_iterations,
+            tools=tools,
+            catalog=catalog_path,
+            catalog_note=note,
+            layout=LayoutInfo(configured=agent.trailing_state_layout, mode=decision.mode, reason=decision.reason),
         )
 
     async def catalog_list(self, ctx: RequestContext, p: CatalogListParams) -> CatalogListResult:
