@@ -97,7 +97,7 @@ META_SCHEMA: dict[str, Any] = {
 
 
 def version_key(version: str) -> tuple[int, int]:
-    """"1.10" -> (1, 10), so versions compare as numbers."""
+    """A MAJOR.MINOR version as numbers, so 1.10 comes after 1.9."""
     major, minor = version.split(".")
     return int(major), int(minor)
 
@@ -207,9 +207,7 @@ def load_protocol(model: Model) -> Protocol | None:
                 )
         legacy = tuple(sorted(spec.get("legacy_codes", {}).items(), key=lambda kv: version_key(kv[0])))
         errors.append(
-            ErrorDef(
-                name=name, code=code, description=spec["description"], data=data, since=added, legacy_codes=legacy
-            )
+            ErrorDef(name=name, code=code, description=spec["description"], data=data, since=added, legacy_codes=legacy)
         )
     missing = sorted(set(STANDARD_ERRORS) - {e.name for e in errors})
     if missing:

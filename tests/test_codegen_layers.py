@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "codegen.plugins.wire": 4,
     "codegen.plugins.protocol": 4,
     "codegen.driver": 5,
+    "codegen.docs": 5,
     "codegen.golden": 6,
     "codegen.__main__": 7,
 }

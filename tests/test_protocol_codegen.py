@@ -133,13 +133,6 @@ def test_typescript_map_and_client_are_in_the_export_bundle(tmp_path: Path) -> N
     assert {"RunResult", "RunEvent", "ToolCallBlock"} <= set(bundled["$defs"]), "refs resolved into the bundle"
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    shutil.copytree(REPO / "schemas", tmp_path / "schemas")
-    shutil.copytree(REPO / GENERATED, tmp_path / GENERATED, ignore=shutil.ignore_patterns("__pycache__"))
-    return tmp_path
-
-
 def _edit(fn: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     schema = copy.deepcopy(SCHEMA)
     fn(schema)
@@ -267,3 +260,35 @@ def test_a_new_method_reaches_python_and_typescript(workspace: Path) -> None:
     assert '    "runs/count": Method(' in (workspace / GENERATED / "protocol_methods.py").read_text()
     ts = (workspace / GENERATED / "typescript" / "protocol-methods.d.ts").read_text()
     assert '"runs/count": { params: RunsListParams; result: RunNotFoundData };' in ts
+
+
+def test_the_method_reference_in_the_docs_is_generated_and_checked(workspace: Path) -> None:
+    """docs/protocol.md carries the generated reference between two markers: an edit by hand, or a schema change
+    not regenerated, is stale for `--check`; `python -m codegen` restores it; lost markers are an error."""
+    doc = workspace / "docs" / "protocol.md"
+    original = doc.read_text()
+    reference = (workspace / GENERATED / "protocol.md").read_text().strip()
+    assert reference in original, "the docs carry the generated reference verbatim"
+    assert "### `agents/get`" in reference and "| -32002 | ServerNotInitialized | 1.1 |" in reference
+    assert "| -32008 | IdempotencyConflict | 1.0 | `IdempotencyConflictData` |" in reference
+    assert "-32002 in 1.0 |" in reference, "the legacy code is in the table"
+
+    args = ("--schemas", str(workspace / "schemas"), "--out", str(workspace))
+    doc.write_text(original.replace("Start the session, as LSP's initialize", "Say hello"))
+    stale = codegen("--check", *args)
+    assert stale.returncode == 1 and "stale: docs/protocol.md (its generated section)" in stale.stderr
+    assert codegen(*args).returncode == 0 and doc.read_text() == original
+
+    schema = copy.deepcopy(SCHEMA)
+    _methods(schema)["agents/list"]["description"] = "Every agent, in the config's order."
+    (workspace / "schemas" / "protocol.schema.json").write_text(json.dumps(schema, indent=2))
+    stale = codegen("--check", *args)
+    assert "stale: docs/protocol.md (its generated section)" in stale.stderr
+    assert codegen(*args).returncode == 0
+    assert "Request, client → server, since 1.1. Every agent, in the config's order." in doc.read_text()
+    # Prose outside the markers is the author's: kept as it was.
+    assert doc.read_text().split("<!-- BEGIN GENERATED")[0] == original.split("<!-- BEGIN GENERATED")[0]
+
+    doc.write_text(original.replace("<!-- END GENERATED: protocol.md -->", ""))
+    broken = codegen(*args)
+    assert broken.returncode == 2 and "docs/protocol.md needs exactly one pair of marker lines" in broken.stderr

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -40,6 +41,12 @@ def _installed() -> bool:
     return True
 
 
+def _doc_examples() -> list[str]:
+    examples = re.findall(r"```ts\n(.+?)```", (REPO / "docs" / "protocol.md").read_text(), flags=re.S)
+    assert len(examples) == 2, "docs/protocol.md has its stdio and its HTTP example"
+    return examples
+
+
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     """(node, the folder of the compiled project with the bundle exported into it)."""
@@ -54,6 +61,12 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     shutil.copytree(PROJECT / "fixtures", work / "fixtures")
     (work / "node_modules").symlink_to(PROJECT / "node_modules", target_is_directory=True)
     export_bundle(work / "bundle")
+    # The TypeScript examples of docs/protocol.md are type-checked with the rest.
+    tsconfig = json.loads((work / "tsconfig.json").read_text())
+    for i, snippet in enumerate(_doc_examples()):
+        (work / f"docs-example-{i}.ts").write_text(snippet.replace("./segue-bundle/", "./bundle/"))
+        tsconfig["files"].append(f"docs-example-{i}.ts")
+    (work / "tsconfig.json").write_text(json.dumps(tsconfig))
 
     tsc = subprocess.run(
         [node, str(PROJECT / "node_modules" / "typescript" / "bin" / "tsc"), "-p", str(work)],

@@ -224,6 +224,7 @@ async function scenario(client: Connection, transport: "stdio" | "http"): Promis
   held.clear();
   const finishing = client.request("run", { agent: "slow", input: "Which tables are there?" });
   const stuck = client.request("run", { agent: "slow", input: "Which tables are there?" });
+  const stuckRefused = rejects(stuck, "RequestCancelled"); // handled from the start: it rejects during the drain
   await heldCalls(2);
   const eventOf = (request: { id: number }, type: RunEvent["type"]): Promise<RunEvent> =>
     eventually(() => (events.get(request.id) ?? []).find((e) => e.type === type));
@@ -243,7 +244,7 @@ async function scenario(client: Connection, transport: "stdio" | "http"): Promis
   release(finishingRun);
   const report = await stopping;
   assert.equal(answerOf(await finishing), `The database has 4 tables: ${TABLES.join(", ")}.`);
-  await rejects(stuck, "RequestCancelled");
+  await stuckRefused;
   assert.deepEqual(report.requests, [
     { id: finishing.id, method: "run", agent: "slow", run_id: finishingRun, outcome: "finished", status: "success" },
     { id: stuck.id, method: "run", agent: "slow", run_id: stuckRun, outcome: "cancelled", status: "cancelled" },

@@ -100,9 +100,9 @@ export declare class SegueClient {
 
 export interface SegueHttpOptions {
   /** The session's name (sent as the Segue-Session header); default: a random UUID. */
-  session?: string;
+  session?: string | undefined;
   /** A bearer token, when the server requires tokens. */
-  token?: string;
+  token?: string | undefined;
 }
 
 /** A client of `segue serve --http`: each request is a POST to /rpc; notifications arrive on the session's event
