@@ -22,7 +22,8 @@ from segue.generated.serve import HttpConfig, ServeConfig
 from segue.protocol.auth import TokenConfigError, Tokens
 from segue.protocol.config import ConfigError, ServeApp, ServeError, build_app, load_config
 from segue.protocol.control import SHUTDOWN_TIMEOUT_SECONDS, Control
-from segue.protocol.rpc import Dispatcher, RpcError, Session
+from segue.protocol.errors import RpcError
+from segue.protocol.rpc import Dispatcher, Session
 from segue.store.connection import redact
 
 __all__ = [

@@ -31,8 +31,9 @@ from segue.generated.protocol import (
 )
 from segue.generated.protocol_methods import METHODS, ErrorCode, Method
 from segue.protocol.auth import DEFAULT_TENANT, TenantNotAllowed
+from segue.protocol.errors import RpcError
 from segue.protocol.lifecycle import Phase, version_key
-from segue.protocol.rpc import Handler, NotificationHandler, RequestContext, RpcError, Session
+from segue.protocol.rpc import Handler, NotificationHandler, RequestContext, Session
 
 log = logging.getLogger("segue.protocol")
 Transport = Literal["stdio", "http"]

@@ -39,8 +39,9 @@ from segue.generated.protocol_methods import PROTOCOL_VERSION, ErrorCode
 from segue.generated.serve import HttpConfig
 from segue.protocol.auth import Principal, Tokens
 from segue.protocol.config import ServeError
+from segue.protocol.errors import RpcError
 from segue.protocol.framing import encode_message
-from segue.protocol.rpc import Dispatcher, Message, RpcError, response
+from segue.protocol.rpc import Dispatcher, Message, response
 from segue.protocol.sessions import Channel, Sessions, SessionsFull, Stream
 
 log = logging.getLogger("segue.protocol")

@@ -1,7 +1,7 @@
 """A session's lifecycle, as in LSP: initialize, work, shutdown, exit. Pure rules, no I/O.
 
 The dispatcher asks `check` before it reads a request's params and `enter` before it starts it. Each raises a
-`Refusal` (the error the request gets, with nothing changed) or lets the request through; `enter` moves the
+`RpcError` (the error the request gets, with nothing changed) or lets the request through; `enter` moves the
 session to the phase of `initialize` and `shutdown` right there, before the next message is read, so a request
 sent just after them already sees the new phase.
 
@@ -25,7 +25,8 @@ import attrs
 
 from segue.generated import RunEventType
 from segue.generated.protocol import InitializeParams, RunEventFilter, UnsupportedProtocolVersionData
-from segue.generated.protocol_methods import LEGACY_CODES, METHODS, PROTOCOL_VERSION, ErrorCode, Method
+from segue.generated.protocol_methods import METHODS, PROTOCOL_VERSION, ErrorCode, Method
+from segue.protocol.errors import RpcError
 
 #: The version a session speaks until it sends initialize: the protocol as it was before initialize existed.
 LEGACY_VERSION = "1.0"
@@ -49,16 +50,6 @@ class Phase(enum.Enum):
     READY = "ready"  # initialize answered
     SHUTTING_DOWN = "shutting down"  # shutdown received, requests in flight draining
     SHUT_DOWN = "shut down"  # shutdown answered: only exit is left
-
-
-class Refusal(Exception):
-    """The error a request gets instead of being served."""
-
-    def __init__(self, code: ErrorCode, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
 
 
 @attrs.define(kw_only=True)
@@ -89,7 +80,7 @@ def negotiate(requested: str) -> str:
         return requested
     if version_key(requested)[0] == _MAJOR and version_key(requested)[1] > _MINOR:
         return PROTOCOL_VERSION  # a newer minor version: the client sees from the result what this server lacks
-    raise Refusal(
+    raise RpcError(
         ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
         f"initialize asked for protocol {requested}; this server speaks {', '.join(SUPPORTED_VERSIONS)} (a client "
         f"that never sends initialize is served protocol {LEGACY_VERSION}); use a client bundle of protocol {_MAJOR}.x",
@@ -98,23 +89,23 @@ def negotiate(requested: str) -> str:
 
 
 def check(state: SessionState, method: Method, *, can_initialize: bool = True) -> None:
-    """Raise the Refusal a request gets in the session's phase and version, before its params are read.
+    """Raise the RpcError a request gets in the session's phase and version, before its params are read.
     `can_initialize` is False for a session that cannot outlive its request (HTTP without a session name)."""
     name = method.name
     if state.phase in (Phase.SHUTTING_DOWN, Phase.SHUT_DOWN):
         again = "shutdown was already requested" if name == SHUTDOWN else f"{name} cannot run"
-        raise Refusal(
+        raise RpcError(
             ErrorCode.INVALID_REQUEST,
             f"the session is {state.phase.value}: {again}; send exit (and start a new session for more work)",
         )
     if name == INITIALIZE:
         if state.phase is not Phase.NEW:
-            raise Refusal(
+            raise RpcError(
                 ErrorCode.INVALID_REQUEST,
                 f"initialize was already answered for this session (protocol {state.version}); send it once",
             )
         if not can_initialize:
-            raise Refusal(
+            raise RpcError(
                 ErrorCode.INVALID_REQUEST,
                 "initialize needs a named session (?session=NAME or a Segue-Session header): without one each "
                 "request is a session of its own, which would forget it at once",
@@ -122,19 +113,19 @@ def check(state: SessionState, method: Method, *, can_initialize: bool = True) -
         return
     if version_key(method.since) > version_key(state.version):
         if state.phase is Phase.NEW:
-            raise Refusal(
+            raise RpcError(
                 ErrorCode.SERVER_NOT_INITIALIZED,
                 f"server not initialized: send initialize first. {name} is new in protocol {method.since}; a "
                 f"session that has not initialized speaks protocol {LEGACY_VERSION} (or it was freed after idling)",
             )
-        raise Refusal(
+        raise RpcError(
             ErrorCode.METHOD_NOT_FOUND,
             f"{name} is new in protocol {method.since}; this session speaks {state.version}, as initialize asked",
         )
 
 
 def enter(state: SessionState, method: Method, params: Any) -> None:
-    """The phase change a request makes as it is accepted (initialize, shutdown); raises a Refusal, with the state
+    """The phase change a request makes as it is accepted (initialize, shutdown); raises an RpcError, with the state
     unchanged, when initialize asks for a version the server does not speak."""
     if method.name == INITIALIZE:
         _initialize(state, params)
@@ -149,11 +140,6 @@ def admits_notification(state: SessionState, method: Method) -> bool:
     if method.name == "initialized":
         return state.phase is Phase.READY
     return version_key(method.since) <= version_key(state.version)
-
-
-def wire_code(code: ErrorCode, version: str) -> int:
-    """The code a session speaking `version` receives for `code` (an error whose code changed keeps its old one)."""
-    return LEGACY_CODES.get(code, {}).get(version, int(code))
 
 
 def _initialize(state: SessionState, params: InitializeParams) -> None:

@@ -47,7 +47,8 @@ from segue.generated.protocol_methods import ErrorCode
 from segue.meta import PENDING_META_KEY
 from segue.protocol.auth import ANY_TENANT, TenantNotAllowed
 from segue.protocol.config import AgentEntry, ServeApp
-from segue.protocol.rpc import Handler, RequestContext, RpcError, invalid_params
+from segue.protocol.errors import RpcError
+from segue.protocol.rpc import Handler, RequestContext, invalid_params
 from segue.replay import run_id_of
 from segue.run_state import make_event
 from segue.store.run_store import DEFAULT_TENANT

@@ -43,6 +43,7 @@ from segue.generated.protocol import (
 from segue.generated.protocol_methods import METHODS, PROTOCOL_VERSION, ErrorCode, Method
 from segue.protocol import lifecycle
 from segue.protocol.auth import Principal, TenantNotAllowed
+from segue.protocol.errors import RpcError
 
 log = logging.getLogger("segue.protocol")
 CANCEL_METHOD = "$/cancelRequest"
@@ -57,23 +58,6 @@ Handler = Callable[["RequestContext", Any], Awaitable[Any]]
 NotificationHandler = Callable[["Session", Any], None]
 #: A server-wide check before a request starts: raises RpcError to refuse it, or returns what to call once it ended.
 Admit = Callable[["Session", Method], Callable[[], None] | None]
-
-
-class RpcError(Exception):
-    """An error response: a code from the method table, a message, and `data` (a generated attrs object)."""
-
-    def __init__(self, code: ErrorCode, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-    def to_json(self, version: str = PROTOCOL_VERSION) -> dict[str, Any]:
-        """The error object, with the code a session speaking `version` knows it by."""
-        error: dict[str, Any] = {"code": lifecycle.wire_code(self.code, version), "message": self.message}
-        if self.data is not None:
-            error["data"] = get_converter().unstructure(self.data)
-        return error
 
 
 class ClientCallError(Exception):
@@ -320,8 +304,6 @@ class Dispatcher:
                 if release is not None:
                     release()
                 raise
-        except lifecycle.Refusal as e:
-            raise _Refused(request_id, e.code, e.message, e.data) from None
         except (RpcError, TenantNotAllowed) as e:
             error = error_from_exception(e)
             raise _Refused(request_id, error.code, error.message, error.data) from None

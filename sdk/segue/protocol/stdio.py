@@ -19,8 +19,9 @@ import threading
 from typing import Any
 
 from segue.generated.protocol_methods import ErrorCode
+from segue.protocol.errors import RpcError
 from segue.protocol.framing import FrameError, FrameReader, encode_frame
-from segue.protocol.rpc import Dispatcher, Message, RpcError, Session, response
+from segue.protocol.rpc import Dispatcher, Message, Session, response
 
 log = logging.getLogger("segue.protocol")
 _STOP = object()
