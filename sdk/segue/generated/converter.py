@@ -3,10 +3,10 @@
 # Schema: schemas/explain.schema.json (sha256:26f40dfd242e67d3c686423dbefab8ae10bc3d311891b72b9878231699640f8f)
 # Schema: schemas/message.schema.json (sha256:11b022e99e8654fe1600a6d969a97687dbbf3dd064e5f42839eba16749d6b91c)
 # Schema: schemas/prefix.schema.json (sha256:f5b2c58e57b5a12d52a98a2898d996a98943e6a2d74996ffe866caf98f9a382c)
-# Schema: schemas/protocol.schema.json (sha256:4f8217d9ad7607e44938b7028cc446e41c22752a36f2b7a197b937f0ff5e183c)
+# Schema: schemas/protocol.schema.json (sha256:c674e0f59e4accbb6c0ccd73241d642d6b61004598a772bfa122bcb0b5fbae28)
 # Schema: schemas/replay.schema.json (sha256:378366fc4d92f02dcafad87cab6d85a8077f127f84da20b42a7585b33f2abdd9)
 # Schema: schemas/runs.schema.json (sha256:ded0d7420c3c0c359e37d7ce31b13e4b8b5bea92dd58eb7aee00560105da63cc)
-# Schema: schemas/serve.schema.json (sha256:23c738a578286a0e84407ae6838ca99a691fa0c94ac75f62cf265ead5027cd2a)
+# Schema: schemas/serve.schema.json (sha256:5d0dd074a3eec5c3a768a2f2a7f19a26206198340e01f69a9b7885d103ea51d2)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """The one cattrs converter for every generated type: tagged unions dispatch on their tag, None is omitted."""
 
@@ -45,6 +45,20 @@ CLASSES: tuple[type, ...] = (
     message.Usage,
     prefix.PrefixDescriptor,
     prefix.ServedPath,
+    protocol.ClientInfo,
+    protocol.RunEventFilter,
+    protocol.ClientCapabilities,
+    protocol.InitializeParams,
+    protocol.ServerInfo,
+    protocol.HttpLimits,
+    protocol.ServerLimits,
+    protocol.ServerCapabilities,
+    protocol.InitializeResult,
+    protocol.InitializedParams,
+    protocol.ShutdownParams,
+    protocol.ShutdownRequest,
+    protocol.ShutdownResult,
+    protocol.ExitParams,
     protocol.ContextItem,
     protocol.RunParams,
     protocol.RetryParams,
@@ -57,9 +71,25 @@ CLASSES: tuple[type, ...] = (
     protocol.RunsListResult,
     protocol.RunsGetParams,
     protocol.RunsGetResult,
+    protocol.RunsExplainParams,
+    protocol.RunsExplainResult,
+    protocol.RunsSweepParams,
+    protocol.RunsSweepResult,
     protocol.CatalogExplainParams,
     protocol.CatalogKey,
     protocol.CatalogExplainResult,
+    protocol.ProviderInfo,
+    protocol.AgentsListParams,
+    protocol.AgentSummary,
+    protocol.AgentsListResult,
+    protocol.AgentsGetParams,
+    protocol.ToolInfo,
+    protocol.LayoutInfo,
+    protocol.CatalogPath,
+    protocol.AgentInfo,
+    protocol.AgentsGetResult,
+    protocol.CatalogListParams,
+    protocol.CatalogListResult,
     protocol.CancelParams,
     protocol.RunEventParams,
     protocol.ToolCallParams,
@@ -70,6 +100,8 @@ CLASSES: tuple[type, ...] = (
     protocol.RequestInFlightData,
     protocol.RunNotFoundData,
     protocol.TenantNotAllowedData,
+    protocol.UnsupportedProtocolVersionData,
+    protocol.ServerBusyData,
     protocol.ParamError,
     protocol.InvalidParamsData,
     replay.ReplayKnobs,
