@@ -1,5 +1,6 @@
-"""`python -m codegen`: regenerate, `--check` for staleness, `--export DIR` for the cross-language bundle,
-`--update-golden` to rewrite the golden records under tests/codegen_golden/."""
+"""`python -m codegen`: regenerate (and the generated sections of docs, codegen/docs.py), `--check` for staleness,
+`--export DIR` for the cross-language bundle, `--update-golden` to rewrite the golden records under
+tests/codegen_golden/."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from codegen import golden
+from codegen import docs, golden
 from codegen.driver import GENERATED_DIR, REPO_ROOT, export, generate, stale_files, write
 from codegen.errors import SchemaError
 
@@ -33,27 +34,31 @@ def main(argv: list[str] | None = None) -> int:
             print(f"codegen: {len(golden.cases())} golden cases, {len(changed)} files changed" + _lines(changed))
             return 0
         files = generate(args.schemas)
-    except SchemaError as e:
+        if args.export:
+            export(files, args.schemas, args.export)
+            print(f"codegen: wrote the bundle to {args.export}")
+            return 0
+        doc_texts = docs.render(files, args.out)
+    except (SchemaError, docs.DocsError) as e:
         print(f"codegen: {e}", file=sys.stderr)
         return 2
     out_dir = args.out / GENERATED_DIR
     if args.check:
         stale, extra = stale_files(files, out_dir)
+        stale_docs = docs.stale(doc_texts, args.out)
         for rel in stale:
             print(f"stale: {GENERATED_DIR}/{rel}", file=sys.stderr)
         for rel in extra:
             print(f"not generated (remove it): {GENERATED_DIR}/{rel}", file=sys.stderr)
-        if stale or extra:
+        for doc in stale_docs:
+            print(f"stale: {doc} (its generated section)", file=sys.stderr)
+        if stale or extra or stale_docs:
             print("codegen: generated code is out of date; run `python -m codegen`", file=sys.stderr)
             return 1
-        print(f"codegen: {len(files)} generated files are up to date")
+        print(f"codegen: {len(files)} generated files and {len(doc_texts)} generated doc section(s) are up to date")
         return 0
-    if args.export:
-        export(files, args.schemas, args.export)
-        print(f"codegen: wrote the bundle to {args.export}")
-        return 0
-    changed = write(files, out_dir)
-    print(f"codegen: {len(files)} files, {len(changed)} changed" + _lines(f"{GENERATED_DIR}/{c}" for c in changed))
+    changed = [f"{GENERATED_DIR}/{c}" for c in write(files, out_dir)] + docs.write(doc_texts, args.out)
+    print(f"codegen: {len(files)} files, {len(changed)} changed" + _lines(changed))
     return 0
 
 

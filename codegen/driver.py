@@ -107,9 +107,10 @@ def write(files: dict[str, str], out_dir: Path) -> list[str]:
 
 
 def export(files: dict[str, str], schema_dir: Path, dest: Path) -> None:
-    """The bundle: schemas with $refs resolved, TypeScript declarations, and the fixtures."""
+    """The bundle: schemas with $refs resolved, TypeScript declarations, the method table and its reference, and
+    the fixtures."""
     for rel, text in files.items():
-        if rel.startswith(EXPORTED) or rel == "protocol.json":
+        if rel.startswith(EXPORTED) or rel in ("protocol.json", "protocol.md"):
             target = dest / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8", newline="\n")

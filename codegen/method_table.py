@@ -1,9 +1,11 @@
 """Stage two for the JSON-RPC method table: a schema file's top-level `protocol` keyword -> a checked `Protocol`.
 
 `schemas/protocol.schema.json` lists, under `protocol.methods`, each method's name, kind (request or
-notification), direction and the `$defs` types of its params and result, and under `protocol.errors` the error
-codes with the type of their `data`. The params, result and data types are ordinary `$defs` objects that the
-normal path turns into attrs classes and TypeScript interfaces. This module checks the table against the loaded
+notification), direction, the `$defs` types of its params and result and the protocol version that added it
+(`since`), and under `protocol.errors` the error codes with the type of their `data` (and, for a code that
+changed, the code older versions used: `legacy_codes`). `protocol.version` is the version the table describes.
+The params, result and data types are ordinary `$defs` objects that the normal path turns into attrs classes and
+TypeScript interfaces. This module checks the table against the loaded
 model, so a typo fails with the file, the JSON pointer and the reason before anything is written;
 codegen/plugins/protocol.py renders the dispatch table and the TypeScript client from it.
 """
@@ -23,6 +25,10 @@ from codegen.model import Model, SchemaFile
 KEYWORD = "protocol"
 METHOD_NAME = r"^(\$/)?[a-z][A-Za-z0-9]*(/[a-z][A-Za-z0-9]*)*$"
 ERROR_NAME = r"^[A-Z][A-Za-z0-9]*$"
+#: Protocol versions are MAJOR.MINOR (docs/protocol.md says what each may change).
+VERSION = r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$"
+#: The version of a method or error that does not say `since`: the first version of the protocol.
+FIRST_VERSION = "1.0"
 #: The JSON-RPC 2.0 codes the server relies on: the table must declare each, with this code.
 STANDARD_ERRORS = {
     "ParseError": -32700,
@@ -43,6 +49,7 @@ _TYPE_REF = {
 META_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
+        "version": {"type": "string", "pattern": VERSION},
         "methods": {
             "type": "object",
             "minProperties": 1,
@@ -56,6 +63,7 @@ META_SCHEMA: dict[str, Any] = {
                     "params": _TYPE_REF,
                     "result": _TYPE_REF,
                     "errors": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+                    "since": {"type": "string", "pattern": VERSION},
                 },
                 "required": ["kind", "direction", "description", "params"],
                 "additionalProperties": False,
@@ -70,15 +78,28 @@ META_SCHEMA: dict[str, Any] = {
                     "code": {"type": "integer"},
                     "description": {"type": "string", "minLength": 1},
                     "data": _TYPE_REF,
+                    "since": {"type": "string", "pattern": VERSION},
+                    "legacy_codes": {
+                        "type": "object",
+                        "minProperties": 1,
+                        "propertyNames": {"pattern": VERSION},
+                        "additionalProperties": {"type": "integer"},
+                    },
                 },
                 "required": ["code", "description"],
                 "additionalProperties": False,
             },
         },
     },
-    "required": ["methods", "errors"],
+    "required": ["version", "methods", "errors"],
     "additionalProperties": False,
 }
+
+
+def version_key(version: str) -> tuple[int, int]:
+    """A MAJOR.MINOR version as numbers, so 1.10 comes after 1.9."""
+    major, minor = version.split(".")
+    return int(major), int(minor)
 
 
 @attrs.frozen(kw_only=True)
@@ -90,6 +111,7 @@ class Method:
     params: str  # a $defs type name
     result: str | None
     errors: tuple[str, ...]
+    since: str
 
 
 @attrs.frozen(kw_only=True)
@@ -98,6 +120,9 @@ class ErrorDef:
     code: int
     description: str
     data: str | None
+    since: str
+    #: Protocol version -> the code a session speaking that version receives instead of `code`.
+    legacy_codes: tuple[tuple[str, int], ...]
 
     @property
     def constant(self) -> str:
@@ -108,6 +133,7 @@ class ErrorDef:
 @attrs.frozen(kw_only=True)
 class Protocol:
     file: SchemaFile
+    version: str
     methods: tuple[Method, ...]
     errors: tuple[ErrorDef, ...]
 
@@ -152,6 +178,14 @@ def load_protocol(model: Model) -> Protocol | None:
             raise SchemaError(f.path, pointer, f"{role} {name!r} must be an object type (it is a {types[name].form})")
         return name
 
+    version = raw["version"]
+
+    def since(spec: dict[str, Any], pointer: str) -> str:
+        found: str = spec.get("since", FIRST_VERSION)
+        if version_key(found) > version_key(version):
+            raise SchemaError(f.path, f"{pointer}/since", f"since {found} is after the table's version {version}")
+        return found
+
     errors: list[ErrorDef] = []
     codes: dict[int, str] = {}
     for name, spec in raw["errors"].items():
@@ -163,10 +197,22 @@ def load_protocol(model: Model) -> Protocol | None:
             raise SchemaError(f.path, f"{pointer}/code", f"{name} is JSON-RPC's {STANDARD_ERRORS[name]}, not {code}")
         codes[code] = name
         data = named(spec["data"], f"{pointer}/data", "error data") if "data" in spec else None
-        errors.append(ErrorDef(name=name, code=code, description=spec["description"], data=data))
+        added = since(spec, pointer)
+        for old in spec.get("legacy_codes", {}):
+            if not version_key(added) <= version_key(old) < version_key(version):
+                raise SchemaError(
+                    f.path,
+                    f"{pointer}/legacy_codes/{old}",
+                    f"a legacy code is for a version from since ({added}) to before the table's version ({version})",
+                )
+        legacy = tuple(sorted(spec.get("legacy_codes", {}).items(), key=lambda kv: version_key(kv[0])))
+        errors.append(
+            ErrorDef(name=name, code=code, description=spec["description"], data=data, since=added, legacy_codes=legacy)
+        )
     missing = sorted(set(STANDARD_ERRORS) - {e.name for e in errors})
     if missing:
         raise SchemaError(f.path, f"/{KEYWORD}/errors", f"the JSON-RPC 2.0 errors {missing} must be declared")
+    _check_legacy_codes(f, errors)
 
     methods: list[Method] = []
     for name, spec in raw["methods"].items():
@@ -192,6 +238,7 @@ def load_protocol(model: Model) -> Protocol | None:
                 params=named(spec["params"], f"{pointer}/params", "params"),
                 result=named(spec["result"], f"{pointer}/result", "result") if "result" in spec else None,
                 errors=tuple(spec.get("errors", ())),
+                since=since(spec, pointer),
             )
         )
     if CANCEL_METHOD in raw["methods"]:
@@ -202,7 +249,22 @@ def load_protocol(model: Model) -> Protocol | None:
                 f"/{KEYWORD}/methods/{_escape(CANCEL_METHOD)}",
                 "must be a clientToServer (or both) notification",
             )
-    return Protocol(file=f, methods=tuple(methods), errors=tuple(errors))
+    return Protocol(file=f, version=version, methods=tuple(methods), errors=tuple(errors))
+
+
+def _check_legacy_codes(f: SchemaFile, errors: list[ErrorDef]) -> None:
+    """In each older version a legacy code stands for, the codes a session of that version receives stay unique."""
+    for e in errors:
+        for old, code in e.legacy_codes:
+            for other in errors:
+                if other is e or version_key(other.since) > version_key(old):
+                    continue
+                if dict(other.legacy_codes).get(old, other.code) == code:
+                    raise SchemaError(
+                        f.path,
+                        f"/{KEYWORD}/errors/{e.name}/legacy_codes/{old}",
+                        f"in protocol {old}, code {code} is already {other.name!r}",
+                    )
 
 
 def _escape(part: str) -> str:

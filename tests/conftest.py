@@ -29,6 +29,21 @@ def repo() -> Path:
     return REPO
 
 
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """What `python -m codegen --out DIR` reads and writes, copied to edit freely: schemas/, the committed
+    generated code, and the docs that carry a generated section."""
+    from codegen.docs import SECTIONS
+    from codegen.driver import GENERATED_DIR
+
+    shutil.copytree(REPO / "schemas", tmp_path / "schemas")
+    shutil.copytree(REPO / GENERATED_DIR, tmp_path / GENERATED_DIR, ignore=shutil.ignore_patterns("__pycache__"))
+    for doc in SECTIONS:
+        (tmp_path / doc).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO / doc, tmp_path / doc)
+    return tmp_path
+
+
 def pg_url() -> str:
     """SEGUE_TEST_PG_URL, which .ci/run sets after starting PostgreSQL; skip locally, fail in CI without it."""
     url = os.environ.get("SEGUE_TEST_PG_URL")

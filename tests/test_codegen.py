@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,14 +21,6 @@ def codegen(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "codegen", *args], cwd=REPO, capture_output=True, text=True, check=False
     )
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    """A copy of schemas/ and of the committed generated code, to edit freely."""
-    shutil.copytree(REPO / "schemas", tmp_path / "schemas")
-    shutil.copytree(REPO / GENERATED, tmp_path / GENERATED, ignore=shutil.ignore_patterns("__pycache__"))
-    return tmp_path
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "codegen.plugins.wire": 6,
     "codegen.plugins.protocol": 6,
     "codegen.driver": 7,
+    "codegen.docs": 7,
     "codegen.golden": 8,
     "codegen.__main__": 9,
 }

@@ -19,7 +19,9 @@ import pytest
 from codegen.errors import SchemaError
 from codegen.method_table import load_protocol
 from codegen.model import load_model
-from segue.generated.protocol_methods import ERROR_DATA, METHODS, ErrorCode
+from segue.generated.protocol import ServerLimits
+from segue.generated.protocol_methods import ERROR_DATA, LEGACY_CODES, METHODS, PROTOCOL_VERSION, ErrorCode
+from segue.protocol import Control, make_dispatcher
 from segue.protocol.methods import Methods
 from segue.protocol.rpc import Dispatcher
 
@@ -40,12 +42,21 @@ def test_the_dispatch_table_is_the_schemas_method_table() -> None:
         set(METHODS)
         == set(table)
         == {
+            "initialize",
+            "initialized",
+            "shutdown",
+            "exit",
             "run",
             "retry",
             "resume",
             "runs/list",
             "runs/get",
+            "runs/explain",
+            "runs/sweep",
             "catalog/explain",
+            "agents/list",
+            "agents/get",
+            "catalog/list",
             "$/cancelRequest",
             "run/event",
             "tool/call",
@@ -65,21 +76,42 @@ def test_the_dispatch_table_is_the_schemas_method_table() -> None:
         "METHOD_NOT_FOUND": -32601,
         "INVALID_PARAMS": -32602,
         "INTERNAL_ERROR": -32603,
+        "SERVER_NOT_INITIALIZED": -32002,
         "REPLAY_RUN_ERROR": -32001,
-        "IDEMPOTENCY_CONFLICT": -32002,
+        "IDEMPOTENCY_CONFLICT": -32008,
         "INPUT_ERROR": -32003,
         "REQUEST_IN_FLIGHT": -32004,
         "RUN_NOT_FOUND": -32005,
         "CATALOG_LOOKUP_ERROR": -32006,
         "TENANT_NOT_ALLOWED": -32007,
+        "UNSUPPORTED_PROTOCOL_VERSION": -32009,
+        "SERVER_BUSY": -32010,
         "REQUEST_CANCELLED": -32800,
     }
+    # IdempotencyConflict was -32002 in protocol 1.0, before LSP's ServerNotInitialized took that code: a session
+    # that speaks 1.0 still receives -32002 for it.
+    assert LEGACY_CODES == {ErrorCode.IDEMPOTENCY_CONFLICT: {"1.0": -32002}}
+    assert PROTOCOL_VERSION == SCHEMA["protocol"]["version"] == "1.1"
+    assert {n for n, m in METHODS.items() if m.since == "1.0"} == {
+        "run",
+        "retry",
+        "resume",
+        "runs/list",
+        "runs/get",
+        "catalog/explain",
+        "$/cancelRequest",
+        "run/event",
+        "tool/call",
+    }, "the methods of protocol 1.0 (what the frozen 1.0 client in tests/node/fixtures knows) keep since 1.0"
     assert sorted(codes.values()) == sorted(e.value for e in ErrorCode)
     assert ERROR_DATA[ErrorCode.REPLAY_RUN_ERROR].__name__ == "ReplayRunErrorData"
     # The server serves every client-to-server request of the table (Dispatcher refuses a partial handler set).
-    Dispatcher(Methods(app=None).handlers())  # type: ignore[arg-type]
+    control = Control(transport="stdio", limits=ServerLimits(max_message_bytes=1, shutdown_timeout_seconds=1.0))
+    make_dispatcher(app=None, control=control)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="handlers must cover exactly"):
-        Dispatcher({"run": Methods(app=None).run})  # type: ignore[arg-type]
+        Dispatcher(Methods(app=None).handlers())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="notification handlers must cover exactly"):
+        Dispatcher(make_dispatcher(None, control).handlers, {"exit": control.exit})  # type: ignore[arg-type]
 
 
 def test_typescript_map_and_client_are_in_the_export_bundle(tmp_path: Path) -> None:
@@ -99,13 +131,6 @@ def test_typescript_map_and_client_are_in_the_export_bundle(tmp_path: Path) -> N
     table = json.loads((tmp_path / "bundle" / "protocol.json").read_text())
     assert table["methods"]["run"]["result"] == {"$ref": "urn:segue:schema:protocol:1#/$defs/RunResponse"}
     assert {"RunResult", "RunEvent", "ToolCallBlock"} <= set(bundled["$defs"]), "refs resolved into the bundle"
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    shutil.copytree(REPO / "schemas", tmp_path / "schemas")
-    shutil.copytree(REPO / GENERATED, tmp_path / GENERATED, ignore=shutil.ignore_patterns("__pycache__"))
-    return tmp_path
 
 
 def _edit(fn: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
@@ -165,6 +190,26 @@ BAD_TABLES: dict[str, tuple[dict[str, Any], str, str]] = {
         "#/protocol/methods/run/errors/0",
         "unknown error 'ReplayError'",
     ),
+    "missing_version": (
+        _edit(lambda s: s["protocol"].pop("version")),
+        "#/protocol",
+        "'version' is a required property",
+    ),
+    "since_after_the_tables_version": (
+        _edit(lambda s: _methods(s)["agents/list"].update(since="1.2")),
+        "#/protocol/methods/agents~1list/since",
+        "since 1.2 is after the table's version 1.1",
+    ),
+    "legacy_code_taken_in_that_version": (
+        _edit(lambda s: s["protocol"]["errors"]["IdempotencyConflict"].update(legacy_codes={"1.0": -32001})),
+        "#/protocol/errors/IdempotencyConflict/legacy_codes/1.0",
+        "in protocol 1.0, code -32001 is already 'ReplayRunError'",
+    ),
+    "legacy_code_for_the_current_version": (
+        _edit(lambda s: s["protocol"]["errors"]["IdempotencyConflict"].update(legacy_codes={"1.1": -32002})),
+        "#/protocol/errors/IdempotencyConflict/legacy_codes/1.1",
+        "a legacy code is for a version from since (1.0) to before the table's version (1.1)",
+    ),
     "keyword_below_top_level": (
         _edit(lambda s: s["$defs"]["RunParams"].update(protocol={})),
         "#/$defs/RunParams",
@@ -215,3 +260,35 @@ def test_a_new_method_reaches_python_and_typescript(workspace: Path) -> None:
     assert '    "runs/count": Method(' in (workspace / GENERATED / "protocol_methods.py").read_text()
     ts = (workspace / GENERATED / "typescript" / "protocol-methods.d.ts").read_text()
     assert '"runs/count": { params: RunsListParams; result: RunNotFoundData };' in ts
+
+
+def test_the_method_reference_in_the_docs_is_generated_and_checked(workspace: Path) -> None:
+    """docs/protocol.md carries the generated reference between two markers: an edit by hand, or a schema change
+    not regenerated, is stale for `--check`; `python -m codegen` restores it; lost markers are an error."""
+    doc = workspace / "docs" / "protocol.md"
+    original = doc.read_text()
+    reference = (workspace / GENERATED / "protocol.md").read_text().strip()
+    assert reference in original, "the docs carry the generated reference verbatim"
+    assert "### `agents/get`" in reference and "| -32002 | ServerNotInitialized | 1.1 |" in reference
+    assert "| -32008 | IdempotencyConflict | 1.0 | `IdempotencyConflictData` |" in reference
+    assert "-32002 in 1.0 |" in reference, "the legacy code is in the table"
+
+    args = ("--schemas", str(workspace / "schemas"), "--out", str(workspace))
+    doc.write_text(original.replace("Start the session, as LSP's initialize", "Say hello"))
+    stale = codegen("--check", *args)
+    assert stale.returncode == 1 and "stale: docs/protocol.md (its generated section)" in stale.stderr
+    assert codegen(*args).returncode == 0 and doc.read_text() == original
+
+    schema = copy.deepcopy(SCHEMA)
+    _methods(schema)["agents/list"]["description"] = "Every agent, in the config's order."
+    (workspace / "schemas" / "protocol.schema.json").write_text(json.dumps(schema, indent=2))
+    stale = codegen("--check", *args)
+    assert "stale: docs/protocol.md (its generated section)" in stale.stderr
+    assert codegen(*args).returncode == 0
+    assert "Request, client → server, since 1.1. Every agent, in the config's order." in doc.read_text()
+    # Prose outside the markers is the author's: kept as it was.
+    assert doc.read_text().split("<!-- BEGIN GENERATED")[0] == original.split("<!-- BEGIN GENERATED")[0]
+
+    doc.write_text(original.replace("<!-- END GENERATED: protocol.md -->", ""))
+    broken = codegen(*args)
+    assert broken.returncode == 2 and "docs/protocol.md needs exactly one pair of marker lines" in broken.stderr

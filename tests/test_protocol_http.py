@@ -73,6 +73,7 @@ class Events:
         assert self.response.getheader("Content-Type") == "text/event-stream"
         self.items: queue.Queue[dict[str, Any]] = queue.Queue()
         self.subscribed = threading.Event()
+        self.ended = threading.Event()  # the server closed the stream
         threading.Thread(target=self._read, daemon=True).start()
         assert self.subscribed.wait(10)
 
@@ -91,6 +92,8 @@ class Events:
                     event = {}
         except (OSError, ValueError):
             pass
+        finally:
+            self.ended.set()
 
     def until(self, request_id: Any, last: str) -> list[dict[str, Any]]:
         """The run events of `request_id`, up to and including the first of type `last`."""

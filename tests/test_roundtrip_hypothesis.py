@@ -45,7 +45,9 @@ def expr_strategy(e: TypeExpr, depth: int) -> st.SearchStrategy[Any]:
         case "int":
             return st.integers(min_value=c.get("minimum", -(2**31)), max_value=c.get("maximum", 2**31))
         case "float":
-            return st.floats(min_value=c.get("minimum"), allow_nan=False, allow_infinity=False, width=32)
+            return st.floats(
+                min_value=c.get("minimum"), max_value=c.get("maximum"), allow_nan=False, allow_infinity=False, width=32
+            )
         case "bool":
             return st.booleans()
         case "any":

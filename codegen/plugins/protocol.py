@@ -3,8 +3,10 @@
 - `protocol_methods.py`: `METHODS` (name -> params class, result class, kind, direction), `ErrorCode` and
   `ERROR_DATA`, which the server in `segue.protocol` dispatches with;
 - `typescript/protocol-methods.d.ts`: the `SegueMethods` map (and its siblings) for TypeScript clients;
-- `typescript/protocol-client.js` + `.d.ts`: a small typed client over a child process's stdio;
-- `protocol.json`: the method table as a document of its own, for the exported bundle.
+- `typescript/protocol-client.js` + `.d.ts`: small typed clients, over a child process's stdio and over HTTP;
+- `protocol.json`: the method table as a document of its own, for the exported bundle;
+- `protocol.md`: the method reference (each method's params, result and errors; the error codes), which
+  `python -m codegen` also writes into docs/protocol.md (codegen/docs.py).
 
 The table arrives checked (codegen/method_table.py).
 """
@@ -17,6 +19,8 @@ from typing import Any
 
 from codegen.emit import header, imports_by_module, render
 from codegen.method_table import CANCEL_METHOD, KEYWORD, Protocol
+from codegen.model import Model, NamedType, referenced_names
+from codegen.pytypes import ts_type
 from codegen.spec import Spec
 
 #: Template -> the file it renders, relative to the generated package.
@@ -52,7 +56,71 @@ def generate(spec: Spec, package: str) -> dict[str, str]:
         for template, path in OUTPUTS.items()
     }
     files["protocol.json"] = json.dumps(method_table(protocol), indent=2, ensure_ascii=False) + "\n"
+    files["protocol.md"] = reference(protocol, spec.model)
     return files
+
+
+def reference(protocol: Protocol, model: Model) -> str:
+    """The method reference in Markdown: the method table, each method's params / result / errors with their
+    fields, the protocol's own types those use, and the error codes."""
+    types = model.types
+    inline = {n for m in protocol.methods for n in (m.params, m.result) if n}
+    seen: list[str] = []
+    pending = [n for m in protocol.methods for n in (m.params, m.result) if n]
+    pending += [e.data for e in protocol.errors if e.data]
+    while pending:
+        name = pending.pop(0)
+        if name in seen:
+            continue
+        seen.append(name)
+        if model.owner[name] == protocol.file.module:  # other files' types are named, not described here
+            pending += sorted(referenced_names(types[name]))
+    local = sorted((types[n] for n in seen if n not in inline and model.owner[n] == protocol.file.module), key=_name)
+    external = sorted((n, _file_of(model, n)) for n in seen if model.owner[n] != protocol.file.module)
+    codes = {e.name: e.code for e in protocol.errors}
+
+    def fields(label: str, name: str) -> str:
+        return f"{label} `{name}`:\n\n{_table(types[name])}"
+
+    return render(
+        "protocol.md.jinja",
+        header=header([protocol.file], "").replace("\n ", "\n").strip(),
+        protocol=protocol,
+        local_types=local,
+        external_types=external,
+        fields=fields,
+        table=_table,
+        cell=_cell,
+        ts_type=ts_type,
+        arrow=lambda direction: _ARROWS[direction],
+        error_ref=lambda name: f"{name} ({codes[name]})",
+    )
+
+
+_ARROWS = {"clientToServer": "client → server", "serverToClient": "server → client", "both": "either way"}
+
+
+def _table(t: NamedType) -> str:
+    if not t.fields:
+        return "No fields: send `{}`."
+    rows = ["| field | type | description |", "|---|---|---|"]
+    for f in t.fields:
+        name = f.json_name if f.required else f"{f.json_name}?"
+        rows.append(f"| `{name}` | `{_cell(ts_type(f.type))}` | {_cell(f.description or '')} |")
+    return "\n".join(rows)
+
+
+def _cell(text: str) -> str:
+    """Text for one Markdown table cell: one line, pipes escaped (also inside code spans, as GFM requires)."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _name(t: NamedType) -> str:
+    return t.name
+
+
+def _file_of(model: Model, name: str) -> str:
+    return next(f.path for f in model.files if f.module == model.owner[name])
 
 
 def method_table(protocol: Protocol) -> dict[str, Any]:

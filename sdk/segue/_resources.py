@@ -18,3 +18,13 @@ def data_dir(name: str) -> Path:
     if checkout.is_dir():
         return checkout
     raise FileNotFoundError(f"segue's {name} folder is missing: looked in {installed} and {checkout}; reinstall segue")
+
+
+def package_version() -> str:
+    """The installed segue's version (what `segue --version` and the protocol's initialize report)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("segue")
+    except PackageNotFoundError:  # running from a checkout that was never installed
+        return "(not installed)"

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 from urllib.parse import urlparse
 
+from segue._resources import package_version
 from segue.cli_render import Style, clean, count, explain_text, share, show_text, table
 from segue.errors import StoreError
 from segue.generated import RunDetail, RunExplanation, RunStatus, RunSummary, SweptRuns, Usage, get_converter
@@ -303,15 +304,6 @@ def _offset(text: str) -> int:
     return value
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("segue")
-    except PackageNotFoundError:  # running from a checkout that was never installed
-        return "(not installed)"
-
-
 def _db_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--db",
@@ -349,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Cache-friendly, replayable LLM agent runs.",
         epilog="exit codes: 0 ok, 1 the command found nothing or a problem, 2 bad input or environment",
     )
-    parser.add_argument("--version", action="version", version=f"segue {_version()}")
+    parser.add_argument("--version", action="version", version=f"segue {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     runs = _command(commands, "runs", None, "list, show and explain recorded runs")

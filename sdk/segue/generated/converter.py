@@ -3,10 +3,10 @@
 # Schema: schemas/explain.schema.json (sha256:d806b842adad90405597c6c0b45ad77a0c4dcb8c316d83942da96432d2565972)
 # Schema: schemas/message.schema.json (sha256:11b022e99e8654fe1600a6d969a97687dbbf3dd064e5f42839eba16749d6b91c)
 # Schema: schemas/prefix.schema.json (sha256:f5b2c58e57b5a12d52a98a2898d996a98943e6a2d74996ffe866caf98f9a382c)
-# Schema: schemas/protocol.schema.json (sha256:052500e235ceaafb3e624871361fa0a3ab3e6a92c44024bb967c295037dc1b3d)
+# Schema: schemas/protocol.schema.json (sha256:7cf4c092d14d6affbc822cb8644b188d0a8f7a6ceb2e0872569c4c9213bd795d)
 # Schema: schemas/replay.schema.json (sha256:378366fc4d92f02dcafad87cab6d85a8077f127f84da20b42a7585b33f2abdd9)
 # Schema: schemas/runs.schema.json (sha256:4b43660ac672129978ec5ea1adb2af45e12015c35b4c6e15867e2aa5a68ad1a5)
-# Schema: schemas/serve.schema.json (sha256:23c738a578286a0e84407ae6838ca99a691fa0c94ac75f62cf265ead5027cd2a)
+# Schema: schemas/serve.schema.json (sha256:5d0dd074a3eec5c3a768a2f2a7f19a26206198340e01f69a9b7885d103ea51d2)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """The one cattrs converter for every generated type: tagged unions dispatch on their tag, None is omitted."""
 
@@ -45,6 +45,20 @@ CLASSES: tuple[type, ...] = (
     message.Usage,
     prefix.PrefixDescriptor,
     prefix.ServedPath,
+    protocol.ClientInfo,
+    protocol.RunEventFilter,
+    protocol.ClientCapabilities,
+    protocol.InitializeParams,
+    protocol.ServerInfo,
+    protocol.HttpLimits,
+    protocol.ServerLimits,
+    protocol.ServerCapabilities,
+    protocol.InitializeResult,
+    protocol.InitializedParams,
+    protocol.ShutdownParams,
+    protocol.ShutdownRequest,
+    protocol.ShutdownResult,
+    protocol.ExitParams,
     protocol.RunParams,
     protocol.RetryParams,
     protocol.ApprovalDecision,
@@ -56,9 +70,25 @@ CLASSES: tuple[type, ...] = (
     protocol.RunsListResult,
     protocol.RunsGetParams,
     protocol.RunsGetResult,
+    protocol.RunsExplainParams,
+    protocol.RunsExplainResult,
+    protocol.RunsSweepParams,
+    protocol.RunsSweepResult,
     protocol.CatalogExplainParams,
     protocol.CatalogKey,
     protocol.CatalogExplainResult,
+    protocol.ProviderInfo,
+    protocol.AgentsListParams,
+    protocol.AgentSummary,
+    protocol.AgentsListResult,
+    protocol.AgentsGetParams,
+    protocol.ToolInfo,
+    protocol.LayoutInfo,
+    protocol.CatalogPath,
+    protocol.AgentInfo,
+    protocol.AgentsGetResult,
+    protocol.CatalogListParams,
+    protocol.CatalogListResult,
     protocol.CancelParams,
     protocol.RunEventParams,
     protocol.ToolCallParams,
@@ -69,6 +99,8 @@ CLASSES: tuple[type, ...] = (
     protocol.RequestInFlightData,
     protocol.RunNotFoundData,
     protocol.TenantNotAllowedData,
+    protocol.UnsupportedProtocolVersionData,
+    protocol.ServerBusyData,
     protocol.ParamError,
     protocol.InvalidParamsData,
     replay.ReplayKnobs,

@@ -4,7 +4,9 @@ The operations are defined in schemas/protocol.schema.json (its `protocol` metho
 the dispatch table this package serves (`segue.generated.protocol_methods`) and into TypeScript declarations plus
 a client helper in the export bundle. Transports: stdio with LSP's Content-Length framing
 (`segue.protocol.stdio`), and HTTP with server-sent events (`segue.protocol.http`). Agents come from a config file
-(`segue.protocol.config`, schemas/serve.schema.json). See docs/protocol.md.
+(`segue.protocol.config`, schemas/serve.schema.json). A session's lifecycle (initialize, shutdown, exit) is
+`segue.protocol.lifecycle` (the rules) and `segue.protocol.control` (the handlers); discovery of agents and the
+catalog is `segue.protocol.discovery`; runs and stores are `segue.protocol.methods`. See docs/protocol.md.
 """
 
 from __future__ import annotations
@@ -15,14 +17,18 @@ import os
 import sys
 from pathlib import Path
 
-from segue.generated.serve import HttpConfig
+from segue.generated.protocol import HttpLimits, ServerLimits
+from segue.generated.serve import HttpConfig, ServeConfig
 from segue.protocol.auth import TokenConfigError, Tokens
 from segue.protocol.config import ConfigError, ServeApp, ServeError, build_app, load_config
-from segue.protocol.rpc import Dispatcher, RpcError, Session
+from segue.protocol.control import SHUTDOWN_TIMEOUT_SECONDS, Control
+from segue.protocol.errors import RpcError
+from segue.protocol.rpc import Dispatcher, Session
 from segue.store.connection import redact
 
 __all__ = [
     "ConfigError",
+    "Control",
     "Dispatcher",
     "RpcError",
     "ServeApp",
@@ -30,30 +36,38 @@ __all__ = [
     "Session",
     "build_app",
     "load_config",
+    "make_dispatcher",
     "serve",
+    "server_limits",
 ]
 
 
 def serve(config: Path, *, http: bool = False, host: str = "127.0.0.1", port: int = 8711) -> int:
     """Run the server until its input ends (stdio) or it is stopped. Raises ServeError when it cannot start."""
-    from segue.protocol.methods import Methods
-
     if not logging.getLogger().handlers:
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="segue serve: %(name)s: %(message)s")
     settings = load_config(config)
     tokens = _tokens(settings.http, config) if http else None
     app = build_app(settings, config, "http" if http else "stdio")
-    dispatcher = Dispatcher(Methods(app).handlers())
     try:
         _sweep(app)
         if http:
             from segue.protocol.http import HttpServer, Limits
 
+            limits = Limits.from_config(settings.http)
+            wire_limits = server_limits(settings, limits.max_body_bytes, http=limits.to_wire())
             server = HttpServer(
-                dispatcher, host=host, port=port, tokens=tokens, limits=Limits.from_config(settings.http)
+                make_dispatcher(app, Control(transport="http", limits=wire_limits)),
+                host=host,
+                port=port,
+                tokens=tokens,
+                limits=limits,
             )
             return asyncio.run(server.serve())
+        from segue.protocol.framing import MAX_BODY_BYTES
         from segue.protocol.stdio import serve_stdio
+
+        dispatcher = make_dispatcher(app, Control(transport="stdio", limits=server_limits(settings, MAX_BODY_BYTES)))
 
         # stdout carries only frames: anything else printing (a tool, a library) goes to stderr instead.
         out_fd = os.dup(1)
@@ -63,6 +77,25 @@ def serve(config: Path, *, http: bool = False, host: str = "127.0.0.1", port: in
         return 0
     finally:
         app.close()
+
+
+def make_dispatcher(app: ServeApp, control: Control) -> Dispatcher:
+    """The dispatcher over every method of the table: runs and stores, discovery, and the lifecycle."""
+    from segue.protocol.discovery import Discovery
+    from segue.protocol.methods import Methods
+
+    handlers = {**Methods(app).handlers(), **Discovery(app).handlers(), **control.handlers()}
+    return Dispatcher(handlers, control.notifications(), control.admit)
+
+
+def server_limits(settings: ServeConfig, max_message_bytes: int, http: HttpLimits | None = None) -> ServerLimits:
+    """The limits `initialize` reports (and the server keeps)."""
+    return ServerLimits(
+        max_message_bytes=max_message_bytes,
+        max_concurrent_runs=settings.max_concurrent_runs,
+        shutdown_timeout_seconds=SHUTDOWN_TIMEOUT_SECONDS,
+        http=http,
+    )
 
 
 def _tokens(settings: HttpConfig | None, config: Path) -> Tokens | None:

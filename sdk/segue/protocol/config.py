@@ -21,9 +21,11 @@ from segue.catalog import Catalog
 from segue.contracts import Provider
 from segue.generated import get_converter
 from segue.generated.serve import AgentConfig, ProviderConfig, ServeConfig
+from segue.protocol.rpc import invalid_params
 from segue.protocol.tools import Mode, ToolConfigError, build_tool
 from segue.store.connection import redact
 from segue.store.run_store import RunStore
+from segue.tools import Tool
 
 _SCHEMA = Path(__file__).resolve().parent.parent / "generated" / "schemas" / "serve.schema.json"
 DB_ENV = "SEGUE_DB"
@@ -57,7 +59,11 @@ class ConfigError(ServeError, ValueError):
 @attrs.frozen(kw_only=True)
 class AgentEntry:
     config: AgentConfig
+    #: The agent as the transport serves it: on stdio its client-side tools are tool/call requests to the client.
     agent: Agent
+    #: The same agent with its client-side tools pausing the run for the client's result (HTTP always; a stdio
+    #: client that said in initialize it answers no tool/call). The same object when that changes nothing.
+    pausing: Agent
     store: RunStore
     client_tools: frozenset[str]
 
@@ -70,6 +76,14 @@ class ServeApp:
         self.stores = stores
         self.twin = twin
         self._catalog: Catalog | None = None
+
+    def agent(self, name: str) -> AgentEntry:
+        """The configured agent `name`, or InvalidParams naming the agents there are."""
+        found = self.agents.get(name)
+        if found is None:
+            known = ", ".join(sorted(self.agents))
+            raise invalid_params("/agent", f"no agent {name!r} in the server's config; configured: {known}")
+        return found
 
     @property
     def catalog(self) -> Catalog:
@@ -142,33 +156,37 @@ def build_app(config: ServeConfig, path: Path, mode: Mode) -> ServeApp:
                     raise ConfigError(
                         shown, f"/agents/{i}/store", f"cannot open the run store {redact(url)}: {e}"
                     ) from None
-            tools = []
+            tools, pausing_tools = [], []
             client_tools = set()
             for j, tool_cfg in enumerate(cfg.tools or []):
                 try:
-                    built, is_client = build_tool(tool_cfg, mode)
+                    built, is_client = build_tool(tool_cfg, client_answers=mode == "stdio")
+                    pausing = build_tool(tool_cfg, client_answers=False)[0] if is_client and mode == "stdio" else built
                 except ToolConfigError as e:
                     raise ConfigError(shown, f"/agents/{i}/tools/{j}{e.pointer}", str(e)) from None
                 tools.append(built)
+                pausing_tools.append(pausing)
                 if is_client:
                     client_tools.add(built.name)
             provider = _provider(cfg.provider, shown, f"/agents/{i}/provider", twin)
-            agent = Agent(
-                provider,
-                cfg.prompt or "",
-                tools,
-                stores[url],
-                max_iterations=cfg.max_iterations or 10,
-                name=cfg.name,
-            )
+            agent = _agent(cfg, provider, tools, stores[url])
+            same = all(p is t for p, t in zip(pausing_tools, tools, strict=True))
             agents[cfg.name] = AgentEntry(
-                config=cfg, agent=agent, store=stores[url], client_tools=frozenset(client_tools)
+                config=cfg,
+                agent=agent,
+                pausing=agent if same else _agent(cfg, provider, pausing_tools, stores[url]),
+                store=stores[url],
+                client_tools=frozenset(client_tools),
             )
     except BaseException:
         for store in stores.values():
             store.close()
         raise
     return ServeApp(agents, stores, twin[0] if twin else None)
+
+
+def _agent(cfg: AgentConfig, provider: Provider, tools: list[Tool], store: RunStore) -> Agent:
+    return Agent(provider, cfg.prompt or "", tools, store, max_iterations=cfg.max_iterations or 10, name=cfg.name)
 
 
 def _provider(cfg: ProviderConfig, shown: str, pointer: str, twin: list[Any]) -> Provider:

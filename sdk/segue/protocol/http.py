@@ -34,12 +34,14 @@ from urllib.parse import parse_qs
 
 import attrs
 
-from segue.generated.protocol_methods import ErrorCode
+from segue.generated.protocol import HttpLimits
+from segue.generated.protocol_methods import PROTOCOL_VERSION, ErrorCode
 from segue.generated.serve import HttpConfig
 from segue.protocol.auth import Principal, Tokens
 from segue.protocol.config import ServeError
+from segue.protocol.errors import RpcError
 from segue.protocol.framing import encode_message
-from segue.protocol.rpc import Dispatcher, Message, RpcError, response
+from segue.protocol.rpc import Dispatcher, Message, response
 from segue.protocol.sessions import Channel, Sessions, SessionsFull, Stream
 
 log = logging.getLogger("segue.protocol")
@@ -79,6 +81,18 @@ class Limits:
     def from_config(cls, config: HttpConfig | None) -> Limits:
         c = config or HttpConfig()
         return cls(max_connections=c.max_connections or _default_connections(), **_given(c))
+
+    def to_wire(self) -> HttpLimits:
+        """The limits as `initialize` reports them."""
+        return HttpLimits(
+            max_connections=self.max_connections,
+            request_timeout_seconds=self.request_timeout,
+            max_body_bytes=self.max_body_bytes,
+            max_bodies_bytes=self.max_bodies_bytes,
+            max_sessions=self.max_sessions,
+            session_idle_seconds=self.session_idle_seconds,
+            event_buffer=self.event_buffer,
+        )
 
 
 def _default_connections() -> int:
@@ -279,10 +293,11 @@ class HttpServer:
         # Every event of the request reaches the session's streams before its response.
         await channel.flushed(channel.last_id, FLUSH_SECONDS)
         data = encode_message(out) if out is not None else None
+        version = {"Segue-Protocol-Version": PROTOCOL_VERSION}
         if data is None:
-            _write(writer, 204, b"", None)
+            _write(writer, 204, b"", None, version)
         else:
-            _write(writer, 200, data, "application/json")
+            _write(writer, 200, data, "application/json", version)
 
     async def _events(self, writer: asyncio.StreamWriter, channel: Channel, last_event_id: str | None) -> None:
         resume_from = int(last_event_id) if last_event_id and last_event_id.strip().isdigit() else None

@@ -15,7 +15,10 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from segue.generated import RunEvent, RunResult, RunSummary, ToolCallBlock
+import attrs
+
+from segue.explain import breaks, explain_run
+from segue.generated import RunDetail, RunEvent, RunResult, RunSummary, ToolCallBlock
 from segue.generated.protocol import (
     CatalogExplainParams,
     CatalogExplainResult,
@@ -30,14 +33,20 @@ from segue.generated.protocol import (
     RunNotFoundData,
     RunParams,
     RunResponse,
+    RunsExplainParams,
+    RunsExplainResult,
     RunsGetParams,
     RunsGetResult,
     RunsListParams,
     RunsListResult,
+    RunsSweepParams,
+    RunsSweepResult,
 )
 from segue.generated.protocol_methods import ErrorCode
+from segue.protocol.auth import ANY_TENANT, TenantNotAllowed
 from segue.protocol.config import AgentEntry, ServeApp
-from segue.protocol.rpc import Handler, RequestContext, RpcError, invalid_params
+from segue.protocol.errors import RpcError
+from segue.protocol.rpc import Handler, RequestContext, invalid_params
 from segue.run.request import run_arguments, run_id_of
 from segue.run.state import make_event
 from segue.store.records import DEFAULT_TENANT
@@ -56,16 +65,17 @@ class Methods:
             "resume": self.resume,
             "runs/list": self.runs_list,
             "runs/get": self.runs_get,
+            "runs/explain": self.runs_explain,
+            "runs/sweep": self.runs_sweep,
             "catalog/explain": self.catalog_explain,
         }
 
     def entry(self, name: str, ctx: RequestContext) -> AgentEntry:
-        found = self.app.agents.get(name)
-        if found is None:
-            known = ", ".join(sorted(self.app.agents))
-            raise invalid_params("/agent", f"no agent {name!r} in the server's config; configured: {known}")
+        """The named agent, as this session's runs use it: a client that answers no tool/call gets the agent whose
+        client-side tools pause the run."""
+        found = self.app.agent(name)
         ctx.agent = name
-        return found
+        return found if ctx.session.answers_tool_calls else attrs.evolve(found, agent=found.pausing)
 
     async def run(self, ctx: RequestContext, p: RunParams) -> RunResponse:
         entry = self.entry(p.agent, ctx)
@@ -78,7 +88,7 @@ class Methods:
         entry = self.entry(p.agent, ctx)
         ctx.run_id = p.run_id
         result = await entry.agent.retry(p.run_id, tenant_id=p.tenant_id or DEFAULT_TENANT)
-        ctx.run_id = result.run_id
+        ctx.run_id, ctx.run_status = result.run_id, result.status
         pending = await self._stored_pending(entry, result.run_id, result.status, p.tenant_id)
         return RunResponse(result=result, pending=pending or None)
 
@@ -117,16 +127,42 @@ class Methods:
         return RunsListResult(runs=await asyncio.to_thread(read))
 
     async def runs_get(self, ctx: RequestContext, p: RunsGetParams) -> RunsGetResult:
-        tenant = p.tenant_id or DEFAULT_TENANT
-        run_id = run_id_of(p.run_id) or p.run_id  # ULIDs are case-insensitive; stored upper case
+        return RunsGetResult(run=await self._run_of(p.run_id, p.tenant_id))
+
+    async def runs_explain(self, ctx: RequestContext, p: RunsExplainParams) -> RunsExplainResult:
+        run = await self._run_of(p.run_id, p.tenant_id)
+        previous = None
+        if run.continued_from is not None:
+            try:
+                previous = await self._run_of(run.continued_from, p.tenant_id)
+            except RpcError:  # deleted, or in a store this server does not have: explain says "missing"
+                previous = None
+        explanation = explain_run(run, previous)
+        return RunsExplainResult(explanation=explanation, breaks=[it.iteration for it in breaks(explanation)])
+
+    async def runs_sweep(self, ctx: RequestContext, p: RunsSweepParams) -> RunsSweepResult:
+        principal = ctx.session.principal
+        if principal is not None and principal.tenants is not None:
+            # A sweep ends abandoned runs of every tenant: only a token that may act for every tenant may ask.
+            raise TenantNotAllowed(principal.name, ANY_TENANT, principal.tenants)
+
+        def sweep() -> list[str]:
+            return [run_id for store in self.app.stores.values() for run_id in store.sweep()]
+
+        return RunsSweepResult(run_ids=await asyncio.to_thread(sweep))
+
+    async def _run_of(self, run_id: str, tenant_id: str | None) -> RunDetail:
+        """The run from whichever store holds it for the tenant, or RunNotFound."""
+        tenant = tenant_id or DEFAULT_TENANT
+        stored_id = run_id_of(run_id) or run_id  # ULIDs are case-insensitive; stored upper case
         for store in self.app.stores.values():
-            run = await asyncio.to_thread(store.get_run, run_id, tenant_id=tenant)
+            run = await asyncio.to_thread(store.get_run, stored_id, tenant_id=tenant)
             if run is not None:
-                return RunsGetResult(run=run)
+                return run
         raise RpcError(
             ErrorCode.RUN_NOT_FOUND,
-            f"no run {p.run_id!r} for tenant {tenant!r}; check the run id and the tenant",
-            RunNotFoundData(run_id=p.run_id),
+            f"no run {run_id!r} for tenant {tenant!r}; check the run id and the tenant",
+            RunNotFoundData(run_id=run_id),
         )
 
     async def catalog_explain(self, ctx: RequestContext, p: CatalogExplainParams) -> CatalogExplainResult:
@@ -165,7 +201,7 @@ class Methods:
                 if event.type == "RUN_STARTED":
                     ctx.run_id = event.run_id
                 ended = ended or event.type in _TERMINAL
-                if emit:
+                if emit and ctx.session.state.wants(event.type):
                     ctx.session.notify("run/event", RunEventParams(request_id=ctx.request_id, event=event))
                 if event.tool_call is not None:
                     calls[event.tool_call.id] = event.tool_call
@@ -173,6 +209,7 @@ class Methods:
                     raise _validation_error(event, idempotency_key)
                 if event.result is not None:
                     result = event.result
+                    ctx.run_status = result.status
                 if event.type == "RUN_PAUSED":
                     pending_ids = [str(i) for i in event.meta.get("pending", [])]
         except BaseException as e:
@@ -206,6 +243,7 @@ class Methods:
         except (Exception, asyncio.CancelledError):  # cancelled again, or the store is gone: send what is known
             stored = None
         if stored is not None:
+            ctx.run_status = stored.status
             result = RunResult(
                 run_id=stored.run_id,
                 status=stored.status,
@@ -218,7 +256,8 @@ class Methods:
         event = make_event(
             "RUN_ERROR", ctx.run_id, result.iterations if result else 0, error=error, result=result, meta=meta
         )
-        ctx.session.notify("run/event", RunEventParams(request_id=ctx.request_id, event=event))
+        if ctx.session.state.wants(event.type):
+            ctx.session.notify("run/event", RunEventParams(request_id=ctx.request_id, event=event))
 
     def _pending(self, entry: AgentEntry, call: ToolCallBlock) -> PendingToolCall:
         return PendingToolCall(call=call, client_tool=call.name in entry.client_tools)

@@ -1,8 +1,9 @@
 """JSON-RPC 2.0 dispatch, independent of the transport.
 
 A transport hands each decoded message to `Dispatcher.dispatch(session, message)`, which answers at once (a bad
-envelope, an unknown method, params that fail the schema, a request id still in flight) or starts the request as
-a task and returns it; the task's value is the response. The method table is generated from
+envelope, an unknown method, params that fail the schema, a request id still in flight, a request the session's
+lifecycle refuses: segue.protocol.lifecycle) or starts the request as a task and returns it; the task's value is
+the response. The method table is generated from
 schemas/protocol.schema.json (`segue.generated.protocol_methods`): params are validated with jsonschema against
 the bundled schema, then structured with the generated converter, so a handler only ever sees a typed params
 object. Errors segue raises (ReplayRunError, IdempotencyConflictError, InputError, ...) become their codes.
@@ -27,7 +28,7 @@ from referencing import Registry, Resource
 
 from segue.catalog import CatalogError
 from segue.errors import IdempotencyConflictError, InputError, ReplayRunError, RunStateError, StoreError
-from segue.generated import get_converter
+from segue.generated import RunStatus, get_converter
 from segue.generated.protocol import (
     CancelParams,
     IdempotencyConflictData,
@@ -39,8 +40,10 @@ from segue.generated.protocol import (
     RequestInFlightData,
     TenantNotAllowedData,
 )
-from segue.generated.protocol_methods import METHODS, ErrorCode, Method
+from segue.generated.protocol_methods import METHODS, PROTOCOL_VERSION, ErrorCode, Method
+from segue.protocol import lifecycle
 from segue.protocol.auth import Principal, TenantNotAllowed
+from segue.protocol.errors import RpcError
 
 log = logging.getLogger("segue.protocol")
 CANCEL_METHOD = "$/cancelRequest"
@@ -51,22 +54,10 @@ _SCHEMA = Path(__file__).resolve().parent.parent / "generated" / "schemas" / "pr
 Message = dict[str, Any]
 Send = Callable[[Message], None]
 Handler = Callable[["RequestContext", Any], Awaitable[Any]]
-
-
-class RpcError(Exception):
-    """An error response: a code from the method table, a message, and `data` (a generated attrs object)."""
-
-    def __init__(self, code: ErrorCode, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-    def to_json(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": int(self.code), "message": self.message}
-        if self.data is not None:
-            error["data"] = get_converter().unstructure(self.data)
-        return error
+#: A client notification's handler (besides $/cancelRequest, which the dispatcher serves itself).
+NotificationHandler = Callable[["Session", Any], None]
+#: A server-wide check before a request starts: raises RpcError to refuse it, or returns what to call once it ended.
+Admit = Callable[["Session", Method], Callable[[], None] | None]
 
 
 class ClientCallError(Exception):
@@ -81,22 +72,40 @@ def invalid_params(pointer: str, message: str) -> RpcError:
     )
 
 
-def response(request_id: RequestId | None, *, result: Any = None, error: RpcError | None = None) -> Message:
+def response(
+    request_id: RequestId | None, *, result: Any = None, error: RpcError | None = None, version: str = PROTOCOL_VERSION
+) -> Message:
     if error is not None:
-        return {"jsonrpc": "2.0", "id": request_id, "error": error.to_json()}
+        return {"jsonrpc": "2.0", "id": request_id, "error": error.to_json(version)}
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
 class Session:
     """One client: its requests in flight, and what the server sends it (notifications, requests to the client)."""
 
-    def __init__(self, send: Send, *, client_requests: bool, principal: Principal | None = None) -> None:
+    def __init__(
+        self,
+        send: Send,
+        *,
+        client_requests: bool,
+        principal: Principal | None = None,
+        persistent: bool = True,
+        on_exit: Callable[[int], None] | None = None,
+    ) -> None:
         self.send = send
         #: Whether the transport can carry server-to-client requests (stdio yes, HTTP no).
         self.client_requests = client_requests
         #: Who the client is (HTTP with tokens): requests act only for the tenants it allows. None: any tenant.
         self.principal = principal
+        #: Whether the session outlives its request, so initialize means something (HTTP: a named session).
+        self.persistent = persistent
+        #: What the transport does on `exit`, given the exit code (stdio: the process ends; HTTP: the session).
+        self.on_exit = on_exit
+        #: Where the session is in its lifecycle (initialize, shutdown) and what its client said it can do.
+        self.state = lifecycle.SessionState()
         self.in_flight: dict[RequestId, asyncio.Task[Message]] = {}
+        #: The requests in flight, in the order they arrived (shutdown reports on them).
+        self.requests: dict[RequestId, RequestContext] = {}
         self.cancelled: set[RequestId] = set()
         self._calls: dict[str, asyncio.Future[Message]] = {}
         self._ids = itertools.count(1)
@@ -165,6 +174,16 @@ class Session:
             return
         future.set_result(message)
 
+    @property
+    def answers_tool_calls(self) -> bool:
+        """Whether client-side tools reach this client as tool/call requests (else the run pauses for them)."""
+        return self.client_requests and self.state.client_tools
+
+    def exit(self, code: int) -> None:
+        """The client sent exit: the transport ends the session (stdio: the process) with `code`."""
+        if self.on_exit is not None:
+            self.on_exit(code)
+
     def close(self, reason: str) -> None:
         """The client is gone: requests to it fail now, and no more messages are sent."""
         self.closed = reason
@@ -183,6 +202,8 @@ class RequestContext:
     agent: str | None = None
     #: Set once the run has an id (its RUN_STARTED event, or the run being resumed).
     run_id: str | None = None
+    #: The run's status once it is known (its result, or how it was stored when it was cancelled).
+    run_status: RunStatus | None = None
 
 
 _current: ContextVar[RequestContext | None] = ContextVar("segue.protocol.request", default=None)
@@ -195,23 +216,35 @@ def current_request() -> RequestContext | None:
 class Dispatcher:
     """Routes messages to handlers by the generated method table."""
 
-    def __init__(self, handlers: Mapping[str, Handler]) -> None:
+    def __init__(
+        self,
+        handlers: Mapping[str, Handler],
+        notifications: Mapping[str, NotificationHandler] | None = None,
+        admit: Admit | None = None,
+    ) -> None:
         expected = {name for name, m in METHODS.items() if _from_client(m) and m.kind == "request"}
         if set(handlers) != expected:
             raise ValueError(f"handlers must cover exactly {sorted(expected)}, got {sorted(handlers)}")
+        taken = {n for n, m in METHODS.items() if _from_client(m) and m.kind == "notification"} - {CANCEL_METHOD}
+        if notifications is not None and set(notifications) != taken:
+            raise ValueError(f"notification handlers must cover exactly {sorted(taken)}, got {sorted(notifications)}")
         self.handlers = dict(handlers)
+        self.notifications = dict(notifications or {})
+        self.admit = admit
 
     def dispatch(self, session: Session, message: Any) -> Message | asyncio.Task[Message] | None:
         """The immediate response, a task whose value is the response, or None (a notification, a client response).
 
         Whatever goes wrong with one message is that message's error response: the server never stops for it."""
+        version = session.state.version
         try:
             return self._accept(session, message)
         except _Refused as refused:
-            return response(refused.request_id, error=refused.error)
+            return response(refused.request_id, error=refused.error, version=version)
         except Exception as e:
             request_id = message.get("id") if isinstance(message, dict) else None
-            return response(request_id if _valid_id(request_id) else None, error=error_from_exception(e))
+            error = error_from_exception(e)
+            return response(request_id if _valid_id(request_id) else None, error=error, version=version)
 
     def _accept(self, session: Session, message: Any) -> asyncio.Task[Message] | None:
         if isinstance(message, list):
@@ -260,9 +293,17 @@ class Dispatcher:
         if spec.kind != "request":
             raise _Refused(request_id, ErrorCode.INVALID_REQUEST, f"{method} is a notification: send it without an id")
         try:
+            lifecycle.check(session.state, spec, can_initialize=session.persistent)
             params = parse_params(spec, message.get("params"))
             if session.principal is not None and hasattr(params, "tenant_id"):
                 params = attrs.evolve(params, tenant_id=session.principal.tenant_for(params.tenant_id))
+            release = self.admit(session, spec) if self.admit is not None else None
+            try:
+                lifecycle.enter(session.state, spec, params)
+            except BaseException:
+                if release is not None:
+                    release()
+                raise
         except (RpcError, TenantNotAllowed) as e:
             error = error_from_exception(e)
             raise _Refused(request_id, error.code, error.message, error.data) from None
@@ -270,7 +311,10 @@ class Dispatcher:
         task = asyncio.get_running_loop().create_task(
             self._run(context, spec, params), name=f"segue {method} {request_id}"
         )
+        if release is not None:
+            task.add_done_callback(lambda _: release())
         session.in_flight[request_id] = task
+        session.requests[request_id] = context
         return task
 
     async def _run(self, context: RequestContext, spec: Method, params: Any) -> Message:
@@ -285,11 +329,14 @@ class Dispatcher:
             message = f"request {json.dumps(request_id)} was cancelled" + (
                 f"; run {context.run_id} ended as cancelled" if context.run_id else ""
             )
-            return response(request_id, error=RpcError(ErrorCode.REQUEST_CANCELLED, message))
+            return response(
+                request_id, error=RpcError(ErrorCode.REQUEST_CANCELLED, message), version=session.state.version
+            )
         except Exception as e:
-            return response(request_id, error=error_from_exception(e))
+            return response(request_id, error=error_from_exception(e), version=session.state.version)
         finally:
             session.in_flight.pop(request_id, None)
+            session.requests.pop(request_id, None)
             session.cancelled.discard(request_id)
 
     def _notification(self, session: Session, spec: Method | None, method: str, raw: Any) -> None:
@@ -298,6 +345,11 @@ class Dispatcher:
             # then at DEBUG, so a client cannot flood the log.
             optional = method.startswith("$/")
             session.note(f"ignoring notification {method[:80]!r}: the server takes no such notification", optional)
+            return
+        if not lifecycle.admits_notification(session.state, spec):
+            session.note(
+                f"ignoring notification {method}: not taken while the session is {session.state.phase.value}", False
+            )
             return
         try:
             params = parse_params(spec, raw)
@@ -309,6 +361,8 @@ class Dispatcher:
             if task is not None and not task.done():
                 session.cancelled.add(params.id)
                 task.cancel()
+        elif method in self.notifications:
+            self.notifications[method](session, params)
 
 
 def parse_params(spec: Method, raw: Any) -> Any:

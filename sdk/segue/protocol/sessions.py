@@ -8,7 +8,8 @@
 - A response waits until every stream of its session has written the events published before it, so a client
   sees every event of a request before its response.
 - A session with no request in flight and no stream is freed once idle for `session_idle_seconds`, with its
-  events; at most `max_sessions` exist at once.
+  events (and what `initialize` set up); at most `max_sessions` exist at once. The `exit` notification frees a
+  session at once: its requests in flight are cancelled and its streams close.
 """
 
 from __future__ import annotations
@@ -43,8 +44,11 @@ class Stream:
 class Channel:
     """One session: its dispatcher state, the events it keeps, and the streams subscribed to it."""
 
-    def __init__(self, principal: Principal | None, buffer: int) -> None:
-        self.session = Session(self.publish, client_requests=False, principal=principal)
+    def __init__(self, principal: Principal | None, buffer: int, *, named: bool = True) -> None:
+        self.session = Session(
+            self.publish, client_requests=False, principal=principal, persistent=named, on_exit=self.exit
+        )
+        self.exited = False
         self.kept: collections.deque[tuple[int, bytes]] = collections.deque(maxlen=max(buffer, 1))
         self.last_id = 0
         self.streams: set[Stream] = set()
@@ -92,6 +96,18 @@ class Channel:
     def idle(self) -> bool:
         return self.users == 0 and not self.session.in_flight
 
+    def exit(self, code: int) -> None:
+        """The client sent exit: cancel its requests in flight (they answer RequestCancelled), close its streams;
+        `Sessions` forgets the session once its last connection is done."""
+        self.exited = True
+        for request_id, task in self.session.in_flight.items():
+            self.session.cancelled.add(request_id)
+            task.cancel()
+        self.session.close("the client sent exit")
+        for stream in self.streams:
+            stream.closed = True
+            stream.wake.set()
+
 
 class Sessions:
     """Every named session of the server."""
@@ -105,10 +121,10 @@ class Sessions:
     @contextlib.contextmanager
     def use(self, principal: Principal | None, name: str) -> Iterator[Channel]:
         """The session `name` of this principal (a private one when `name` is empty) while a connection uses it."""
+        key = (principal.name if principal else "", name)
         if not name:
-            channel = Channel(principal, self.buffer)
+            channel = Channel(principal, self.buffer, named=False)
         else:
-            key = (principal.name if principal else "", name)
             found = self.channels.get(key)
             if found is None:
                 if len(self.channels) >= self.max_sessions:
@@ -123,6 +139,8 @@ class Sessions:
         finally:
             channel.users -= 1
             channel.idle_since = time.monotonic()
+            if channel.exited and self.channels.get(key) is channel:
+                del self.channels[key]  # the name starts a fresh session next time
 
     def reap(self) -> int:
         """Free the sessions idle for longer than `idle_seconds`; returns how many."""

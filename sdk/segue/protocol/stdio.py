@@ -3,7 +3,9 @@
 Reading and writing run in two small threads, so a slow client never blocks the event loop and stdin may be a
 pipe or a file. Each request runs as its own task: runs proceed concurrently, and a run waiting on a `tool/call`
 answer does not stop the server from reading that answer. At the end of input the server stops asking the
-client anything, lets the requests in flight finish (their responses are still written) and exits 0.
+client anything, lets the requests in flight finish (their responses are still written) and exits 0. The `exit`
+notification ends it at once: requests still in flight are cancelled, and the exit code is 0 after `shutdown`
+and 1 without it (LSP's rule).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import threading
 from typing import Any
 
 from segue.generated.protocol_methods import ErrorCode
+from segue.protocol.errors import RpcError
 from segue.protocol.framing import FrameError, FrameReader, encode_frame
-from segue.protocol.rpc import Dispatcher, Message, RpcError, Session, response
+from segue.protocol.rpc import Dispatcher, Message, Session, response
 
 log = logging.getLogger("segue.protocol")
 _STOP = object()
@@ -70,10 +73,16 @@ def _start_reader(fd: int, loop: asyncio.AbstractEventLoop) -> asyncio.StreamRea
 
 
 async def serve_stdio(dispatcher: Dispatcher, *, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
-    """Serve until stdin ends (or SIGTERM); returns the exit code."""
+    """Serve until stdin ends, the client sends exit, or SIGTERM; returns the exit code."""
     loop = asyncio.get_running_loop()
     writer = _Writer(stdout_fd)
-    session = Session(writer.send, client_requests=True)
+    exit_codes: list[int] = []
+
+    def on_exit(code: int) -> None:
+        exit_codes.append(code)
+        reading.cancel()  # as SIGTERM does: requests still in flight are cancelled
+
+    session = Session(writer.send, client_requests=True, on_exit=on_exit)
     frames = FrameReader(_start_reader(stdin_fd, loop))
     tasks: set[asyncio.Task[Message]] = set()
 
@@ -112,4 +121,4 @@ async def serve_stdio(dispatcher: Dispatcher, *, stdin_fd: int = 0, stdout_fd: i
             await asyncio.wait(set(tasks))
     finally:
         writer.close()
-    return 0
+    return exit_codes[0] if exit_codes else 0

@@ -3,8 +3,9 @@
 - `url`: segue POSTs `{"name", "arguments", "call_id", "run_id", "agent"}` as JSON; the response body (2xx) is the
   result the model sees, any other status an error result.
 - `client: true` on stdio: a `tool/call` request to the client, whose answer is the result. On HTTP, where the
-  server cannot call the client, the tool requires approval: the run pauses in waiting_approval and the client
-  sends the result with `resume` (`tool_results`).
+  server cannot call the client, and for a stdio client that said in initialize it answers no tool/call, the
+  tool requires approval: the run pauses in waiting_approval and the client sends the result with `resume`
+  (`tool_results`).
 - `python`: `module:function`, imported once at start-up; a `segue.tool` object is used as it is.
 
 Arguments are validated against `parameters` before any call (segue.tools.Tool), and every failure becomes an
@@ -28,6 +29,8 @@ from segue.protocol.rpc import ClientCallError, current_request
 from segue.tools import Tool, ToolOutcome, tool
 
 Mode = Literal["stdio", "http"]
+#: What a config entry builds: a Python function, an HTTP callback, or a tool the client runs.
+ToolKind = Literal["python", "url", "client"]
 DEFAULT_TIMEOUT = 60.0
 _call: ContextVar[ToolCallBlock | None] = ContextVar("segue.protocol.tool_call", default=None)
 
@@ -64,14 +67,24 @@ def current_call() -> ToolCallBlock | None:
     return _call.get()
 
 
-def build_tool(cfg: ToolConfig, mode: Mode) -> tuple[Tool, bool]:
-    """The Tool for one config entry, and whether it is a client-side tool."""
-    kinds = [
-        k for k, on in (("url", cfg.url is not None), ("client", bool(cfg.client)), ("python", bool(cfg.python))) if on
-    ]
+def tool_kind(cfg: ToolConfig) -> ToolKind:
+    """Which of url, client or python the entry is; a ToolConfigError unless it is exactly one."""
+    given: tuple[tuple[ToolKind, bool], ...] = (
+        ("url", cfg.url is not None),
+        ("client", bool(cfg.client)),
+        ("python", bool(cfg.python)),
+    )
+    kinds = [k for k, on in given if on]
     if len(kinds) != 1:
         got = " and ".join(kinds) if kinds else "none of them"
         raise ToolConfigError("", f"tool {cfg.name!r} needs exactly one of url, client: true or python; got {got}")
+    return kinds[0]
+
+
+def build_tool(cfg: ToolConfig, *, client_answers: bool) -> tuple[Tool, bool]:
+    """The Tool for one config entry, and whether it is a client-side tool. `client_answers`: a client-side tool
+    is a tool/call request to the client (stdio); otherwise it pauses the run for the client's result."""
+    kinds = [tool_kind(cfg)]
     timeout = cfg.timeout_seconds if cfg.timeout_seconds is not None else DEFAULT_TIMEOUT
     if kinds == ["python"]:
         assert cfg.python is not None
@@ -84,8 +97,8 @@ def build_tool(cfg: ToolConfig, mode: Mode) -> tuple[Tool, bool]:
     if kinds == ["url"]:
         assert cfg.url is not None
         return _make(cfg, _http_callback(cfg.url, cfg.name, timeout), timeout, bool(cfg.requires_approval)), False
-    if mode == "http":
-        # The server cannot call an HTTP client back: the run pauses and the client resumes with the result.
+    if not client_answers:
+        # The server cannot call the client back: the run pauses and the client resumes with the result.
         return _make(cfg, _result_expected(cfg.name), timeout, True), True
     return _make(cfg, _ask_client(cfg.name), timeout, bool(cfg.requires_approval)), True
 
