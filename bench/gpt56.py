@@ -134,7 +134,7 @@ def customer_profile() -> ContextBlock:
     )
     prices = table("SELECT id, name, category, price FROM products ORDER BY id")
     text = f"Account:\n{account}\n\nTheir order lines:\n{orders}\n\nPrice list:\n{prices}"
-    return ContextBlock(text, placement="stable", source="crm")
+    return ContextBlock(text=text, placement="stable", source="crm")
 
 
 async def second_conversation(twin: Twin, clock: FakeClock) -> int:

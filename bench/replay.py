@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _peer_venv import peer_python
 
 from segue import Agent, RunStore
+from segue.contracts import ProviderRequest
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
-from segue.providers.base import ProviderRequest
 from segue.replay import plan_replay
 from segue.testing import ScriptedProvider
 
@@ -95,10 +95,25 @@ def main() -> None:
         ids = asyncio.run(make_conversation(url))
         store = RunStore(url)
         agent = Agent(ScriptedProvider(replies=[]), "You answer from the database.", [run_query], store)
-        spec = agent._validate("next", None, None, ids, "all", True, None, "default", None, None, None, None)
-        knobs = spec.knobs
+        request = agent._pipeline.validate(
+            {
+                "user_input": "next",
+                "history": None,
+                "context": None,
+                "runs": ids,
+                "replay_last": "all",
+                "replay_reasoning": True,
+                "replay_budget_tokens": None,
+                "tenant_id": "default",
+                "metadata": None,
+                "idempotency_key": None,
+                "model": None,
+                "vendor": None,
+            }
+        )
+        knobs = request.knobs
         assert knobs is not None
-        current = agent._current_prefix(spec, None)
+        current = agent._config.snapshot(request).current
 
         def plan() -> Any:
             return plan_replay(store.load_runs(ids), knobs, "default", current)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ulid import ULID
 
-from segue.generated import Message, TextBlock, ToolCallBlock, ToolResultBlock, Usage
+from segue.generated import Message, RunMeta, TextBlock, ToolCallBlock, ToolResultBlock, Usage
 from segue.store import NewRun, RunStore
 
 TRACES_PER_RUN = 10
@@ -59,7 +59,7 @@ def bench_segue(path: Path, runs: list[tuple[str, list[Message]]]) -> tuple[floa
                 input="q",
                 model="m",
                 vendor="v",
-                meta={"segue.prefix": {}},
+                meta=RunMeta(),
                 metadata={},
             ),
             messages[:1],

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from segue.contracts import FRAGMENT_META_KEY, ProviderRequest
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock
-from segue.providers.base import FRAGMENT_META_KEY, ProviderRequest
 from segue.wire import anthropic, openai_chat, openai_responses, openrouter
 
 WORDS = "the quarterly revenue by region grew while churn in the enterprise segment fell sharply again".split()

@@ -6,10 +6,17 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from segue import Agent, RunResult
-from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock
-from segue.providers.base import ProviderRequest
+from segue import Agent, RunDetail, RunResult
+from segue.contracts import ProviderRequest
+from segue.generated import Message, ReasoningBlock, RunMeta, TextBlock, ToolCallBlock, get_converter
 from segue.testing import ScriptedProvider
+
+
+def stored_meta(run: RunDetail | None) -> dict[str, Any]:
+    """A run's meta as stored in agent_runs.meta: the JSON its RunMeta writes."""
+    assert run is not None
+    value: dict[str, Any] = get_converter().unstructure(run.meta or RunMeta(), RunMeta)
+    return value
 
 
 class LookupPolicy:

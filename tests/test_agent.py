@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from helpers import lookup, policy_provider
+from helpers import lookup, policy_provider, stored_meta
 
 from segue import (
     Agent,
@@ -41,7 +41,7 @@ async def test_tool_loop_is_recorded(store: RunStore) -> None:
     assert detail.tool_calls[0].result == "facts about x" and detail.tool_calls[0].is_error is False
     assert detail.usage.input_tokens == sum(i.usage.input_tokens for i in detail.llm_interactions) > 0
     assert detail.metadata == {"ticket": 7}
-    assert "ticket" not in json.dumps(detail.meta), "app metadata stays apart from segue.* meta"
+    assert "ticket" not in json.dumps(stored_meta(detail)), "app metadata stays apart from segue.* meta"
     assert detail.llm_interactions[1].provider_request["messages"][2]["role"] == "tool"
 
 
@@ -177,7 +177,10 @@ async def test_context_and_skills_layout(sqlite_store: RunStore) -> None:
     )
     await agent.run(
         "question",
-        context=[ContextBlock("today is monday", source="clock"), ContextBlock("company handbook", placement="stable")],
+        context=[
+            ContextBlock(text="today is monday", source="clock"),
+            ContextBlock(text="company handbook", placement="stable"),
+        ],
     )
     request = provider.requests[0]
     assert request.system == "Base prompt.\n\n## Skill: charts\nDraw charts.\n\n## Skill: sql\nWrite SQL."
@@ -208,7 +211,7 @@ async def test_pii_guardrail(sqlite_store: RunStore) -> None:
     for secret in ("ann@example.com", "4111 1111 1111 1111", "415 555 0100"):
         assert secret not in sent
     assert "[CARD_1]" in sent
-    assert "ann@example.com" not in json.dumps(sqlite_store.get_run(result.run_id).meta)  # type: ignore[union-attr]
+    assert "ann@example.com" not in json.dumps(stored_meta(sqlite_store.get_run(result.run_id)))
 
 
 async def test_idempotency(store: RunStore) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers import lookup
+from helpers import lookup, stored_meta
 
 from segue import Agent, RunStore
 from segue.generated import TextBlock
@@ -39,9 +39,9 @@ async def test_prefix_cache_host_is_append_only(sqlite_store: RunStore) -> None:
         assert canonical_messages(later)[: len(earlier.messages)] == canonical_messages(earlier)
     detail = sqlite_store.get_run(result.run_id)
     assert detail is not None
-    assert detail.meta["segue.layout"]["mode"] == "appendOnly"
-    assert "gpt-4.1-mini@openai prefix_prompt_cache=true" in detail.meta["segue.layout"]["reason"]
-    assert detail.meta["segue.layout"]["restored_iteration"] == 1
+    assert stored_meta(detail)["segue.layout"]["mode"] == "appendOnly"
+    assert "gpt-4.1-mini@openai prefix_prompt_cache=true" in stored_meta(detail)["segue.layout"]["reason"]
+    assert stored_meta(detail)["segue.layout"]["restored_iteration"] == 1
     stored = [t.message for t in detail.traces]
     assert fragment_iterations(stored) == [1, 2, 3]
     assert [t.index for t in detail.traces] == list(range(len(stored)))
@@ -66,7 +66,7 @@ async def test_block_cache_host_replaces(sqlite_store: RunStore) -> None:
         assert fragment_iterations(request.messages) == [i]
         assert is_fragment(request.messages[-1])
     detail = sqlite_store.get_run(result.run_id)
-    assert detail is not None and detail.meta["segue.layout"]["mode"] == "replace"
+    assert detail is not None and stored_meta(detail)["segue.layout"]["mode"] == "replace"
     assert not any(is_fragment(t.message) for t in detail.traces), "stored traces never hold a replace fragment"
 
 
@@ -76,8 +76,8 @@ async def test_stable_reasoning_driver_with_tools_is_append_only(sqlite_store: R
     )
     result = await Agent(provider, "p", [lookup], sqlite_store, trailing_state=state_text).run("go")
     detail = sqlite_store.get_run(result.run_id)
-    assert detail is not None and detail.meta["segue.layout"]["mode"] == "appendOnly"
-    assert "stable reasoning prefix" in detail.meta["segue.layout"]["reason"]
+    assert detail is not None and stored_meta(detail)["segue.layout"]["mode"] == "appendOnly"
+    assert "stable reasoning prefix" in stored_meta(detail)["segue.layout"]["reason"]
 
 
 async def test_explicit_mode_wins(sqlite_store: RunStore) -> None:
@@ -105,7 +105,7 @@ async def test_no_callback_no_fragment(sqlite_store: RunStore) -> None:
     provider = ScriptedProvider.of(text("hi"), vendor="openai", model="gpt-4.1-mini")
     result = await Agent(provider, "p", [], sqlite_store).run("go")
     assert not any(is_fragment(m) for m in provider.requests[0].messages)
-    assert "segue.layout" not in sqlite_store.get_run(result.run_id).meta  # type: ignore[union-attr]
+    assert "segue.layout" not in stored_meta(sqlite_store.get_run(result.run_id))
 
 
 async def test_bad_layout_mode_is_refused() -> None:

@@ -15,7 +15,7 @@ from test_dashboard_data import SampleRuns, build_store, copy_store, validate
 
 from segue import Agent, RunStore
 from segue.cli import build_parser, main
-from segue.generated import RunDetail, get_converter
+from segue.generated import LayoutMeta, RunDetail, RunMeta, get_converter
 from segue.testing import ScriptedProvider, text
 
 
@@ -111,7 +111,7 @@ def test_show_layout_decision(runs: SampleRuns, tmp_path: Path, capsys: pytest.C
     try:
         run = store.get_run(runs.first)
         assert run is not None
-        layout = {"mode": "appendOnly", "reason": "catalog: x prefix_prompt_cache=true", "iteration": 1}
+        layout = LayoutMeta(mode="appendOnly", reason="catalog: x prefix_prompt_cache=true", iteration=1)
         store.finish_run(
             runs.first,
             status="success",
@@ -119,7 +119,7 @@ def test_show_layout_decision(runs: SampleRuns, tmp_path: Path, capsys: pytest.C
             error=None,
             usage=run.usage,
             iterations=2,
-            meta_updates={"segue.layout": layout},
+            meta_updates=RunMeta(segue_layout=layout),
         )
     finally:
         store.close()

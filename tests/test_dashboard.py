@@ -17,7 +17,7 @@ from test_dashboard_data import SCRIPT_ANSWER, SampleRuns, build_store, copy_sto
 from segue import RunStore
 from segue.dashboard import create_app
 from segue.dashboard.app import DashboardApp
-from segue.generated import Usage
+from segue.generated import LayoutMeta, RunMeta, Usage
 
 
 @pytest.fixture(scope="module")
@@ -174,10 +174,10 @@ def test_layout_decision_is_shown(runs: SampleRuns, tmp_path: Path) -> None:
     try:
         run = store.get_run(runs.first)
         assert run is not None
-        layout = {"mode": "replace", "reason": "catalog: <model> prefix_prompt_cache=false", "iteration": 1}
+        layout = LayoutMeta(mode="replace", reason="catalog: <model> prefix_prompt_cache=false", iteration=1)
         store.finish_run(
             runs.first, status="success", answer=run.answer, error=None, usage=run.usage, iterations=2,
-            meta_updates={"segue.layout": layout},
+            meta_updates=RunMeta(segue_layout=layout),
         )  # fmt: skip
         page = get(create_app(store), f"/runs/{runs.first}").text
     finally:

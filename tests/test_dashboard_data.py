@@ -23,9 +23,9 @@ from jsonschema import Draft202012Validator, ValidationError
 from referencing import Registry, Resource
 
 from segue import Agent, RunStore
+from segue.contracts import ProviderRequest, ProviderResponse, StreamDone, StreamEvent
 from segue.generated import Message, TextBlock, ToolResultBlock, Usage, get_converter
 from segue.hashing import canonical_json
-from segue.providers.base import ProviderRequest, ProviderResponse, StreamDone, StreamEvent
 from segue.testing import call, canonical_messages, text, wire_body
 from segue.tokens import count_tokens
 

@@ -10,7 +10,6 @@ from test_dashboard_data import EDITED_PROMPT, PROMPT, SampleRuns, build_store
 from segue import RunStore
 from segue.explain import (
     breaks,
-    cache_parts,
     compare_bodies,
     explain_run,
     is_fragment_message,
@@ -18,9 +17,10 @@ from segue.explain import (
     own_messages_start,
     prefix_share,
 )
-from segue.generated import LlmInteraction, ReplaySummary, RunDetail, Usage, get_converter
+from segue.generated import LayoutMeta, LlmInteraction, ReplaySummary, RunDetail, RunMeta, Usage, get_converter
 from segue.hashing import canonical_json
 from segue.layout import build_fragment
+from segue.usage import cache_parts
 
 USAGE = Usage(input_tokens=100, output_tokens=10, cache_read_tokens=60, cache_write_tokens=40)
 
@@ -49,7 +49,7 @@ def detail(
     models: list[str] | None = None,
     continued_from: str | None = None,
     replay: ReplaySummary | None = None,
-    meta: dict[str, Any] | None = None,
+    meta: RunMeta | None = None,
     usage: Usage = USAGE,
 ) -> RunDetail:
     return RunDetail(
@@ -197,13 +197,13 @@ def test_fragment_text_is_what_the_layout_builds() -> None:
 def test_replace_layout_drops_the_previous_fragment() -> None:
     it1 = anthropic([user("q"), user(fragment_text(1))])
     it2 = anthropic([user("q"), call(1), result(1), user(fragment_text(2))])
-    meta = {"segue.layout": {"mode": "replace", "reason": "configured", "iteration": 0}}
-    explained = explain_run(detail("r", [it1, it2], meta=meta))
+    layout = LayoutMeta(mode="replace", reason="configured", iteration=0)
+    explained = explain_run(detail("r", [it1, it2], meta=RunMeta(segue_layout=layout)))
     second = explained.iterations[1]
     assert second.cause == "fragment"
     assert second.divergence is not None and second.divergence.path == "messages[1]"
     assert "layout replace" in second.reason
-    assert explained.layout == meta["segue.layout"]
+    assert explained.layout == layout
 
 
 def test_a_fragment_merged_next_to_tool_results_is_found() -> None:

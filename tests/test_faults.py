@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import httpx2
 import pytest
-from helpers import lookup
+from helpers import lookup, stored_meta
 from test_provider_anthropic import MODEL
 from test_provider_anthropic import response as anthropic_body
 from test_provider_openai_chat import completion
@@ -24,9 +24,9 @@ from test_provider_openai_responses import MODEL as RESPONSES_MODEL
 from test_wire_support import Recorder, anthropic_client, json_response, openai_client, sse
 
 from segue import Agent, RunStore, tool
+from segue.contracts import Provider
 from segue.generated import RunDetail, RunEvent
 from segue.providers import AnthropicProvider, Failover, OpenAIChatProvider, OpenAIResponsesProvider
-from segue.providers.base import Provider
 from segue.tools import TRUNCATION_MARKER
 
 T = TypeVar("T")
@@ -194,7 +194,7 @@ async def test_failover_serves_iteration_two_and_records_who_served(sqlite_store
     wire = json.loads(secondary.requests[0].content)["messages"]
     assert wire[-2]["tool_calls"][0]["id"] == "toolu_1"
     assert wire[-1] == {"role": "tool", "tool_call_id": "toolu_1", "content": "facts about x"}
-    (note,) = (run.meta or {})["segue.notes"]
+    (note,) = stored_meta(run)["segue.notes"]
     assert note["kind"] == "failover" and (note["iteration"], note["count"]) == (2, 1)
     assert f"anthropic/{MODEL} failed ({kind}: {body['error']['message']})" in note["message"]
     assert result.notes is not None and result.notes[0].message == note["message"]
@@ -214,7 +214,7 @@ async def test_context_length_does_not_fail_over_and_keeps_the_vendors_message(s
     assert "replay fewer runs" in error, "the error says what to do"
     assert "failed over" not in error
     run = detail(sqlite_store, result.run_id)
-    assert "segue.notes" not in (run.meta or {}) and result.notes is None
+    assert "segue.notes" not in stored_meta(run) and result.notes is None
     assert_first_iteration_intact(run, primary)
 
 

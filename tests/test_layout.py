@@ -10,7 +10,8 @@ import attrs
 import pytest
 
 from segue.catalog import Catalog
-from segue.generated import Message, TextBlock, ToolCallBlock, ToolResultBlock, Usage
+from segue.contracts import FRAGMENT_META_KEY
+from segue.generated import LayoutMeta, Message, TextBlock, ToolCallBlock, ToolResultBlock, Usage
 from segue.layout import (
     FRAGMENT_ITERATION_KEY,
     LayoutPolicy,
@@ -20,7 +21,6 @@ from segue.layout import (
     escape_fragment_tags,
     is_fragment,
 )
-from segue.providers.base import FRAGMENT_META_KEY
 
 PREFIX_HOST = ("openai", "gpt-4.1-mini")  # catalog: prefix_prompt_cache true
 BLOCK_HOST = ("anthropic", "claude-sonnet-4-6")  # catalog: prefix_prompt_cache false
@@ -214,7 +214,7 @@ def test_vendor_naming_override_decides_immediately(catalog: Catalog) -> None:
     first = loop.iterate(1, BLOCK_HOST)
     assert texts(first)[-1] == FRAG.format(1)
     assert [(k.iteration, k.index) for k in p.kept_fragments] == [(1, 5)]  # kept directly, not restored later
-    assert p.decision is d and p.meta()["restored_iteration"] is None
+    assert p.decision is d and p.meta().restored_iteration is None
     blocked = make(catalog, model_override="claude-sonnet-4-6", vendor_override="anthropic")
     assert blocked.decision is not None and blocked.decision.mode == "replace"
     assert blocked.observe_served(1, *PREFIX_HOST).mode == "replace"
@@ -301,10 +301,10 @@ def test_iteration_one_is_restored_once_at_the_boundary(catalog: Catalog) -> Non
     assert texts(r3).count(FRAG.format(1)) == 1  # not re-spliced on iteration 3
     assert r3[: len(r2)] == r2
     assert [(k.iteration, k.index) for k in loop.policy.kept_fragments] == [(1, 5), (2, 7), (3, 9)]
-    assert loop.policy.meta() == {
-        "configured": "auto", "mode": "appendOnly", "iteration": 1, "basis": "served",
-        "reason": loop.policy.decision.reason, "restored_iteration": 1,  # type: ignore[union-attr]
-    }  # fmt: skip
+    assert loop.policy.meta() == LayoutMeta(
+        configured="auto", mode="appendOnly", iteration=1, basis="served",
+        reason=loop.policy.decision.reason, restored_iteration=1,  # type: ignore[union-attr]
+    )  # fmt: skip
     stored = loop.policy.with_kept_fragments(loop.history)
     assert stored == [*r3, *loop.history[-2:]]  # what the run stores: every kept fragment where it stood
 
@@ -338,7 +338,7 @@ def test_replace_mode_never_restores(catalog: Catalog) -> None:
         loop.iterate(1, BLOCK_HOST)
         r2 = loop.iterate(2)
         assert texts(r2) == ["q1", "a1", "q2", "a2", "q3", "call 1", "result 1", FRAG.format(2)]
-        assert policy.kept_fragments == () and policy.meta()["restored_iteration"] is None
+        assert policy.kept_fragments == () and policy.meta().restored_iteration is None
 
 
 def test_explicit_boundary_and_retries(catalog: Catalog) -> None:
@@ -366,4 +366,4 @@ def test_resumed_history_with_its_own_fragment_is_not_duplicated(catalog: Catalo
     p.observe_served(1, *PREFIX_HOST)
     history += [build_fragment("already stored", 1), assistant("call 1"), user("result 1")]
     r2 = p.lay_out(history, p.fragment_for(2, state(2)), 2)
-    assert sum(is_fragment(m) for m in r2) == 2 and p.meta()["restored_iteration"] is None
+    assert sum(is_fragment(m) for m in r2) == 2 and p.meta().restored_iteration is None

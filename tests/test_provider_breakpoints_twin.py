@@ -12,13 +12,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+from helpers import stored_meta
+
 from segue import Agent, RunStore, tool
+from segue.contracts import ProviderRequest
 from segue.generated import Message, TextBlock
 from segue.generated.wire.openai_responses import tool as tool_param
 from segue.layout import RuntimeState
 from segue.protocol.config import build_app, load_config
 from segue.providers import AnthropicProvider, OpenAIChatProvider, OpenAIResponsesProvider
-from segue.providers.base import ProviderRequest
 from segue.twin import ScriptedPolicy, Twin
 from segue.twin.testing import FakeClock
 from segue.twin.view import AssistantTurn, PlannedCall
@@ -132,7 +134,7 @@ async def test_a_tool_loop_with_a_fragment_replaces_it_and_reads_up_to_the_break
     result = await agent.run("Check every part.", tenant_id="customer-7")
 
     detail = store.get_run(result.run_id, tenant_id="customer-7")
-    assert detail is not None and detail.meta["segue.layout"]["mode"] == "replace"
+    assert detail is not None and stored_meta(detail)["segue.layout"]["mode"] == "replace"
     sent = [usage(e) for e in twin.exchanges]
     assert len(sent) == 5
     for earlier, later, exchange in zip(sent[:-1], sent[1:], list(twin.exchanges)[:-1], strict=True):

@@ -11,10 +11,10 @@ import pytest
 from test_provider_openai_chat import completion
 from test_wire_support import Recorder, anthropic_client, json_response, openai_client, sse
 
+from segue.contracts import Provider, ProviderRequest
 from segue.errors import ProviderError
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from segue.providers import AnthropicProvider, Failover, OpenAIChatProvider, StreamDelta, StreamDone
-from segue.providers.base import Provider, ProviderRequest
 
 RATE_LIMITED = {"type": "error", "error": {"type": "rate_limit_error", "message": "Too many requests"}}
 TOO_LONG = {

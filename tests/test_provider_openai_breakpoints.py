@@ -22,10 +22,10 @@ from openai.types.responses.response_create_params import ResponseCreateParamsNo
 from test_wire_support import Recorder, assert_typed, json_response, openai_client
 
 from segue.catalog import Catalog
+from segue.contracts import ProviderRequest
 from segue.generated import Message, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock, Usage
 from segue.layout import build_fragment
 from segue.providers import OpenAIChatProvider, OpenAIResponsesProvider, OpenRouterProvider, StreamDone
-from segue.providers.base import ProviderRequest
 from segue.wire.common import WireError
 
 MODEL = "gpt-5.6-sol"  # catalog: llm.cache_kind "breakpoint", 4 writes per request, TTLs 30m / 12h

@@ -13,10 +13,10 @@ from openai.types.chat.completion_create_params import (
 )
 from test_wire_support import Recorder, assert_typed, json_response, openai_client, sse
 
+from segue.contracts import ProviderRequest
 from segue.errors import ProviderError
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock, Usage
 from segue.providers import OpenAIChatProvider, StreamDelta, StreamDone
-from segue.providers.base import ProviderRequest
 
 TOOLS = [ToolDefinition(name="run_query", description="Run SQL.", parameters={"type": "object"}, strict=True)]
 TOOL_PARAM = {

@@ -14,10 +14,10 @@ from openai.types.responses.response_create_params import (
 from pydantic import TypeAdapter
 from test_wire_support import Recorder, assert_typed, json_response, openai_client, sse
 
+from segue.contracts import ProviderRequest
 from segue.errors import ProviderError
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock, Usage
 from segue.providers import OpenAIResponsesProvider, StreamDelta, StreamDone
-from segue.providers.base import ProviderRequest
 from segue.wire.openai_responses import cache_key
 
 MODEL = "gpt-5.5"

@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 import pytest
-from helpers import LookupPolicy, converse, lookup, policy_provider
+from helpers import LookupPolicy, converse, lookup, policy_provider, stored_meta
 
 from segue import Agent, ContextBlock, IdempotencyConflictError, PIIGuardrail, ReplayRunError, RunStore, SingleCall
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
@@ -205,7 +205,7 @@ async def test_tool_no_longer_offered_is_sent_verbatim_with_warning(store: RunSt
         ("ok", {"replay_last": True}, "invalid"),
         ("ok", {"replay_reasoning": "yes"}, "invalid"),
         ("ok", {"replay_budget_tokens": 0}, "invalid"),
-        ("ok", {"context": [ContextBlock("policy", placement="stable")]}, "invalid"),
+        ("ok", {"context": [ContextBlock(text="policy", placement="stable")]}, "invalid"),
     ],
 )
 async def test_validation_before_any_row(store: RunStore, runs: Any, knobs: dict[str, Any], reason: str) -> None:
@@ -270,7 +270,7 @@ async def test_nothing_replayed_is_persisted_again_and_summary_is_stored(store: 
     assert len(detail.traces) == 4 and detail.traces[0].message.content[0] == TextBlock(text="c")
     assert detail.continued_from == results[1].run_id
     assert detail.replay == results[-1].replay
-    assert detail.meta["segue.replay"]["knobs"]["replay_last"] == "all"
+    assert stored_meta(detail)["segue.replay"]["knobs"]["replay_last"] == "all"
     listed = store.list_runs()[0]
     assert listed.continued_from == results[1].run_id and listed.replay == results[-1].replay
 
@@ -307,7 +307,7 @@ async def test_vendor_report_of_dropped_reasoning_reaches_the_replay_summary(sto
     vendor-dropped warning naming it, however many requests of the run reported it; nothing else is vendor-dropped."""
     import attrs
 
-    from segue.providers.base import REPLAYED_META_KEY, ProviderNote, ProviderRequest, ProviderResponse
+    from segue.contracts import REPLAYED_META_KEY, ProviderNote, ProviderRequest, ProviderResponse
 
     class Reporting(ScriptedProvider):
         async def complete(self, request: ProviderRequest) -> ProviderResponse:
@@ -337,6 +337,6 @@ async def test_vendor_report_of_dropped_reasoning_reaches_the_replay_summary(sto
     assert [(n.kind, n.count) for n in result.notes] == [("unconfirmed", 2)], "other notes are notes, deduplicated"
     detail = store.get_run(result.run_id)
     assert detail is not None and detail.replay == result.replay
-    assert detail.meta["segue.notes"] == [
+    assert stored_meta(detail)["segue.notes"] == [
         {"kind": "unconfirmed", "message": "no input_transformations", "iteration": 1, "count": 2}
     ]

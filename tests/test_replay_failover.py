@@ -12,13 +12,14 @@ import json
 from typing import Any
 
 import httpx2
+from helpers import stored_meta
 
 from segue import Agent, RunResult, RunStore
+from segue.contracts import Provider
 from segue.demo import PROMPT, QUESTIONS, demo_tools
 from segue.generated import RunDetail
 from segue.layout import RuntimeState
 from segue.providers import AnthropicProvider, Failover, OpenAIResponsesProvider
-from segue.providers.base import Provider
 from segue.twin import Twin
 
 SONNET, HAIKU, TERRA = "claude-sonnet-4-6", "claude-haiku-4-5", "gpt-5.6-terra"
@@ -104,15 +105,15 @@ async def test_the_backup_that_served_is_named_by_the_descriptor_row_interaction
     run = detail(sqlite_store, result)
 
     assert run.prefix is not None and (run.prefix.vendor, run.prefix.model) == ("openai", TERRA)
-    assert "also_served" not in run.meta["segue.prefix"]
+    assert "also_served" not in stored_meta(run)["segue.prefix"]
     assert (run.vendor, run.model) == ("openai", TERRA)
     assert {(i.vendor, i.model) for i in run.llm_interactions} == {("openai", TERRA)}
-    layout = run.meta["segue.layout"]
+    layout = stored_meta(run)["segue.layout"]
     assert layout["basis"] == "served" and f"{TERRA}@openai" in layout["reason"], layout
     # One failover note for the whole run, however many requests failed over; nothing is a replay warning.
     assert result.notes is not None and [(n.kind, n.count) for n in result.notes] == [("failover", switch.refused)]
     assert "anthropic/claude-sonnet-4-6 failed (server: Overloaded)" in result.notes[0].message
-    assert run.meta["segue.notes"][0]["count"] == switch.refused == result.iterations
+    assert stored_meta(run)["segue.notes"][0]["count"] == switch.refused == result.iterations
 
 
 async def test_a_run_the_backup_served_replays_to_the_primary_without_its_reasoning(sqlite_store: RunStore) -> None:
@@ -183,7 +184,7 @@ async def test_a_failover_in_the_middle_of_a_run_binds_its_reasoning_to_both_pat
     run = detail(sqlite_store, first)
     assert [i.vendor for i in run.llm_interactions][:2] == ["anthropic", "openai"]
     assert run.prefix is not None and (run.prefix.vendor, run.prefix.model) == ("anthropic", SONNET)
-    assert run.meta["segue.prefix"]["also_served"] == [{"vendor": "openai", "model": TERRA}]
+    assert stored_meta(run)["segue.prefix"]["also_served"] == [{"vendor": "openai", "model": TERRA}]
     assert (run.vendor, run.model) == ("openai", TERRA), "the run row names the member that finished it"
 
     switch.up_for, switch.down = None, False

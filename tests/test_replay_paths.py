@@ -10,16 +10,16 @@ from typing import Any
 
 import attrs
 import pytest
-from helpers import LookupPolicy, converse, lookup, policy_provider
+from helpers import LookupPolicy, converse, lookup, policy_provider, stored_meta
 from protocol_harness import stdio_server, twin_agent, write_config
 from test_provider_anthropic import response as anthropic_body
 from test_wire_support import Recorder, anthropic_client, json_response
 
 from segue import Agent, IdempotencyConflictError, InputError, ReplayRunError, RunStore
+from segue.contracts import ProviderRequest
 from segue.generated import Message, ReasoningBlock, TextBlock
 from segue.layout import RuntimeState, is_fragment
 from segue.providers import AnthropicProvider, Failover
-from segue.providers.base import ProviderRequest
 from segue.testing import ScriptedProvider, canonical_messages, text
 
 MINI = "gpt-4.1-mini"  # catalog: prefix_prompt_cache=true on openai, so `auto` is appendOnly
@@ -215,7 +215,7 @@ async def test_an_override_naming_its_vendor_decides_the_layout_before_the_first
     provider = ScriptedProvider.of(text("ok"), text("ok"), vendor="openai", model="gpt-5")
     agent = Agent(provider, "p", [], sqlite_store, trailing_state=state_text)
     named = await agent.run("go", model=MINI, vendor="openai")
-    layout = sqlite_store.get_run(named.run_id).meta["segue.layout"]  # type: ignore[union-attr]
+    layout = stored_meta(sqlite_store.get_run(named.run_id))["segue.layout"]
     assert (layout["basis"], layout["iteration"], layout["mode"]) == ("override", 0, "appendOnly")
     assert f"{MINI}@openai" in layout["reason"]
     assert provider.requests[0].vendor == "openai" and provider.requests[0].model == MINI

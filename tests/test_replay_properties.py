@@ -18,15 +18,16 @@ from segue.generated import (
     PrefixDescriptor,
     ReasoningBlock,
     ReplayKnobs,
+    RunMeta,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
     Trace,
     Usage,
-    get_converter,
 )
-from segue.replay import CurrentPrefix, plan_replay, seed_of
-from segue.store.run_store import StoredRun
+from segue.prefix_rule import CurrentPrefix, seed_of
+from segue.replay import plan_replay
+from segue.store.records import StoredRun
 
 CURRENT = CurrentPrefix(
     vendor="v", model="m", system_hash="sha256:" + "1" * 64, tools_hash="sha256:" + "2" * 64, tool_hashes={}
@@ -55,7 +56,7 @@ def conversation(draw: Any) -> tuple[list[StoredRun], ReplayKnobs]:
         if answered:
             messages.append(Message(role="assistant", content=[TextBlock(text=f"answer {r}")]))
         status = "success" if answered else draw(st.sampled_from(["error", "max_iterations", "cancelled"]))
-        meta: dict[str, Any] = {}
+        meta = RunMeta()
         if draw(st.integers(0, 5)):
             # Usually the descriptor of a run replayed with every earlier run in full; sometimes a stale one.
             preceding = (
@@ -69,8 +70,8 @@ def conversation(draw: Any) -> tuple[list[StoredRun], ReplayKnobs]:
                 else []
             )
             seed = seed_of(preceding) if draw(st.integers(0, 4)) else "sha256:" + "9" * 64
-            meta["segue.prefix"] = get_converter().unstructure(
-                PrefixDescriptor(
+            meta = RunMeta(
+                segue_prefix=PrefixDescriptor(
                     schema_version=1,
                     vendor="v",
                     model=draw(st.sampled_from(["m", "m", "m", "m2"])),

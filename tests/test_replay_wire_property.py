@@ -17,16 +17,16 @@ import json
 from typing import Any
 
 import attrs
-from helpers import LookupPolicy, lookup
+from helpers import LookupPolicy, lookup, stored_meta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from segue import Agent, RunStore
+from segue.contracts import ProviderRequest
 from segue.errors import ProviderError
 from segue.generated import LlmInteraction, Message
 from segue.layout import RuntimeState, is_fragment
 from segue.providers import Failover
-from segue.providers.base import ProviderRequest
 from segue.testing import ScriptedProvider
 
 PATHS = {"va": ("m1", "m2"), "vb": ("m3",)}  # vendor -> models the turn may run on
@@ -191,7 +191,7 @@ async def _converse(plan: list[dict[str, Any]]) -> None:
             mine = produced(calls, result.run_id, question, config)
             # The descriptor is true: who served the run's first iteration, and what preceded its user message.
             assert (detail.prefix.vendor, detail.prefix.model) == mine.path
-            also = {(p["vendor"], p["model"]) for p in detail.meta["segue.prefix"].get("also_served", [])}
+            also = {(p["vendor"], p["model"]) for p in stored_meta(detail)["segue.prefix"].get("also_served", [])}
             assert also == mine.paths - {mine.path}
             assert detail.prefix.seed == mine.seed
             if ids:

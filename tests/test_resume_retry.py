@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import stored_meta
 from protocol_harness import LIST_TABLES_CLIENT, answer_list_tables, stdio_server, twin_agent, write_config
 
 from segue import Agent, InputError, ProviderError, RunStore, tool
@@ -87,7 +88,7 @@ async def test_a_vendor_400_on_the_call_after_a_resume_leaves_the_run_resumable(
     again = await careful.resume(run_id)
     assert again.status == "waiting_approval" and again.error is not None and "HTTP 400" in again.error
     run = snapshot(store, run_id)
-    assert run.status == "waiting_approval" and run.meta["segue.pending"] == {"iteration": 1, "calls": []}
+    assert run.status == "waiting_approval" and stored_meta(run)["segue.pending"] == {"iteration": 1, "calls": []}
     assert [t.message.role for t in run.traces] == ["user", "assistant", "tool"], "the approved call's result stays"
     assert [c.result for c in run.tool_calls] == ["refunded A1"]
 

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import httpx2
 import pytest
+from helpers import stored_meta
 from test_dashboard import get, run_ids_on
 from test_faults import answer, anthropic_events, streamed_tool_use, tool_use
 from test_provider_anthropic import MODEL
@@ -303,7 +304,7 @@ async def test_pii_mapping_never_reaches_provider_request(store: RunStore) -> No
     # The mapping lives in the private column, which reads never return.
     ((private,),) = sql(store, "SELECT private FROM agent_runs")
     assert EMAIL in private and OWNER_EMAIL in private
-    assert EMAIL not in json.dumps(run.meta) and "private" not in get_converter().unstructure(run)
+    assert EMAIL not in json.dumps(stored_meta(run)) and "private" not in get_converter().unstructure(run)
 
 
 # -- tenant isolation -----------------------------------------------------------------------------------------
@@ -458,6 +459,7 @@ def test_the_store_keeps_sql_parameters_out_of_debug_logs(tmp_path: Path, caplog
     """Peewee logs statements with their values at DEBUG; RunStore quiets it unless the app set a level."""
     import logging
 
+    from segue.generated import RunMeta
     from segue.store import NewRun
 
     logging.getLogger("peewee").setLevel(logging.NOTSET)
@@ -471,7 +473,7 @@ def test_the_store_keeps_sql_parameters_out_of_debug_logs(tmp_path: Path, caplog
                 input="card 4111 1111",
                 model="m",
                 vendor="v",
-                meta={},
+                meta=RunMeta(),
                 metadata={},
                 private={"pii": {"[CARD_1]": "4111 1111"}},
             ),

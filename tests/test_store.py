@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from segue.errors import StoreError
-from segue.generated import LlmInteraction, Message, TextBlock, ToolCallRecord, Usage
+from segue.generated import LlmInteraction, Message, RunMeta, TextBlock, ToolCallRecord, Usage
 from segue.store import NewRun, RunStore
-from segue.store.run_store import IdempotencyKeyTaken
+from segue.store.records import IdempotencyKeyTaken
 
 
 def new_run(run_id: str, tenant: str = "t1", **kw: Any) -> NewRun:
@@ -22,7 +22,7 @@ def new_run(run_id: str, tenant: str = "t1", **kw: Any) -> NewRun:
         "input": "hello",
         "model": "m",
         "vendor": "v",
-        "meta": {"segue.x": 1},
+        "meta": RunMeta(extra={"segue.x": 1}),
         "metadata": {"team": "blue"},
     }
     base.update(kw)
@@ -69,7 +69,7 @@ def test_create_record_finish_and_read_back(store: RunStore) -> None:
     assert detail.tool_calls[0].arguments == {"a": 1}
     assert detail.usage == usage
     assert detail.metadata == {"team": "blue"}
-    assert detail.meta == {"segue.x": 1}
+    assert detail.meta == RunMeta(extra={"segue.x": 1})
 
 
 def test_reads_never_cross_tenants(store: RunStore) -> None:

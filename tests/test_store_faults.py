@@ -12,9 +12,9 @@ from conftest import fresh_pg_store, pg_url
 from test_store import new_run
 
 from segue import Agent, InputError, RunStore
+from segue.contracts import ProviderRequest
 from segue.errors import StoreError
 from segue.generated import Message, TextBlock, ToolResultBlock
-from segue.providers.base import ProviderRequest
 from segue.store import migrations
 from segue.store.text import MARK, decode, encode
 from segue.testing import ScriptedProvider, call, text

@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 
 from segue import Agent, tool
+from segue.contracts import Provider
 from segue.providers import AnthropicProvider, OpenAIChatProvider, OpenAIResponsesProvider
-from segue.providers.base import Provider
 from segue.twin import DefaultPolicy, Twin
 from segue.twin.app_policy import named_tools
 from segue.twin.arguments import build_arguments

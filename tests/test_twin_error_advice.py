@@ -11,10 +11,10 @@ import pytest
 from anthropic.types.shared import ErrorResponse as AnthropicErrorResponse
 from openai.types.shared import ErrorObject as OpenAIErrorObject
 
+from segue.contracts import Provider, ProviderRequest
 from segue.errors import ProviderError
 from segue.generated import Message, TextBlock
 from segue.providers import AnthropicProvider, OpenAIChatProvider, OpenAIResponsesProvider
-from segue.providers.base import Provider, ProviderRequest
 from segue.twin import ScriptedPolicy, Twin, rules_for
 from segue.twin.rules import CacheRules
 

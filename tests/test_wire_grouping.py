@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from segue.contracts import FRAGMENT_META_KEY, ProviderNote, ProviderRequest
 from segue.generated import (
     Base64ImageSource,
     ImageBlock,
@@ -18,7 +19,6 @@ from segue.generated import (
     ToolResultBlock,
     UrlImageSource,
 )
-from segue.providers.base import FRAGMENT_META_KEY, ProviderNote, ProviderRequest
 from segue.wire import anthropic, openai_chat, openai_responses, openrouter
 from segue.wire.common import WireError
 

@@ -34,9 +34,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("wire/streams.py", "text"): "StreamDelta.kind, segue's word for a piece of streamed text",
     ("wire/streams.py", "reasoning"): "StreamDelta.kind, segue's word for a piece of streamed reasoning",
     ("providers/_common.py", "stream"): "ProviderErrorKind, segue's word for a malformed or cut stream",
-    ("explain.py", "mode"): "a key of segue's own layout meta (segue.layout), not a vendor's",
     ("dashboard/app.py", "status"): "a query parameter of the dashboard's own HTTP API",
-    ("dashboard/app.py", "error"): "the key of the dashboard API's own error body",
     ("dashboard/app.py", "conversation"): "the name of a dashboard page (route and template)",
 }
 

@@ -5,7 +5,6 @@ replay_last="all")` replays those runs from segue's own traces ahead of the new 
 """
 
 from segue.agent import Agent, SingleCall
-from segue.context import ContextBlock
 from segue.errors import (
     IdempotencyConflictError,
     InputError,
@@ -16,6 +15,7 @@ from segue.errors import (
     StoreError,
 )
 from segue.generated import (
+    ContextBlock,
     Message,
     ReplaySummary,
     RunDetail,

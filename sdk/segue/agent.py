@@ -1,51 +1,35 @@
-"""Agent and SingleCall: the public API (run / stream / retry / resume) and argument validation.
+"""Agent and SingleCall: the public API (run / stream / retry / resume).
 
-Validation happens here, before anything is written; execution (replay plan, loop, recording) is in
-segue.execution.
+An Agent holds its settings (segue.run.config.AgentConfig) and the run pipeline built on them
+(segue.run.pipeline): every call validates its arguments first, so bad input raises (or, on a stream, arrives as
+one RUN_ERROR event) before anything is written.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal
 
-import attrs
-
 from segue.catalog import Catalog
-from segue.context import ContextBlock
-from segue.conversation import as_history
+from segue.contracts import Provider
 from segue.errors import IdempotencyConflictError, InputError, ReplayRunError, RunStateError
-from segue.execution import Execution
-from segue.generated import (
-    Message,
-    RunEvent,
-    RunResult,
-    get_converter,
-)
+from segue.generated import ContextBlock, Message, RunEvent, RunResult
 from segue.guardrails import Guardrail
-from segue.hashing import canonical_hash, canonical_json
 from segue.layout import LayoutMode, TrailingStateFn
-from segue.providers.base import Provider, members
-from segue.replay import (
-    validate_knobs,
-)
-from segue.run_state import RunSpec, make_event
+from segue.providers.base import members
+from segue.run.config import AgentConfig
+from segue.run.pipeline import Pipeline
+from segue.run.request import DEFAULT_MAX_INPUT_CHARS, Rules
+from segue.run.state import make_event
 from segue.skills import Skill, render_system
-from segue.store.run_store import DEFAULT_TENANT, TERMINAL, RunStore
-from segue.stored_run import spec_of
+from segue.store.records import DEFAULT_TENANT
+from segue.store.run_store import RunStore
 from segue.tools import Tool, as_tools
 
-DEFAULT_MAX_INPUT_CHARS = 1_000_000
-#: The app's metadata is stored twice (the run row and one tag per key): its canonical JSON is capped.
-MAX_METADATA_CHARS = 65_536
-#: Identifiers (tenant_id, idempotency_key, model, metadata keys) fit the store's 200-character columns.
-MAX_ID_CHARS = 200
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _VALIDATION_ERRORS = (ReplayRunError, InputError, IdempotencyConflictError)
 
 
-class Agent(Execution):
+class Agent:
     """A tool-using agent whose runs are recorded in a RunStore and can be replayed into later runs."""
 
     single_call = False
@@ -71,6 +55,8 @@ class Agent(Execution):
             raise TypeError(f"provider must implement segue.providers.Provider, got {type(provider).__name__}")
         if not _positive_int(max_iterations):
             raise ValueError(f"max_iterations must be an int >= 1, got {max_iterations!r}")
+        if not name:  # the store's agent_name, and RunParams.agent
+            raise ValueError(f"name must be a non-empty string (runs are recorded under it), got {name!r}")
         self.provider = provider
         self.prompt = prompt
         self.tools = as_tools(tools)
@@ -91,23 +77,35 @@ class Agent(Execution):
         self.trailing_state_layout: LayoutMode = trailing_state_layout
         self._catalog = catalog
         self.system = render_system(prompt, self.skills)
-        self._tools_by_name = {t.name: t for t in self.tools}
-        self._tool_defs = [t.definition for t in self.tools]
-        conv = get_converter()
-        self._tool_hashes = {t.name: canonical_hash(conv.unstructure(t.definition)) for t in self.tools}
-        self._tools_hash = canonical_hash([conv.unstructure(d) for d in self._tool_defs])
-        self.config_hash = canonical_hash(
-            {
-                "name": name,
-                "system": self.system,
-                "tools": self._tools_hash,
-                "vendor": provider.vendor,
-                "model": provider.model,
-                "max_iterations": max_iterations,
-                "guardrails": sorted(type(g).__name__ for g in self.guardrails),
-                "layout": trailing_state_layout if trailing_state else None,
-            }
+        self._config = AgentConfig(
+            name=name,
+            provider=provider,
+            store=store,
+            system=self.system,
+            tools=tuple(self.tools),
+            guardrails=tuple(self.guardrails),
+            max_iterations=max_iterations,
+            lease_seconds=lease_seconds,
+            trailing_state=trailing_state,
+            trailing_state_layout=trailing_state_layout,
+            catalog=lambda: self.catalog,
+            rules=Rules(
+                single_call=self.single_call,
+                has_store=store is not None,
+                vendors=tuple(sorted({d.vendor for d in members(provider)})),
+                max_input_chars=max_input_chars,
+            ),
         )
+        #: What the idempotency fingerprint covers of the agent.
+        self.config_hash = self._config.config_hash
+        self._pipeline = Pipeline(self._config)
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog the layout policy reads (the packaged one plus SEGUE_CATALOG_PATH), loaded once."""
+        if self._catalog is None:
+            self._catalog = Catalog.load()
+        return self._catalog
 
     # -- public API -------------------------------------------------------------------------------------------
 
@@ -132,21 +130,8 @@ class Agent(Execution):
         `model` overrides the provider's model for this run; `vendor` names the catalog vendor that serves it (one
         of the provider's: with Failover, that vendor's first member is tried first), so the trailing-state layout
         is decided from the catalog before the first call."""
-        spec = self._validate(
-            user_input,
-            history,
-            context,
-            runs,
-            replay_last,
-            replay_reasoning,
-            replay_budget_tokens,
-            tenant_id,
-            metadata,
-            idempotency_key,
-            model,
-            vendor,
-        )
-        return await _last_result(self._drive(spec, streaming=False))
+        request = self._pipeline.validate(_arguments(locals()))
+        return await _last_result(self._pipeline.run(request, streaming=False))
 
     async def stream(
         self,
@@ -165,22 +150,10 @@ class Agent(Execution):
         vendor: str | None = None,
     ) -> AsyncIterator[RunEvent]:
         """The same run as events. Bad input arrives as one RUN_ERROR event and no row is created."""
+        arguments = _arguments(locals())
         try:
-            spec = self._validate(
-                user_input,
-                history,
-                context,
-                runs,
-                replay_last,
-                replay_reasoning,
-                replay_budget_tokens,
-                tenant_id,
-                metadata,
-                idempotency_key,
-                model,
-                vendor,
-            )
-            async for event in self._drive(spec, streaming=True):
+            request = self._pipeline.validate(arguments)
+            async for event in self._pipeline.run(request, streaming=True):
                 yield event
         except _VALIDATION_ERRORS as e:
             yield _validation_event(e)
@@ -188,15 +161,8 @@ class Agent(Execution):
     async def retry(self, run_id: str, *, tenant_id: str = DEFAULT_TENANT) -> RunResult:
         """Run a finished run again as a new run (retry_of=run_id), with the same input, history, context,
         replayed runs and knobs, through the same replay planner."""
-        stored = await self._load_own_run(run_id, tenant_id, "retry")
-        if stored.status not in TERMINAL:
-            raise RunStateError(
-                f"run {stored.run_id} is {stored.status}; retry a finished run (resume a paused one)",
-                run_id=stored.run_id,
-                reason="not_terminal",
-            )
-        spec = attrs.evolve(spec_of(stored), idempotency_key=None, retry_of=stored.run_id)
-        return await _last_result(self._drive(spec, streaming=False))
+        request = await self._pipeline.retry_request(run_id, tenant_id)
+        return await _last_result(self._pipeline.run(request, streaming=False))
 
     async def resume(
         self,
@@ -209,7 +175,7 @@ class Agent(Execution):
         """Continue a run paused in `waiting_approval`. `approved` is one answer for every pending call or a
         per-call-id mapping; denied calls return an error result the model sees. `tool_results` supplies
         results for calls the client ran itself (client-side tools)."""
-        return await _last_result(self._resume_events(run_id, approved, tool_results, tenant_id))
+        return await _last_result(self._pipeline.resume(run_id, approved, tool_results, tenant_id, streaming=False))
 
     async def resume_stream(
         self,
@@ -220,91 +186,10 @@ class Agent(Execution):
         tenant_id: str = DEFAULT_TENANT,
     ) -> AsyncIterator[RunEvent]:
         try:
-            async for event in self._resume_events(run_id, approved, tool_results, tenant_id, streaming=True):
+            async for event in self._pipeline.resume(run_id, approved, tool_results, tenant_id, streaming=True):
                 yield event
         except _VALIDATION_ERRORS as e:
             yield _validation_event(e)
-
-    # -- validate ---------------------------------------------------------------------------------------------
-
-    def _validate(
-        self,
-        user_input: Any,
-        history: Any,
-        context: Any,
-        runs: Any,
-        replay_last: Any,
-        replay_reasoning: Any,
-        replay_budget_tokens: Any,
-        tenant_id: Any,
-        metadata: Any,
-        idempotency_key: Any,
-        model: Any,
-        vendor: Any,
-    ) -> RunSpec:
-        if not isinstance(user_input, str) or not user_input.strip():
-            raise InputError(f"user_input must be a non-empty string, got {user_input!r:.80}")
-        if len(user_input) > self.max_input_chars:
-            raise InputError(
-                f"user_input has {len(user_input):,} characters, over the limit of {self.max_input_chars:,}; "
-                "send large documents as files or tool results, or raise Agent(max_input_chars=...)"
-            )
-        _check_text("user_input", user_input)
-        if not isinstance(tenant_id, str) or not tenant_id:
-            raise InputError(f"tenant_id must be a non-empty string, got {tenant_id!r}")
-        _check_id("tenant_id", tenant_id)
-        if idempotency_key is not None and (not isinstance(idempotency_key, str) or not idempotency_key):
-            raise InputError(f"idempotency_key must be a non-empty string or None, got {idempotency_key!r}")
-        if idempotency_key is not None:
-            _check_id("idempotency_key", idempotency_key)
-        if model is not None and (not isinstance(model, str) or not model):
-            raise InputError(f"model must be a model name or None, got {model!r}")
-        if model is not None:
-            _check_id("model", model)
-        vendors = sorted({d.vendor for d in members(self.provider)})
-        if vendor is not None and vendor not in vendors:
-            raise InputError(
-                f"vendor must name one of this agent's provider vendors ({', '.join(vendors)}) or be None, "
-                f"got {vendor!r:.60}"
-            )
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise InputError(f"metadata must be a dict, got {type(metadata).__name__}")
-        _check_metadata(dict(metadata or {}))
-        blocks = list(context or [])
-        for i, b in enumerate(blocks):
-            if not isinstance(b, ContextBlock):
-                raise InputError(f"context must hold ContextBlock objects, got {type(b).__name__}")
-            _check_text(f"context[{i}].text", b.text)
-        messages = as_history(history)
-        _check_text("history", get_converter().unstructure(messages, list[Message]))
-        knobs = validate_knobs(runs, replay_last, replay_reasoning, replay_budget_tokens, single_call=self.single_call)
-        if knobs is not None:
-            if self.store is None:
-                raise ReplayRunError(
-                    "runs= needs a store: create the agent with store=RunStore(...)", run_id=None, reason="invalid"
-                )
-            stable = [b for b in blocks if b.placement == "stable"]
-            if stable:
-                raise ReplayRunError(
-                    "a placement='stable' context block cannot be combined with runs=: it would change the prefix "
-                    "the replayed runs were produced under; fold it into the prompt or make it dynamic",
-                    run_id=None,
-                    reason="invalid",
-                )
-        return RunSpec(
-            input=user_input,
-            history=messages,
-            context=blocks,
-            knobs=knobs,
-            replay_last=replay_last,
-            replay_reasoning=replay_reasoning,
-            replay_budget_tokens=replay_budget_tokens,
-            tenant_id=tenant_id,
-            metadata=dict(metadata or {}),
-            idempotency_key=idempotency_key,
-            model=model,
-            vendor=vendor,
-        )
 
 
 class SingleCall(Agent):
@@ -344,48 +229,10 @@ async def _last_result(events: AsyncIterator[RunEvent]) -> RunResult:
     return result
 
 
-def _check_text(name: str, value: Any) -> None:
-    """Refuse a lone surrogate (what a JSON `\\ud800` escape decodes to): no vendor API and no database driver can
-    encode it, so it would fail later, after rows were written."""
-    if isinstance(value, str):
-        found = None if value.isascii() else _SURROGATE.search(value)
-        if found is not None:
-            raise InputError(
-                f"{name} has a lone surrogate (U+{ord(found.group()):04X}) at index {found.start()}, which is not "
-                "valid Unicode text; decode the bytes as UTF-8 (errors='replace' if they may be broken)"
-            )
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            _check_text(f"{name}[{key!r}]", key)
-            _check_text(f"{name}[{key!r}]", item)
-    elif isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            _check_text(f"{name}[{i}]", item)
-
-
-def _check_id(name: str, value: str) -> None:
-    _check_text(name, value)
-    if len(value) > MAX_ID_CHARS or "\x00" in value:
-        raise InputError(
-            f"{name} must be at most {MAX_ID_CHARS} characters without NUL, got {len(value):,} characters: "
-            f"{value[:40]!r}..."
-        )
-
-
-def _check_metadata(metadata: dict[Any, Any]) -> None:
-    _check_text("metadata", metadata)
-    try:
-        size = len(canonical_json(metadata))
-    except (TypeError, ValueError) as e:
-        raise InputError(f"metadata must be plain JSON (str, numbers, bools, None, lists, dicts): {e}") from None
-    if size > MAX_METADATA_CHARS:
-        raise InputError(
-            f"metadata is {size:,} characters of JSON, over the limit of {MAX_METADATA_CHARS:,}; keep tags and "
-            "small state there, and large data in your own storage (store its id in metadata)"
-        )
-    for key in metadata:
-        if not isinstance(key, str) or len(key) > MAX_ID_CHARS:
-            raise InputError(f"metadata keys must be strings of at most {MAX_ID_CHARS} characters, got {key!r:.60}")
+def _arguments(call_locals: dict[str, Any]) -> dict[str, Any]:
+    """run / stream pass their own keyword arguments (locals() before anything else is assigned): they are the
+    RunParams fields by name, which tests/test_run_params.py holds to the schema, so no list of them is kept here."""
+    return {k: v for k, v in call_locals.items() if k != "self"}
 
 
 def _positive_int(value: object) -> bool:

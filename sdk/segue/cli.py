@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any, get_args
 from urllib.parse import urlparse
 
 from segue._resources import package_version
-from segue.cli_render import Style, clean, count, share, show_text, table
+from segue.cli_render import Style, clean, count, explain_text, share, show_text, table
 from segue.errors import StoreError
-from segue.generated import RunDetail, RunStatus, RunSummary, Usage, get_converter
+from segue.generated import RunDetail, RunExplanation, RunStatus, RunSummary, SweptRuns, Usage, get_converter
 
 EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT = 0, 1, 2
 DB_ENV = "SEGUE_DB"
@@ -110,12 +110,12 @@ def _runs_list(args: argparse.Namespace) -> int:
         )
         tenants = store.tenants() if not runs and not args.admin else []
     if args.json:
-        _print_json([get_converter().unstructure(r, RunSummary) for r in runs])
+        _print_json(get_converter().unstructure(runs, list[RunSummary]))
     if not runs:
         raise CommandError(f"no runs for {_who(args)} matching the filters{_tenant_hint(args, tenants)}", EXIT_PROBLEM)
     if args.json:
         return EXIT_OK
-    from segue.explain import cache_parts
+    from segue.usage import cache_parts
 
     headers = ["RUN", "STATUS", "TENANT", "AGENT", "MODEL", "STARTED", "INPUT", "OUTPUT", "CACHE READ", "CONTINUES"]
     rows = [
@@ -149,49 +149,16 @@ def _runs_show(args: argparse.Namespace) -> int:
 
 
 def _runs_explain(args: argparse.Namespace) -> int:
-    from segue.explain import BREAK_CAUSES, breaks, explain_run, prefix_share
+    from segue.explain import breaks, explain_run
 
     with _store(args) as store:
         run = _get_run(store, args, args.run_id)
         previous = store.get_run(run.continued_from, **_scope(args)) if run.continued_from else None
     explanation = explain_run(run, previous)
     if args.json:
-        _print_json(get_converter().unstructure(explanation))
+        _print_json(get_converter().unstructure(explanation, RunExplanation))
         return EXIT_PROBLEM if breaks(explanation) else EXIT_OK
-    style = Style()
-    print(f"{style('run', 'bold')} {run.run_id}" + (f" (continues {run.continued_from})" if run.continued_from else ""))
-    if explanation.layout:
-        print(f"layout: {explanation.layout.get('mode', 'undecided')}")
-    if not explanation.iterations:
-        print("the run made no provider request")
-    headers = ["ITER", "COMPARED WITH", "REUSED", "OF", "SHARE", "CACHE READ", "INPUT", "CAUSE"]
-    rows, colours = [], []
-    for it in explanation.iterations:
-        before = f"{it.previous_run_id} #{it.previous_iteration}" if it.previous_run_id else "—"
-        rows.append(
-            [
-                str(it.iteration),
-                before,
-                f"{it.prefix_bytes:,} B",
-                f"{it.previous_bytes:,} B" if it.previous_bytes is not None else "—",
-                share(prefix_share(it)),
-                count(it.usage.cache_read_tokens),
-                count(it.usage.input_tokens),
-                it.cause,
-            ]
-        )
-        colour = "red" if it.cause in BREAK_CAUSES else "green" if it.cause == "extends" else "dim"
-        colours.append([*([None] * 7), colour])
-    if rows:
-        print(table(headers, rows, colours))
-    for it in explanation.iterations:
-        print(f"  {it.iteration}: {clean(it.reason)}")
-        if it.divergence is not None and it.cause in BREAK_CAUSES:
-            d = it.divergence
-            print(f"     at byte {d.byte_offset:,}, {d.path}: was {clean(d.previous or '∅', 70)}")
-            print(f"     {' ' * len(f'at byte {d.byte_offset:,}, {d.path}:')} now {clean(d.current or '∅', 70)}")
-        if it.note:
-            print(f"     note: {it.note}")
+    print(explain_text(run, explanation))
     return EXIT_PROBLEM if breaks(explanation) else EXIT_OK
 
 
@@ -276,7 +243,7 @@ def _runs_sweep(args: argparse.Namespace) -> int:
     with _store(args, write=True) as store:
         swept = store.sweep()
     if args.json:
-        _print_json(swept)
+        _print_json(get_converter().unstructure(swept, SweptRuns))
     elif swept:
         print(f"marked {len(swept)} abandoned run(s) error (their lease expired): {', '.join(swept)}")
     else:
@@ -326,7 +293,7 @@ def _port(text: str) -> int:
 
 
 def _offset(text: str) -> int:
-    from segue.store.run_store import MAX_OFFSET
+    from segue.store.records import MAX_OFFSET
 
     try:
         value = int(text)
@@ -414,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
         "mark runs abandoned by a killed process (their lease expired) as error, so they can be replayed",
     )
     _db_option(p)
-    _json_option(p, "the list of run ids marked")
+    _json_option(p, "SweptRuns: the run ids marked")
 
     db = _command(commands, "db", None, "the run store itself")
     db_cmds = db.add_subparsers(dest="db_command", required=True, metavar="SUBCOMMAND")

@@ -1,5 +1,5 @@
 """How the `segue` command shows runs on a terminal: colour only on a terminal, control characters shown rather
-than obeyed, aligned tables, and the text form of `segue runs show`."""
+than obeyed, aligned tables, and the text forms of `segue runs show` and `segue runs explain`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from segue.generated import RunDetail, Usage
-from segue.meta import LAYOUT_META_KEY
+from segue.generated import RunDetail, RunExplanation, Usage
 
 
 class Style:
@@ -94,7 +93,7 @@ def _block_line(block: Any) -> str:
 
 
 def _usage_line(u: Usage) -> str:
-    from segue.explain import cache_parts
+    from segue.usage import cache_parts
 
     parts = cache_parts(u)
     return (
@@ -104,8 +103,9 @@ def _usage_line(u: Usage) -> str:
 
 
 def show_text(run: RunDetail) -> str:
-    from segue.explain import cache_parts, is_fragment_text
+    from segue.explain import is_fragment_text
     from segue.generated import TextBlock
+    from segue.usage import cache_parts
 
     style = Style()
     out = [
@@ -124,10 +124,10 @@ def show_text(run: RunDetail) -> str:
         f"answer: {clean(run.answer or '—', 200)}",
         f"usage: {_usage_line(run.usage)}",
     ]
-    layout = (run.meta or {}).get(LAYOUT_META_KEY)
-    if isinstance(layout, dict):
-        at = f" at iteration {layout['iteration']}" if layout.get("iteration") else ""
-        out.append(f"layout: {layout.get('mode', 'undecided')} ({clean(str(layout.get('reason', '')))}){at}")
+    layout = run.meta.segue_layout if run.meta is not None else None
+    if layout is not None:
+        at = f" at iteration {layout.iteration}" if layout.iteration else ""
+        out.append(f"layout: {layout.mode or 'undecided'} ({clean(layout.reason or '')}){at}")
     if run.replay is not None:
         r = run.replay
         out.append("replay:")
@@ -168,4 +168,48 @@ def show_text(run: RunDetail) -> str:
             args = clean(json.dumps(call.arguments, ensure_ascii=False), 100)
             out.append(f"  iter {call.iteration} {clean(call.name)}({args}){flag} {call.duration_ms:,.0f} ms")
             out.append(f"    → {clean(call.result or '—', 160)}")
+    return "\n".join(out)
+
+
+def explain_text(run: RunDetail, explanation: RunExplanation) -> str:
+    """The text form of `segue runs explain`: one row per request, then why each stopped reusing the last one."""
+    from segue.explain import BREAK_CAUSES, prefix_share
+
+    out: list[str] = []
+    style = Style()
+    out.append(
+        f"{style('run', 'bold')} {run.run_id}" + (f" (continues {run.continued_from})" if run.continued_from else "")
+    )
+    if explanation.layout:
+        out.append(f"layout: {explanation.layout.mode or 'undecided'}")
+    if not explanation.iterations:
+        out.append("the run made no provider request")
+    headers = ["ITER", "COMPARED WITH", "REUSED", "OF", "SHARE", "CACHE READ", "INPUT", "CAUSE"]
+    rows, colours = [], []
+    for it in explanation.iterations:
+        before = f"{it.previous_run_id} #{it.previous_iteration}" if it.previous_run_id else "—"
+        rows.append(
+            [
+                str(it.iteration),
+                before,
+                f"{it.prefix_bytes:,} B",
+                f"{it.previous_bytes:,} B" if it.previous_bytes is not None else "—",
+                share(prefix_share(it)),
+                count(it.usage.cache_read_tokens),
+                count(it.usage.input_tokens),
+                it.cause,
+            ]
+        )
+        colour = "red" if it.cause in BREAK_CAUSES else "green" if it.cause == "extends" else "dim"
+        colours.append([*([None] * 7), colour])
+    if rows:
+        out.append(table(headers, rows, colours))
+    for it in explanation.iterations:
+        out.append(f"  {it.iteration}: {clean(it.reason)}")
+        if it.divergence is not None and it.cause in BREAK_CAUSES:
+            d = it.divergence
+            out.append(f"     at byte {d.byte_offset:,}, {d.path}: was {clean(d.previous or '∅', 70)}")
+            out.append(f"     {' ' * len(f'at byte {d.byte_offset:,}, {d.path}:')} now {clean(d.current or '∅', 70)}")
+        if it.note:
+            out.append(f"     note: {it.note}")
     return "\n".join(out)

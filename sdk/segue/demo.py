@@ -22,9 +22,9 @@ import attrs
 
 from segue.agent import Agent
 from segue.catalog import Catalog, CatalogError
+from segue.contracts import Provider
 from segue.conversation import tool_calls
 from segue.generated import Message, ReplaySummary, TextBlock, Usage
-from segue.providers.base import Provider
 from segue.store import RunStore
 from segue.tools import Tool, tool
 

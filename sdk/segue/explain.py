@@ -28,6 +28,7 @@ from typing import Any, get_args
 
 import attrs
 
+from segue.contracts import FRAGMENT_META_KEY
 from segue.generated import (
     Divergence,
     ExplainCause,
@@ -43,21 +44,17 @@ from segue.generated import (
 from segue.generated.wire import shared
 from segue.hashing import canonical_json
 from segue.layout import FRAGMENT_TAG
-from segue.meta import LAYOUT_META_KEY
-from segue.providers.base import FRAGMENT_META_KEY
 from segue.wire import stored
 from segue.wire.common import USER
 from segue.wire.stored import StoredMessage
 
 __all__ = [
     "BREAK_CAUSES",
-    "CacheParts",
     "Cause",
     "Divergence",
     "IterationExplanation",
     "RunExplanation",
     "Section",
-    "cache_parts",
     "compare_bodies",
     "explain_run",
     "is_fragment",
@@ -335,9 +332,8 @@ def _collapsed_run(run: RunDetail, previous: RunDetail | None) -> str | None:
 
 
 def _layout_mode(run: RunDetail) -> str | None:
-    layout = (run.meta or {}).get(LAYOUT_META_KEY)
-    mode = layout.get("mode") if isinstance(layout, dict) else None
-    return mode if isinstance(mode, str) else None
+    layout = run.meta.segue_layout if run.meta is not None else None
+    return layout.mode if layout is not None else None
 
 
 def _classify(
@@ -442,11 +438,10 @@ def explain_run(run: RunDetail, previous: RunDetail | None = None) -> RunExplana
                 usage=now.usage,
             )
         )
-    layout = (run.meta or {}).get(LAYOUT_META_KEY)
     return RunExplanation(
         run_id=run.run_id,
         continued_from=run.continued_from,
-        layout=layout if isinstance(layout, dict) else None,
+        layout=run.meta.segue_layout if run.meta is not None else None,
         iterations=out,
     )
 
@@ -466,26 +461,3 @@ def own_messages_start(run: RunDetail) -> int | None:
         if m.kind == USER and any(not is_fragment_text(t) for t in _texts(m)):
             return index
     return None
-
-
-@attrs.frozen(kw_only=True)
-class CacheParts:
-    """A request's prompt split the way a prefix cache sees it. None parts: the vendor did not report them."""
-
-    read: int | None
-    write: int | None
-    uncached: int
-    total: int
-
-    @property
-    def read_share(self) -> float | None:
-        if self.read is None or not self.total:
-            return None
-        return self.read / self.total
-
-
-def cache_parts(usage: Usage) -> CacheParts:
-    """input_tokens is the whole prompt; cache reads and writes are parts of it; the rest was not cached."""
-    read, write = usage.cache_read_tokens, usage.cache_write_tokens
-    uncached = max(usage.input_tokens - (read or 0) - (write or 0), 0)
-    return CacheParts(read=read, write=write, uncached=uncached, total=usage.input_tokens)

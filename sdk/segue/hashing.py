@@ -2,7 +2,8 @@
 
 canonical_json: keys sorted, no whitespace, UTF-8 kept as is (ensure_ascii=False), no `default=` fallback, so
 a value that is not plain JSON fails loudly instead of hashing its repr. canonical_hash: "sha256:" + hex digest
-of canonical_json encoded as UTF-8.
+of canonical_json encoded as UTF-8. message_json: a message as the prefix rule hashes it (the store precomputes it
+for the traces it reads, replay feeds it to a ListHasher).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import hashlib
 import json
 from typing import Any
 
+from segue.generated import Message, get_converter
+
 
 def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -18,6 +21,11 @@ def canonical_json(value: Any) -> str:
 
 def canonical_hash(value: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def message_json(m: Message) -> str:
+    """A message as hashed: canonical JSON of its role and content (meta never reaches a vendor)."""
+    return canonical_json({"role": m.role, "content": get_converter().unstructure(m.content, list[Any])})
 
 
 class ListHasher:

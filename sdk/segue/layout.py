@@ -23,8 +23,9 @@ Call sequence for the agent loop (one `LayoutPolicy` per run)::
         request_messages = policy.lay_out(history, fragment, iteration)
         response = await provider.complete(...request_messages...)
         policy.observe_served(iteration, response.vendor, response.model)
+        policy.settle(history)                                     # appendOnly: iteration 1's fragment is back
         history += [assistant message, tool results]               # never the fragment itself
-    store policy.with_kept_fragments(history) as the run's messages; policy.meta() as meta["segue.layout"]
+    store policy.with_kept_fragments(history) as the run's messages; policy.meta() as RunMeta.segue_layout
 
 History bookkeeping: the loop's `history` never contains this run's fragments. The policy keeps the ones that
 stay in the run (`kept_fragments`, appendOnly only), each at the index of `history` it was appended after;
@@ -56,8 +57,8 @@ from typing import Any, Literal
 import attrs
 
 from segue.catalog import Catalog, CatalogError
-from segue.generated import Message, TextBlock, ToolResultBlock, Usage
-from segue.providers.base import FRAGMENT_META_KEY
+from segue.contracts import FRAGMENT_META_KEY
+from segue.generated import LayoutMeta, Message, TextBlock, ToolResultBlock, Usage
 
 __all__ = [
     "FRAGMENT_ITERATION_KEY",
@@ -160,9 +161,6 @@ class LayoutDecision:
     iteration: int
     basis: Literal["configured", "override", "served", "fallback"]
     frozen: bool
-
-    def as_meta(self) -> dict[str, Any]:
-        return {"mode": self.mode, "reason": self.reason, "iteration": self.iteration, "basis": self.basis}
 
 
 @attrs.frozen(kw_only=True)
@@ -352,6 +350,13 @@ class LayoutPolicy:
             return None if self._drop_replayed_fragments else message
         return _escaped(message)
 
+    def settle(self, history: Sequence[Message]) -> None:
+        """Call right after `observe_served`, with the run's whole message list: once the run is appendOnly,
+        iteration 1's fragment goes back at its boundary now rather than on the next `lay_out`, so the messages a
+        run stores (`with_kept_fragments`) only ever grow at the end."""
+        if self._decision is not None and self._decision.mode == "appendOnly":
+            self._restore_first(history)
+
     def _restore_first(self, history: Sequence[Message]) -> None:
         """Once: put iteration 1's replace-style fragment back where it stood, now that the run is appendOnly."""
         if self._restore_checked:
@@ -393,12 +398,15 @@ class LayoutPolicy:
         iterations produced saw a message its replay can never show again."""
         return sorted(self._sent - set(self._kept))
 
-    def meta(self) -> dict[str, Any]:
-        """For `agent_runs.meta["segue.layout"]`."""
-        out: dict[str, Any] = {"configured": self.configured}
-        if self._decision is not None:
-            out.update(self._decision.as_meta())
-        out["restored_iteration"] = self._restored_iteration
-        if self.unstored_fragments:
-            out["unstored_fragments"] = self.unstored_fragments
-        return out
+    def meta(self) -> LayoutMeta:
+        """For `agent_runs.meta["segue.layout"]` (RunMeta.segue_layout)."""
+        d = self._decision
+        return LayoutMeta(
+            configured=self.configured,
+            mode=d.mode if d else None,
+            reason=d.reason if d else None,
+            iteration=d.iteration if d else None,
+            basis=d.basis if d else None,
+            restored_iteration=self._restored_iteration,
+            unstored_fragments=self.unstored_fragments or None,
+        )

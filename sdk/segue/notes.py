@@ -8,13 +8,12 @@ a count, in `agent_runs.meta["segue.notes"]` and on `RunResult.notes`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable
 
 import attrs
 
-from segue.generated import RunNote, get_converter
-from segue.providers.base import ProviderNote
+from segue.contracts import ProviderNote
+from segue.generated import RunNote
 
 
 class RunNotes:
@@ -22,10 +21,6 @@ class RunNotes:
 
     def __init__(self, existing: Iterable[RunNote] = ()) -> None:
         self._notes: dict[tuple[str, str], RunNote] = {(n.kind, n.message): n for n in existing}
-
-    @classmethod
-    def from_meta(cls, raw: Sequence[Any] | None) -> RunNotes:
-        return cls(get_converter().structure(list(raw or []), list[RunNote]))
 
     def add(self, note: ProviderNote, iteration: int) -> None:
         key = (note.kind, note.message)
@@ -40,7 +35,3 @@ class RunNotes:
 
     def as_list(self) -> list[RunNote]:
         return list(self._notes.values())
-
-    def meta(self) -> list[dict[str, Any]]:
-        value: list[dict[str, Any]] = get_converter().unstructure(self.as_list(), list[RunNote])
-        return value

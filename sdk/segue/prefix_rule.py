@@ -7,7 +7,7 @@ back, and the layout leaves the run's own messages as they were. Dropping a run'
 precedes every later run, so a later run produced with it fails the seed check too (cause `follows`); a later run
 produced without it (e.g. on another vendor) still matches. Each drop names one cause.
 
-Pure functions over canonical data: the planner (segue.replay) asks them per run, the loop (segue.serving) uses
+Pure functions over canonical data: the planner (segue.replay) asks them per run, the loop (segue.run.serving) uses
 `drop_kept` when a response shows the reasoning did not reach the model after all.
 """
 
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import attrs
 
+from segue.contracts import ServingPath
 from segue.generated import (
     Message,
     PrefixDescriptor,
@@ -27,11 +27,8 @@ from segue.generated import (
     ReplayWarning,
     ReplayWarningCause,
     ServedPath,
-    get_converter,
 )
-from segue.hashing import ListHasher, canonical_json
-from segue.meta import PREFIX_META_KEY
-from segue.providers.base import ServingPath
+from segue.hashing import ListHasher, message_json
 
 log = logging.getLogger("segue.replay")
 
@@ -58,11 +55,6 @@ class CurrentPrefix:
         return ServingPath(vendor=self.vendor, model=self.model, reasoning_vendor=self.reasoning_vendor)
 
 
-def message_json(m: Message) -> str:
-    """A message as hashed: canonical JSON of its role and content (meta never reaches a vendor)."""
-    return canonical_json({"role": m.role, "content": get_converter().unstructure(m.content, list[Any])})
-
-
 def seed_of(messages: Sequence[Message], view: WireView | None = None) -> str:
     """canonical_hash of the messages (as `message_json`) as they go on the wire: what preceded a run's user
     message."""
@@ -75,7 +67,7 @@ def seed_of(messages: Sequence[Message], view: WireView | None = None) -> str:
 
 
 def reasoning_verdict(
-    meta: Mapping[str, Any],
+    descriptor: PrefixDescriptor | None,
     messages: Sequence[Message],
     seed: str,
     current: CurrentPrefix,
@@ -84,7 +76,8 @@ def reasoning_verdict(
     view: WireView | None,
     unstored_fragment: bool = False,
 ) -> Verdict | None:
-    """Why a run's reasoning (in `messages`, recorded with `meta`) cannot go on this request, or None if it can.
+    """Why a run's reasoning (in `messages`, produced under `descriptor`) cannot go on this request, or None if it
+    can.
 
     `seed` hashes what precedes the run on this request's wire; `earlier_drop` is the last earlier replayed run
     whose reasoning this request drops (a seed mismatch then says `follows`); `unstored_fragment`: some of the
@@ -95,13 +88,12 @@ def reasoning_verdict(
             f"reasoning dropped: this request's wire ({current.vendor}/{current.model}) takes no reasoning back "
             "(e.g. Anthropic with thinking off, or Chat Completions)",
         )
-    raw = meta.get(PREFIX_META_KEY)
-    if raw is None:
+    d = descriptor
+    if d is None:
         return (
             "predates-metadata",
             "reasoning dropped: the run has no prefix descriptor (recorded before segue kept them)",
         )
-    d = get_converter().structure(raw, PrefixDescriptor)
     if d.vendor != current.vendor:
         return ("cross-vendor", f"reasoning dropped: it came from {d.vendor}, this request goes to {current.vendor}")
     if d.also_served:

@@ -1,8 +1,8 @@
-"""Run replay: validate the knobs and the runs, then rebuild earlier runs as canonical messages.
+"""Run replay: check the replayed runs, then rebuild them as canonical messages.
 
-Flow: `validate_knobs` (types, duplicates; no I/O) -> one store query for every replayed run -> `plan_replay`
-(existence, tenant, terminal state; window and token budget; reasoning keep/drop by prefix descriptor) ->
-`ReplayPlan(messages, summary)`. Nothing here writes.
+Flow: the knobs were validated with the request (segue.run.request) -> one store query for every replayed run ->
+`plan_replay` (existence, tenant, terminal state; window and token budget; reasoning keep/drop by prefix
+descriptor) -> `ReplayPlan(messages, summaries, seeds)`. Nothing here writes.
 
 Reasoning is kept or dropped per run by the prefix rule (segue.prefix_rule), once per path a request may be
 served on: the path it is aimed at, and the other members of a Failover. One warning per run names the cause.
@@ -10,12 +10,12 @@ served on: the path it is aimed at, and the other members of a Failover. One war
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
 
+from segue.contracts import REPLAYED_META_KEY, ServingPath
 from segue.errors import ReplayRunError
 from segue.generated import (
     Message,
@@ -29,47 +29,25 @@ from segue.generated import (
     ToolResultBlock,
     get_converter,
 )
-from segue.hashing import ListHasher
-from segue.meta import LAYOUT_META_KEY, TOOLS_META_KEY
-from segue.prefix_rule import CurrentPrefix, WireView, message_json, reasoning_verdict, seed_of
-from segue.providers.base import REPLAYED_META_KEY, ServingPath
-from segue.store.run_store import TERMINAL, StoredRun
+from segue.hashing import ListHasher, message_json
+from segue.prefix_rule import CurrentPrefix, WireView, reasoning_verdict
+from segue.store.records import TERMINAL, StoredRun
 from segue.tokens import count_json
 
-__all__ = [
-    "CurrentPrefix",
-    "ReplayPlan",
-    "WireView",
-    "check_runs",
-    "is_run_id",
-    "message_json",
-    "plan_replay",
-    "run_id_of",
-    "seed_of",
-    "validate_knobs",
-]
-
-_ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$", re.IGNORECASE)
-
-
-def is_run_id(value: object) -> bool:
-    """Run ids are ULIDs: 26 Crockford base32 characters (either case)."""
-    return isinstance(value, str) and _ULID.match(value) is not None
-
-
-def run_id_of(value: object) -> str | None:
-    """The run id as segue stores it (ULIDs are case-insensitive; stored upper case), or None if it is not one."""
-    return value.upper() if isinstance(value, str) and is_run_id(value) else None
+__all__ = ["ReplayPlan", "check_runs", "plan_replay"]
 
 
 @attrs.frozen(kw_only=True)
 class ReplayPlan:
     """`messages` carry the reasoning any planned path keeps (fit them to a path with without_replayed_reasoning
-    and that path's reasoning_kept); `summaries` has one ReplaySummary per path, the first path's first."""
+    and that path's reasoning_kept); `summaries` has one ReplaySummary per path, the first path's first; `seeds`
+    per path, the hash of the replayed messages as that path sends them, then the messages that follow them
+    (`then`): what precedes the new run's user message, its descriptor's seed."""
 
     messages: list[Message]
     summaries: dict[ServingPath, ReplaySummary]
     continued_from: str | None
+    seeds: dict[ServingPath, str] = attrs.Factory(dict)
 
     @property
     def summary(self) -> ReplaySummary:
@@ -85,77 +63,6 @@ class _PathCheck:
     kept: list[str] = attrs.Factory(list)
     dropped: list[str] = attrs.Factory(list)
     warnings: list[ReplayWarning] = attrs.Factory(list)
-
-
-def validate_knobs(
-    runs: Any,
-    replay_last: Any,
-    replay_reasoning: Any,
-    replay_budget_tokens: Any = None,
-    *,
-    single_call: bool = False,
-) -> ReplayKnobs | None:
-    """Check knob types and duplicates; None when there is nothing to replay."""
-    # Values come from apps and JSON-RPC clients unchecked, hence `Any` and runtime checks.
-    if isinstance(replay_last, bool) or not (
-        (isinstance(replay_last, int) and replay_last >= 0) or replay_last == "all"
-    ):
-        shown = f"{replay_last!r} ({type(replay_last).__name__})"
-        hint = f"; pass {int(replay_last)}" if isinstance(replay_last, float) and replay_last.is_integer() else ""
-        raise ReplayRunError(
-            f"replay_last must be a whole number >= 0 (how many of the latest runs replay in full) or 'all', "
-            f"got {shown}{hint}",
-            run_id=None,
-            reason="invalid",
-        )
-    if not isinstance(replay_reasoning, bool):
-        raise ReplayRunError(
-            f"replay_reasoning must be True or False, got {replay_reasoning!r}", run_id=None, reason="invalid"
-        )
-    if replay_budget_tokens is not None and (
-        isinstance(replay_budget_tokens, bool) or not isinstance(replay_budget_tokens, int) or replay_budget_tokens < 1
-    ):
-        raise ReplayRunError(
-            f"replay_budget_tokens must be a positive int or None, got {replay_budget_tokens!r}",
-            run_id=None,
-            reason="invalid",
-        )
-    if single_call and replay_last != 0:
-        raise ReplayRunError(
-            f"SingleCall replays runs as question + answer only: pass replay_last=0, not {replay_last!r}",
-            run_id=None,
-            reason="unsupported",
-        )
-    if runs is None:
-        return None
-    if isinstance(runs, str) or not isinstance(runs, Sequence):
-        raise ReplayRunError(
-            f"runs must be a list of run ids, got {type(runs).__name__} {runs!r:.80}", run_id=None, reason="invalid"
-        )
-    ids: list[str] = []
-    for given in runs:
-        run_id = run_id_of(given)
-        if run_id is None:
-            raise ReplayRunError(
-                f"runs must hold run ids (ULIDs: 26 characters of Crockford base32), got {given!r:.60}",
-                run_id=None,
-                reason="invalid",
-            )
-        if run_id in ids:
-            raise ReplayRunError(
-                f"run {run_id} appears twice in runs=; pass each run once, oldest first",
-                run_id=run_id,
-                reason="duplicate",
-            )
-        ids.append(run_id)
-    if not ids:
-        return None
-    return ReplayKnobs(
-        runs=ids,
-        replay_last=replay_last,
-        replay_reasoning=replay_reasoning,
-        replay_budget_tokens=replay_budget_tokens,
-    )
 
 
 def check_runs(stored: Mapping[str, StoredRun], run_ids: Sequence[str], tenant_id: str) -> None:
@@ -193,6 +100,7 @@ def plan_replay(
     guardrails: bool = False,
     view: WireView | None = None,
     alternatives: Sequence[CurrentPrefix] = (),
+    then: Sequence[Message] = (),
 ) -> ReplayPlan:
     """The replayed messages (each marked with its run id) and a summary per path: `current`, then the
     `alternatives` a Failover may serve instead (same system and tools, another vendor / model). `view` is how the
@@ -255,9 +163,13 @@ def plan_replay(
         )
 
     summaries: dict[ServingPath, ReplaySummary] = {}
+    seeds: dict[ServingPath, str] = {}
     for check in checks:
-        summaries.setdefault(check.current.path, summary(check))
-    return ReplayPlan(messages=messages, summaries=summaries, continued_from=knobs.runs[-1])
+        if check.current.path not in summaries:
+            summaries[check.current.path] = summary(check)
+            _hash(check.hasher, then, None, view)
+            seeds[check.current.path] = check.hasher.digest()
+    return ReplayPlan(messages=messages, summaries=summaries, continued_from=knobs.runs[-1], seeds=seeds)
 
 
 def _hash(hasher: ListHasher, new: Sequence[Message], items: Sequence[str] | None, view: WireView | None) -> None:
@@ -291,12 +203,13 @@ def _drop_cause(
     if guardrails:
         return ("guardrails", "reasoning dropped: guardrails are configured, and reasoning is not replayed with them")
     earlier = check.dropped[-1] if check.dropped else None
-    unstored = set(run.meta.get(LAYOUT_META_KEY, {}).get("unstored_fragments", []))
+    layout = run.meta.segue_layout
+    unstored = set(layout.unstored_fragments or []) if layout is not None else set()
     after_unstored = any(
         t.iteration in unstored and any(isinstance(b, ReasoningBlock) for b in t.message.content) for t in run.traces
     )
     return reasoning_verdict(
-        run.meta,
+        run.meta.segue_prefix,
         messages,
         check.hasher.digest(),
         check.current,
@@ -311,7 +224,7 @@ def _warn_tools(run: StoredRun, messages: Sequence[Message], current: CurrentPre
     missing = [n for n in called if n not in current.tool_hashes]
     if missing:
         warn(run.run_id, "tool-missing", f"replayed calls to tools no longer offered, sent as they were: {missing}")
-    then: Mapping[str, str] = run.meta.get(TOOLS_META_KEY, {})
+    then: Mapping[str, str] = run.meta.segue_tools or {}
     changed = [n for n in called if n in current.tool_hashes and n in then and then[n] != current.tool_hashes[n]]
     if changed:
         warn(run.run_id, "tool-changed", f"tools whose definition changed since the run: {changed}")

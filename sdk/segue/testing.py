@@ -8,9 +8,9 @@ from typing import Any
 
 import attrs
 
+from segue.contracts import ProviderRequest, ProviderResponse, StreamDelta, StreamDone, StreamEvent
 from segue.errors import ProviderError
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, Usage, get_converter
-from segue.providers.base import ProviderRequest, ProviderResponse, StreamDelta, StreamDone, StreamEvent
 from segue.tokens import count_json
 
 Reply = Message | Exception | Callable[[ProviderRequest], Message]

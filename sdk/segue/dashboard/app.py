@@ -22,7 +22,7 @@ import jinja2
 
 from segue.dashboard.views import CostFn, chain_view, no_pricing, run_row, run_view
 from segue.explain import explain_run
-from segue.generated import RunDetail, RunStatus, RunSummary, get_converter
+from segue.generated import ApiError, RunDetail, RunExplanation, RunStatus, RunSummary, get_converter
 from segue.store.run_store import RunStore
 
 log = logging.getLogger("segue.dashboard")
@@ -235,14 +235,14 @@ class DashboardApp:
 
     def _error(self, status: int, message: str, *, json_wanted: bool = False) -> Response:
         if json_wanted:
-            return _json({"error": message}, status)
+            return _json(get_converter().unstructure(ApiError(error=message)), status)
         return self._render("error.html", status=status, status_code=status, message=message)
 
     # -- JSON -------------------------------------------------------------------------------------------------
 
     def _api_runs(self, query: Mapping[str, list[str]]) -> Response:
         runs, _ = self._list(query)
-        return _json([get_converter().unstructure(r, RunSummary) for r in runs])
+        return _json(get_converter().unstructure(runs, list[RunSummary]))
 
     def _api_run(self, query: Mapping[str, list[str]], run_id: str) -> Response:
         return _json(get_converter().unstructure(self._get(run_id), RunDetail))
@@ -252,7 +252,7 @@ class DashboardApp:
         previous = None
         if run.continued_from:
             previous = self.store.get_run(run.continued_from, tenant_id=self.tenant, all_tenants=self.admin)
-        return _json(get_converter().unstructure(explain_run(run, previous)))
+        return _json(get_converter().unstructure(explain_run(run, previous), RunExplanation))
 
     def _static(self, query: Mapping[str, list[str]], name: str) -> Response:
         if name not in STATIC:

@@ -8,14 +8,13 @@ generated wire parsers; their messages become `MessageView`s of `BlockView`s.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import attrs
 
 from segue.explain import (
     IterationExplanation,
-    cache_parts,
     explain_run,
     is_fragment,
     is_fragment_text,
@@ -24,6 +23,7 @@ from segue.explain import (
 from segue.generated import (
     ContentBlock,
     ImageBlock,
+    LayoutMeta,
     ReasoningBlock,
     RunDetail,
     RunSummary,
@@ -32,7 +32,7 @@ from segue.generated import (
     ToolResultBlock,
     Usage,
 )
-from segue.meta import LAYOUT_META_KEY, REQUEST_META_KEY
+from segue.usage import cache_parts
 from segue.wire import stored
 from segue.wire.common import Unknown
 from segue.wire.stored import StoredMessage
@@ -222,9 +222,9 @@ def conversation_messages(run: RunDetail) -> list[MessageView]:
     start = own_messages_start(run)
     if start is not None and run.llm_interactions:
         sent = stored.read(run.llm_interactions[-1].provider_request).messages()
-        request = (run.meta or {}).get(REQUEST_META_KEY)
-        history = request.get("history") if isinstance(request, dict) else None
-        first_history = start - len(history) if isinstance(history, list) else start
+        request = run.meta.segue_request if run.meta is not None else None
+        history = request.history if request is not None else None
+        first_history = start - len(history) if history is not None else start
         for i, m in enumerate(sent[:start]):
             out.append(message_view(m, i, "history" if i >= first_history else "replayed"))
     for t in run.traces:
@@ -266,7 +266,7 @@ class ReplayRunView:
 class RunView:
     run: RunDetail
     row: RunRow
-    layout: Mapping[str, Any] | None
+    layout: LayoutMeta | None
     messages: list[MessageView]
     replayed_count: int
     iterations: list[IterationView]
@@ -322,11 +322,10 @@ def run_view(run: RunDetail, previous: RunDetail | None, cost: CostFn) -> RunVie
             )
         other = [(w.run_id, w.cause, w.message) for w in r.warnings if w.run_id not in listed]
     messages = conversation_messages(run)
-    layout = (run.meta or {}).get(LAYOUT_META_KEY)
     return RunView(
         run=run,
         row=run_row(run, cost),
-        layout=layout if isinstance(layout, dict) else None,
+        layout=run.meta.segue_layout if run.meta is not None else None,
         messages=messages,
         replayed_count=sum(1 for m in messages if m.origin != "new"),
         iterations=iterations,

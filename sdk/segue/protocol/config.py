@@ -18,11 +18,11 @@ from referencing import Registry, Resource
 
 from segue.agent import Agent
 from segue.catalog import Catalog
+from segue.contracts import Provider
 from segue.generated import get_converter
 from segue.generated.serve import AgentConfig, ProviderConfig, ServeConfig
 from segue.protocol.rpc import invalid_params
 from segue.protocol.tools import Mode, ToolConfigError, build_tool
-from segue.providers.base import Provider
 from segue.store.connection import redact
 from segue.store.run_store import RunStore
 from segue.tools import Tool

@@ -17,7 +17,6 @@ from typing import Any
 
 import attrs
 
-from segue.context import ContextBlock
 from segue.explain import breaks, explain_run
 from segue.generated import RunDetail, RunEvent, RunResult, RunSummary, ToolCallBlock
 from segue.generated.protocol import (
@@ -44,14 +43,13 @@ from segue.generated.protocol import (
     RunsSweepResult,
 )
 from segue.generated.protocol_methods import ErrorCode
-from segue.meta import PENDING_META_KEY
 from segue.protocol.auth import ANY_TENANT, TenantNotAllowed
 from segue.protocol.config import AgentEntry, ServeApp
 from segue.protocol.errors import RpcError
 from segue.protocol.rpc import Handler, RequestContext, invalid_params
-from segue.replay import run_id_of
-from segue.run_state import make_event
-from segue.store.run_store import DEFAULT_TENANT
+from segue.run.request import run_arguments, run_id_of
+from segue.run.state import make_event
+from segue.store.records import DEFAULT_TENANT
 
 
 class Methods:
@@ -81,20 +79,7 @@ class Methods:
 
     async def run(self, ctx: RequestContext, p: RunParams) -> RunResponse:
         entry = self.entry(p.agent, ctx)
-        events = entry.agent.stream(
-            p.input,
-            history=p.history,
-            context=[ContextBlock(c.text, c.placement or "dynamic", c.source) for c in p.context or []],
-            runs=p.runs,
-            replay_last=p.replay_last if p.replay_last is not None else 0,
-            replay_reasoning=p.replay_reasoning if p.replay_reasoning is not None else True,
-            replay_budget_tokens=p.replay_budget_tokens,
-            tenant_id=p.tenant_id or DEFAULT_TENANT,
-            metadata=p.metadata,
-            idempotency_key=p.idempotency_key,
-            model=p.model,
-            vendor=p.vendor,
-        )
+        events = entry.agent.stream(**run_arguments(p))
         return await self._consume(
             ctx, entry, events, emit=p.events is not False, tenant_id=p.tenant_id, idempotency_key=p.idempotency_key
         )
@@ -285,7 +270,8 @@ class Methods:
         run = await asyncio.to_thread(entry.store.get_run, run_id, tenant_id=tenant_id or DEFAULT_TENANT)
         if run is None or not run.traces:
             return []
-        ids = set(((run.meta or {}).get(PENDING_META_KEY) or {}).get("calls", []))
+        pending = run.meta.segue_pending if run.meta is not None else None
+        ids = set(pending.calls if pending is not None else [])
         last = run.traces[-1].message
         return [self._pending(entry, b) for b in last.content if isinstance(b, ToolCallBlock) and b.id in ids]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from segue.contracts import ProviderRequest
 from segue.providers._common import Assembler, SdkDriver
-from segue.providers.base import ProviderRequest
 from segue.wire import anthropic as wire
 from segue.wire.common import ParsedResponse, WireRequest
 from segue.wire.streams import AnthropicStream

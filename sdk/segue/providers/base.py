@@ -1,141 +1,15 @@
-"""The provider protocol: a canonical request in, a canonical response plus usage out.
+"""Which drivers stand behind a provider, and the serving paths a request may take through them.
 
-Drivers (segue.providers.anthropic, ...) turn a `ProviderRequest` into the vendor's wire body through
-segue.wire, call the official SDK client, and turn the answer back into canonical blocks. The agent loop only
-ever sees these types.
+A provider is one driver or a Failover of several (`members`, flattened). A request with a runtime model / vendor
+override goes to that vendor's first member; the paths it may be served on are those members' (vendor, model,
+the reasoning their wire takes back), the first one tried first. The run pipeline plans the replay once per path.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from collections.abc import Sequence
 
-import attrs
-
-from segue.generated import Message, ReasoningBlock, RunNoteKind, ToolDefinition, Usage
-
-#: Message.meta key marking the trailing runtime-state fragment. Block-cache drivers keep their last
-#: breakpoint before it; it is never a cache anchor.
-FRAGMENT_META_KEY = "segue.fragment"
-#: Message.meta key marking messages rebuilt from earlier runs (replayed): its value is the replayed run's id.
-REPLAYED_META_KEY = "segue.replayed"
-
-
-@attrs.frozen(kw_only=True)
-class ServingPath:
-    """Who a request is for, as far as replayed reasoning is concerned: the catalog vendor, the model, and the
-    `ReasoningBlock.vendor` its wire takes back (None: this path's wire replays no reasoning)."""
-
-    vendor: str
-    model: str
-    reasoning_vendor: str | None
-
-    def label(self) -> str:
-        return f"{self.vendor}/{self.model}"
-
-
-@attrs.frozen(kw_only=True)
-class ProviderNote:
-    """Something a driver or Failover reports about one call besides the answer (see RunNoteKind).
-
-    `message_index` (vendor-dropped only) is the index in ProviderRequest.messages of the message whose reasoning
-    the vendor reported dropping, so the loop can name the replayed run it belonged to."""
-
-    kind: RunNoteKind
-    message: str
-    message_index: int | None = None
-
-
-@attrs.frozen(kw_only=True)
-class ProviderRequest:
-    """Everything a driver needs for one call, in canonical form.
-
-    The wire order is: system, stable_head, messages. `replay_end` is the index in `messages` of the last
-    replayed message (None when nothing was replayed): block-cache drivers put a breakpoint there.
-    """
-
-    system: str
-    messages: list[Message]
-    tools: list[ToolDefinition] = attrs.field(factory=list)
-    stable_head: str | None = None
-    replay_end: int | None = None
-    model: str | None = None  # runtime override; None = the driver's own model
-    #: Runtime vendor: the catalog vendor `model` is for. A Failover tries that vendor's members first.
-    vendor: str | None = None
-    max_tokens: int | None = None
-    #: Opaque per-conversation key (e.g. tenant or user) for vendors that route caches by key.
-    cache_key: str | None = None
-    #: Only populate the vendor's prompt cache with this prompt; generate nothing. Drivers use the vendor's
-    #: documented mechanism (Anthropic `max_tokens: 0`, OpenAI breakpoint caches' `prompt_cache_options.prewarm`)
-    #: and raise WireError where there is none. The response has usage and no content.
-    prewarm: bool = False
-    #: The path `messages` were fitted to: the replayed reasoning it keeps is what the prefix rule allows there
-    #: (None: nothing replayed). A Failover member on another path sends `replay_alternatives[its path]` instead,
-    #: or, for a path segue did not plan, the messages without any replayed reasoning.
-    replay_path: ServingPath | None = None
-    #: The same messages fitted to the other paths a Failover may serve (they differ only in replayed reasoning).
-    replay_alternatives: Mapping[ServingPath, list[Message]] = attrs.field(factory=dict)
-
-
-@attrs.frozen(kw_only=True)
-class ProviderResponse:
-    """One completed call. `request_body` is exactly what the vendor received (no credentials)."""
-
-    message: Message
-    usage: Usage
-    stop_reason: str
-    vendor: str
-    model: str
-    request_body: dict[str, Any]
-    response_body: dict[str, Any]
-    request_headers: dict[str, str] = attrs.field(factory=dict)
-    #: The vendor's own report of what it changed in the input (Anthropic `input_transformations`).
-    input_transformations: list[dict[str, Any]] = attrs.field(factory=list)
-    #: What the driver or Failover reports besides the answer, typed by kind.
-    notes: list[ProviderNote] = attrs.field(factory=list)
-    #: The path whose fitted messages the serving member sent, when not the request's own `replay_path` (a
-    #: Failover member on another path answered); None: the request's own.
-    replay_path: ServingPath | None = None
-    #: The serving driver's flag (a Failover's members may differ); None when the provider does not say.
-    requires_stable_reasoning_prefix: bool | None = None
-
-
-@attrs.frozen(kw_only=True)
-class StreamDelta:
-    """A piece of a streamed answer. kind: text, reasoning, or tool_call (partial JSON arguments)."""
-
-    kind: Literal["text", "reasoning", "tool_call"]
-    text: str
-    tool_call_id: str | None = None
-    tool_name: str | None = None
-
-
-@attrs.frozen(kw_only=True)
-class StreamDone:
-    """The last stream event: the same response a non-streamed call would have returned."""
-
-    response: ProviderResponse
-
-
-StreamEvent = StreamDelta | StreamDone
-
-
-@runtime_checkable
-class Provider(Protocol):
-    """What the agent loop calls. `vendor` names the catalog vendor id of the serving path.
-
-    Two optional attributes: `reasoning_vendor`, the `ReasoningBlock.vendor` whose blocks the driver puts back on
-    the wire (None: none; absent: its own `vendor`), and, for a provider made of others (Failover), `providers`,
-    its members in order.
-    """
-
-    vendor: str
-    model: str
-    requires_stable_reasoning_prefix: bool
-
-    async def complete(self, request: ProviderRequest) -> ProviderResponse: ...
-
-    def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]: ...
+from segue.contracts import Provider, ServingPath
 
 
 def members(provider: Provider) -> list[Provider]:
@@ -173,15 +47,3 @@ def serving_paths(provider: Provider, *, model: str | None = None, vendor: str |
         if d is not first and path not in paths:
             paths.append(path)
     return paths
-
-
-def without_replayed_reasoning(messages: Sequence[Message], keep: Collection[str] = ()) -> list[Message]:
-    """`messages` with the reasoning of replayed runs left out, except the runs in `keep`; the run's own messages
-    and history's keep theirs."""
-    out: list[Message] = []
-    for m in messages:
-        replayed = (m.meta or {}).get(REPLAYED_META_KEY)
-        if replayed and replayed not in keep and any(isinstance(b, ReasoningBlock) for b in m.content):
-            m = attrs.evolve(m, content=[b for b in m.content if not isinstance(b, ReasoningBlock)])
-        out.append(m)
-    return out

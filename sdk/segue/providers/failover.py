@@ -7,8 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 
 import attrs
 
-from segue.errors import ProviderError
-from segue.providers.base import (
+from segue.contracts import (
     Provider,
     ProviderNote,
     ProviderRequest,
@@ -17,10 +16,10 @@ from segue.providers.base import (
     StreamDelta,
     StreamDone,
     StreamEvent,
-    members,
-    serving_path,
     without_replayed_reasoning,
 )
+from segue.errors import ProviderError
+from segue.providers.base import members, serving_path
 
 log = logging.getLogger("segue.providers")
 

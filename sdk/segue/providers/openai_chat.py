@@ -6,9 +6,9 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from segue.contracts import ProviderRequest
 from segue.providers._cache import BreakpointPaths
 from segue.providers._common import Assembler, SdkDriver
-from segue.providers.base import ProviderRequest
 from segue.wire import openai_chat as wire
 from segue.wire.breakpoints import CHAT_TTLS, CacheMode, check_mode
 from segue.wire.common import ParsedResponse, WireRequest

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from segue.contracts import ProviderRequest
 from segue.providers._cache import BreakpointPaths
 from segue.providers._common import Assembler, SdkDriver
-from segue.providers.base import ProviderRequest
 from segue.wire import openai_responses as wire
 from segue.wire.breakpoints import RESPONSES_TTLS, CacheMode, CacheTTL, check_mode, check_ttl
 from segue.wire.common import ParsedResponse, WireRequest

@@ -6,9 +6,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from segue.contracts import ProviderRequest
 from segue.errors import ProviderError
 from segue.providers._cache import BreakpointPaths
-from segue.providers.base import ProviderRequest
 from segue.providers.openai_chat import ChatCompletionsDriver
 from segue.wire import openrouter as wire
 from segue.wire.breakpoints import CHAT_TTLS, CacheMode, check_mode

@@ -1,4 +1,5 @@
-"""Turning stored rows back into canonical objects: JSON columns, trace messages (cached), run summaries."""
+"""Turning stored rows back into canonical objects: JSON columns, the run meta, trace messages (cached), run
+summaries and details, the runs replay reads."""
 
 from __future__ import annotations
 
@@ -8,9 +9,21 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from segue.errors import StoreError
-from segue.generated import Message, ReplaySummary, RunStatus, RunSummary, Usage, get_converter
-from segue.meta import REPLAY_META_KEY
+from segue.generated import (
+    LlmInteraction,
+    Message,
+    RunDetail,
+    RunMeta,
+    RunStatus,
+    RunSummary,
+    ToolCallRecord,
+    Trace,
+    Usage,
+    get_converter,
+)
+from segue.hashing import message_json
 from segue.store.models import AgentRun
+from segue.store.records import StoredRun
 
 
 def loads(text: str | None, where: str) -> Any:
@@ -20,6 +33,42 @@ def loads(text: str | None, where: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise StoreError(f"corrupt JSON in {where}: {e}; the row was modified outside segue") from None
+
+
+def read_meta(text: str | None, where: str) -> RunMeta:
+    """agent_runs.meta through the generated converter. Rows of an older segue read as they are: keys it wrote
+    that RunMeta no longer names stay in `extra`, and the nulls it wrote for unset optional values read as unset."""
+    raw = loads(text, where)
+    try:
+        return get_converter().structure(raw or {}, RunMeta)
+    except Exception as e:
+        raise StoreError(f"unreadable {where}: {e}; the row was modified outside segue") from None
+
+
+class MetaCache:
+    """RunMeta keyed by the exact stored text: replay re-reads the same finished runs every turn, and structuring
+    their meta (descriptor, replay summary, stored request) would otherwise be paid each time. A hit is always the
+    same meta; when full it starts over, like MessageCache."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self._size = size
+        self._entries: dict[str, RunMeta] = {}
+
+    def get(self, text: str | None, where: str) -> RunMeta:
+        if text is None:
+            return read_meta(text, where)
+        found = self._entries.get(text)
+        if found is None:
+            if len(self._entries) >= self._size:
+                self._entries = {}
+            found = self._entries[text] = read_meta(text, where)
+        return found
+
+
+def write_meta(meta: RunMeta) -> dict[str, Any]:
+    """RunMeta as stored: only the keys it sets (merged into the stored ones by the writes that update it)."""
+    value: dict[str, Any] = get_converter().unstructure(meta, RunMeta)
+    return value
 
 
 @functools.cache
@@ -64,8 +113,6 @@ class HashItems(Sequence[str]):
             return [self[k] for k in range(*i.indices(len(self)))]
         entry = self._entries[i]
         if entry[1] is None:
-            from segue.replay import message_json  # replay imports the store; import here to avoid a cycle
-
             entry[1] = message_json(entry[0])
         return entry[1]
 
@@ -87,8 +134,7 @@ def message_from_row(run_id: str, idx: int, role: str, content: str, meta: str |
 
 def summary_from_row(row: AgentRun) -> RunSummary:
     conv = get_converter()
-    meta = loads(row.meta, f"agent_runs.meta of run {row.id}")
-    replay = meta.get(REPLAY_META_KEY)
+    meta = read_meta(row.meta, f"agent_runs.meta of run {row.id}")
     metadata = loads(row.metadata, f"agent_runs.metadata of run {row.id}")
     return RunSummary(
         run_id=row.id,
@@ -101,7 +147,99 @@ def summary_from_row(row: AgentRun) -> RunSummary:
         finished_at=row.finished_at,
         usage=conv.structure(loads(row.usage, f"agent_runs.usage of run {row.id}"), Usage),
         continued_from=row.continued_from,
-        replay=conv.structure(replay, ReplaySummary) if replay else None,
+        replay=meta.segue_replay,
         metadata=metadata or None,
         error=row.error,
     )
+
+
+def detail_from_rows(
+    row: AgentRun, meta: RunMeta, trace_rows: list[tuple[Any, ...]], calls: list[Any], tools: list[Any]
+) -> RunDetail:
+    """RunDetail from its run row, its meta, and its trace, llm_interactions and tool_calls rows."""
+    run_id = row.id
+    conv = get_converter()
+    summary = summary_from_row(row)
+    traces = [
+        Trace(index=t[2], iteration=t[3], message=message_from_row(run_id, t[2], t[4], t[5], t[6])) for t in trace_rows
+    ]
+    return RunDetail(
+        run_id=summary.run_id,
+        status=summary.status,
+        tenant_id=summary.tenant_id,
+        agent_name=summary.agent_name,
+        model=summary.model,
+        vendor=summary.vendor,
+        created_at=summary.created_at,
+        finished_at=summary.finished_at,
+        usage=summary.usage,
+        continued_from=summary.continued_from,
+        replay=summary.replay,
+        metadata=summary.metadata,
+        error=summary.error,
+        input=row.input,
+        answer=row.answer,
+        retry_of=row.retry_of,
+        prefix=meta.segue_prefix,
+        meta=meta,
+        traces=traces,
+        llm_interactions=[
+            LlmInteraction(
+                iteration=c.iteration,
+                vendor=c.vendor,
+                model=c.model,
+                provider_request=loads(c.provider_request, f"llm_interactions {c.id}"),
+                request_headers=loads(c.request_headers, "request_headers") if c.request_headers else None,
+                provider_response=loads(c.provider_response, "provider_response") if c.provider_response else None,
+                usage=conv.structure(loads(c.usage, "usage"), Usage),
+                latency_ms=c.latency_ms,
+                error=c.error,
+            )
+            for c in calls
+        ],
+        tool_calls=[
+            ToolCallRecord(
+                call_id=t.call_id,
+                iteration=t.iteration,
+                name=t.name,
+                arguments=loads(t.arguments, f"tool_calls {t.id}"),
+                result=t.result,
+                is_error=bool(t.is_error),
+                duration_ms=t.duration_ms,
+            )
+            for t in tools
+        ],
+    )
+
+
+def stored_runs(rows: list[tuple[Any, ...]], messages: MessageCache, metas: MetaCache) -> dict[str, StoredRun]:
+    """StoredRuns from the replay query's rows: each run's columns, then one of its traces per row, in order."""
+    heads: dict[str, tuple[Any, ...]] = {}
+    traces: dict[str, list[Trace]] = {}
+    items: dict[str, list[list[Any]]] = {}
+    for row in rows:
+        run_id = row[0]
+        if run_id not in heads:
+            heads[run_id] = row[:9]
+            traces[run_id] = []
+            items[run_id] = []
+        if row[9] is not None:
+            entry = messages.get(run_id, row[9], *row[11:14])
+            traces[run_id].append(Trace(index=row[9], iteration=row[10], message=entry[0]))
+            items[run_id].append(entry)
+    return {
+        run_id: StoredRun(
+            run_id=run_id,
+            tenant_id=head[1],
+            status=head[2],
+            input=head[3],
+            answer=head[4],
+            meta=metas.get(head[5], f"agent_runs.meta of run {run_id}"),
+            private=loads(head[6], f"agent_runs.private of run {run_id}") if head[6] else None,
+            usage=get_converter().structure(loads(head[7], f"agent_runs.usage of run {run_id}"), Usage),
+            agent_name=head[8],
+            traces=traces[run_id],
+            hash_items=HashItems(items[run_id]),
+        )
+        for run_id, head in heads.items()
+    }

@@ -20,88 +20,40 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
-import attrs
 import peewee as pw
 
 from segue.errors import StoreError
 from segue.generated import (
     LlmInteraction,
     Message,
-    PrefixDescriptor,
     RunDetail,
+    RunMeta,
     RunStatus,
     RunSummary,
     ToolCallRecord,
-    Trace,
     Usage,
     get_converter,
 )
 from segue.hashing import canonical_json
-from segue.meta import PREFIX_META_KEY
 from segue.store import migrations
 from segue.store.connection import DEFAULT_RECONNECT_SECONDS, Units, open_database, read_only_fallback, redact
 from segue.store.models import Bound
+from segue.store.records import DEFAULT_TENANT, MAX_OFFSET, TERMINAL, IdempotencyKeyTaken, NewRun, StoredRun
 from segue.store.rows import (
-    HashItems,
     MessageCache,
-    loads,
-    message_from_row,
+    MetaCache,
+    detail_from_rows,
+    stored_runs,
     summary_from_row,
+    write_meta,
 )
 from segue.store.text import decode
 
 DEFAULT_URL = "sqlite:///segue.db"
-DEFAULT_TENANT = "default"
-TERMINAL: frozenset[str] = frozenset({"success", "error", "cancelled", "max_iterations"})
-#: list_runs pages no further than this (SQLite's and PostgreSQL's LIMIT / OFFSET are 64-bit).
-MAX_OFFSET = 1_000_000_000
 
 
 def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-@attrs.frozen(kw_only=True)
-class NewRun:
-    """The run row written (with its first traces) in one transaction once validation has passed."""
-
-    run_id: str
-    tenant_id: str
-    agent_name: str
-    input: str
-    model: str
-    vendor: str
-    meta: dict[str, Any]
-    metadata: dict[str, Any]
-    idempotency_key: str | None = None
-    fingerprint: str | None = None
-    retry_of: str | None = None
-    continued_from: str | None = None
-    private: dict[str, Any] | None = None
-    lease_seconds: float | None = None
-
-
-@attrs.frozen(kw_only=True)
-class StoredRun:
-    """What replay, retry and resume read back: the row and its canonical traces."""
-
-    run_id: str
-    tenant_id: str
-    status: str
-    input: str
-    answer: str | None
-    meta: dict[str, Any]
-    traces: list[Trace]
-    usage: Usage
-    agent_name: str = ""
-    private: dict[str, Any] | None = None
-    #: canonical JSON of each trace's role + content (segue.replay.message_json), computed on first use and
-    #: remembered with the cached message.
-    hash_items: Sequence[str] = ()
-
-
-class IdempotencyKeyTaken(Exception):
-    """Another run of this tenant already holds the key (raised by create_run on the unique index)."""
 
 
 class RunStore:
@@ -124,6 +76,7 @@ class RunStore:
         self.db = open_database(self.url, read_only=read_only)
         self.models = Bound(self.db)
         self._messages = MessageCache()
+        self._metas = MetaCache()
         self.is_sqlite = isinstance(self.db, pw.SqliteDatabase)
         self._units = Units(self.db, self.url, reconnect_seconds=reconnect_seconds)
         shown = redact(self.url)
@@ -160,6 +113,9 @@ class RunStore:
     def close(self) -> None:
         self._units.close()
 
+    def _meta(self, text: str | None, run_id: str) -> RunMeta:
+        return self._metas.get(text, f"agent_runs.meta of run {run_id}")
+
     # -- writes used by the agent -----------------------------------------------------------------------------
 
     def create_run(self, run: NewRun, traces: Sequence[Message]) -> None:
@@ -175,7 +131,7 @@ class RunStore:
                 input=run.input,
                 model=run.model,
                 vendor=run.vendor,
-                meta=canonical_json(run.meta),
+                meta=canonical_json(write_meta(run.meta)),
                 metadata=canonical_json(run.metadata),
                 private=canonical_json(run.private) if run.private else None,
                 idempotency_key=run.idempotency_key,
@@ -229,23 +185,18 @@ class RunStore:
         tool_calls: Sequence[ToolCallRecord] = (),
         usage: Usage,
         lease_seconds: float | None = None,
-        rewrite: bool = False,
-        meta_updates: dict[str, Any] | None = None,
+        meta_updates: RunMeta | None = None,
         model: str | None = None,
         vendor: str | None = None,
     ) -> None:
         """One loop iteration's traces, provider call and tool calls, plus the running totals, atomically.
 
-        `traces` go from `first_index` on: normally the new tail; with `rewrite=True` the run's traces from there
-        are replaced (a layout that restores an earlier fragment rewrites from its boundary). `meta_updates` merge
-        into the run's segue.* meta and `model` / `vendor` name who served, in the same transaction."""
+        `traces` are the run's new messages, stored from index `first_index` on (a run's traces only ever grow at
+        the end). `meta_updates` merge into the run's segue.* meta and `model` / `vendor` name who served, in the
+        same transaction."""
         conv = get_converter()
 
         def work() -> None:
-            if rewrite:
-                self.models.ReactTrace.delete().where(
-                    (self.models.ReactTrace.run_id == run_id) & (self.models.ReactTrace.idx >= first_index)
-                ).execute()
             self._insert_traces(run_id, first_index, iteration, traces)
             if interaction is not None:
                 self.models.LlmInteractionRow.insert(
@@ -294,7 +245,7 @@ class RunStore:
         self,
         run_id: str,
         update: dict[Any, Any],
-        meta_updates: dict[str, Any] | None,
+        meta_updates: RunMeta | None,
         model: str | None,
         vendor: str | None,
     ) -> None:
@@ -303,9 +254,9 @@ class RunStore:
             update[self.models.AgentRun.model] = model
         if vendor:
             update[self.models.AgentRun.vendor] = vendor
-        if meta_updates:
+        if meta_updates is not None:
             row = self.models.AgentRun.select(self.models.AgentRun.meta).where(self.models.AgentRun.id == run_id).get()
-            update[self.models.AgentRun.meta] = canonical_json({**json.loads(row.meta), **meta_updates})
+            update[self.models.AgentRun.meta] = canonical_json({**json.loads(row.meta), **write_meta(meta_updates)})
         self.models.AgentRun.update(update).where(self.models.AgentRun.id == run_id).execute()
 
     def finish_run(
@@ -317,7 +268,7 @@ class RunStore:
         error: str | None,
         usage: Usage,
         iterations: int,
-        meta_updates: dict[str, Any] | None = None,
+        meta_updates: RunMeta | None = None,
         model: str | None = None,
         vendor: str | None = None,
         private: dict[str, Any] | None = None,
@@ -412,35 +363,7 @@ class RunStore:
             return [tuple(decode(v) if isinstance(v, str) else v for v in row) for row in cursor.fetchall()]
 
         rows = self._units.read(work)
-        heads: dict[str, tuple[Any, ...]] = {}
-        traces: dict[str, list[Trace]] = {}
-        items: dict[str, list[list[Any]]] = {}
-        for row in rows:
-            run_id = row[0]
-            if run_id not in heads:
-                heads[run_id] = row[:9]
-                traces[run_id] = []
-                items[run_id] = []
-            if row[9] is not None:
-                entry = self._messages.get(run_id, row[9], *row[11:14])
-                traces[run_id].append(Trace(index=row[9], iteration=row[10], message=entry[0]))
-                items[run_id].append(entry)
-        return {
-            run_id: StoredRun(
-                run_id=run_id,
-                tenant_id=head[1],
-                status=head[2],
-                input=head[3],
-                answer=head[4],
-                meta=loads(head[5], f"agent_runs.meta of run {run_id}"),
-                private=loads(head[6], f"agent_runs.private of run {run_id}") if head[6] else None,
-                usage=get_converter().structure(loads(head[7], f"agent_runs.usage of run {run_id}"), Usage),
-                agent_name=head[8],
-                traces=traces[run_id],
-                hash_items=HashItems(items[run_id]),
-            )
-            for run_id, head in heads.items()
-        }
+        return stored_runs(rows, self._messages, self._metas)
 
     @functools.cache  # noqa: B019 - one entry per id count, per store; the store lives as long as its SQL
     def _load_sql(self, count: int) -> str:
@@ -535,60 +458,7 @@ class RunStore:
         if found is None:
             return None
         row, trace_rows, calls, tools = found
-        conv = get_converter()
-        summary = summary_from_row(row)
-        meta = loads(row.meta, f"agent_runs.meta of run {run_id}")
-        traces = [
-            Trace(index=t[2], iteration=t[3], message=message_from_row(run_id, t[2], t[4], t[5], t[6]))
-            for t in trace_rows
-        ]
-        return RunDetail(
-            run_id=summary.run_id,
-            status=summary.status,
-            tenant_id=summary.tenant_id,
-            agent_name=summary.agent_name,
-            model=summary.model,
-            vendor=summary.vendor,
-            created_at=summary.created_at,
-            finished_at=summary.finished_at,
-            usage=summary.usage,
-            continued_from=summary.continued_from,
-            replay=summary.replay,
-            metadata=summary.metadata,
-            error=summary.error,
-            input=row.input,
-            answer=row.answer,
-            retry_of=row.retry_of,
-            prefix=conv.structure(meta[PREFIX_META_KEY], PrefixDescriptor) if PREFIX_META_KEY in meta else None,
-            meta=meta,
-            traces=traces,
-            llm_interactions=[
-                LlmInteraction(
-                    iteration=c.iteration,
-                    vendor=c.vendor,
-                    model=c.model,
-                    provider_request=loads(c.provider_request, f"llm_interactions {c.id}"),
-                    request_headers=loads(c.request_headers, "request_headers") if c.request_headers else None,
-                    provider_response=loads(c.provider_response, "provider_response") if c.provider_response else None,
-                    usage=conv.structure(loads(c.usage, "usage"), Usage),
-                    latency_ms=c.latency_ms,
-                    error=c.error,
-                )
-                for c in calls
-            ],
-            tool_calls=[
-                ToolCallRecord(
-                    call_id=t.call_id,
-                    iteration=t.iteration,
-                    name=t.name,
-                    arguments=loads(t.arguments, f"tool_calls {t.id}"),
-                    result=t.result,
-                    is_error=bool(t.is_error),
-                    duration_ms=t.duration_ms,
-                )
-                for t in tools
-            ],
-        )
+        return detail_from_rows(row, self._meta(row.meta, run_id), trace_rows, calls, tools)
 
     def schema_version(self) -> int:
         """The store's schema version (segue.store.migrations)."""

@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Protocol
 
 import httpx2
 
-if TYPE_CHECKING:
-    from segue.twin.core import Twin, TwinResponse
+
+class Answer(Protocol):
+    """What the twin answers a request with (segue.twin.core.TwinResponse)."""
+
+    @property
+    def status(self) -> int: ...
+    @property
+    def headers(self) -> tuple[tuple[str, str], ...]: ...
+    @property
+    def chunks(self) -> tuple[bytes, ...]: ...
+
+
+class Handler(Protocol):
+    """What a transport hands requests to (segue.twin.core.Twin): the transports need nothing else of it, so this
+    module imports nothing of the twin and the twin imports it without a circle."""
+
+    def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Answer: ...
 
 
 class _AsyncChunks(httpx2.AsyncByteStream):
@@ -39,7 +54,7 @@ def _path(request: httpx2.Request) -> str:
 class TwinAsyncTransport(httpx2.AsyncBaseTransport):
     """Async transport: `httpx2.AsyncClient(transport=twin.transport())`."""
 
-    def __init__(self, twin: Twin) -> None:
+    def __init__(self, twin: Handler) -> None:
         self.twin = twin
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -51,7 +66,7 @@ class TwinAsyncTransport(httpx2.AsyncBaseTransport):
 class TwinSyncTransport(httpx2.BaseTransport):
     """Sync transport: `httpx2.Client(transport=twin.sync_transport())`."""
 
-    def __init__(self, twin: Twin) -> None:
+    def __init__(self, twin: Handler) -> None:
         self.twin = twin
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -61,6 +76,6 @@ class TwinSyncTransport(httpx2.BaseTransport):
 
 
 def _response(
-    answer: TwinResponse, request: httpx2.Request, *, stream: httpx2.AsyncByteStream | httpx2.SyncByteStream
+    answer: Answer, request: httpx2.Request, *, stream: httpx2.AsyncByteStream | httpx2.SyncByteStream
 ) -> httpx2.Response:
     return httpx2.Response(answer.status, headers=list(answer.headers), stream=stream, request=request)

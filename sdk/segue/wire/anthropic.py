@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
+from segue.contracts import ProviderNote, ProviderRequest
 from segue.generated import ContentBlock, Message, ReasoningBlock, TextBlock, ToolResultBlock
 from segue.generated.wire import anthropic as g
-from segue.providers.base import ProviderNote, ProviderRequest
 from segue.wire.common import (
     ASSISTANT,
     SYSTEM,

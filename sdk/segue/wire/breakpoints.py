@@ -23,9 +23,9 @@ from typing import Any, Literal, get_args
 
 import attrs
 
+from segue.contracts import ProviderRequest
 from segue.generated import Message
 from segue.generated.wire import openai_chat, openai_responses
-from segue.providers.base import ProviderRequest
 from segue.wire.common import ASSISTANT, breakpoint_blocks
 
 CacheMode = Literal["implicit", "explicit"]

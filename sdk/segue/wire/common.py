@@ -12,9 +12,9 @@ from typing import Any, TypeVar, get_args
 
 import attrs
 
+from segue.contracts import FRAGMENT_META_KEY, ProviderNote, ProviderRequest
 from segue.errors import SegueError
 from segue.generated import Message, ReasoningBlock, Role, Usage
-from segue.providers.base import FRAGMENT_META_KEY, ProviderNote, ProviderRequest
 
 T = TypeVar("T")
 

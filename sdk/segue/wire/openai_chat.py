@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from segue.contracts import ProviderNote, ProviderRequest
 from segue.generated import ContentBlock, Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock, Usage
 from segue.generated.wire import openai_chat as g
-from segue.providers.base import ProviderNote, ProviderRequest
 from segue.wire.breakpoints import BreakpointCache, mark
 from segue.wire.common import (
     ASSISTANT,

@@ -19,9 +19,9 @@ import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from segue.contracts import ProviderNote, ProviderRequest
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from segue.generated.wire import openai_responses as g
-from segue.providers.base import ProviderNote, ProviderRequest
 from segue.wire.breakpoints import BreakpointCache, mark
 from segue.wire.common import (
     ASSISTANT,

@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from segue.contracts import ProviderRequest
 from segue.generated import ReasoningBlock
 from segue.generated.wire import openai_chat as g_chat
 from segue.generated.wire import openrouter as g
-from segue.providers.base import ProviderRequest
 from segue.wire import openai_chat as chat
 from segue.wire.breakpoints import BreakpointCache, boundaries
 from segue.wire.common import ParsedResponse, WireRequest, as_map, breakpoint_blocks

@@ -18,6 +18,7 @@ from typing import Any, get_args
 import attrs
 from cattrs.errors import BaseValidationError
 
+from segue.contracts import ProviderRequest
 from segue.generated import (
     ContentBlock,
     ExplainSection,
@@ -30,7 +31,6 @@ from segue.generated import (
     get_converter,
 )
 from segue.generated.wire import anthropic, openai_chat, openai_responses, openrouter
-from segue.providers.base import ProviderRequest
 from segue.wire.common import ASSISTANT, TOOL, USER, MalformedResponseError, Unknown, as_map
 
 __all__ = [

@@ -16,9 +16,9 @@ from typing import Any
 
 import attrs
 
+from segue.contracts import StreamDelta
 from segue.errors import ProviderError
 from segue.generated.wire import anthropic, openai_chat, openai_responses
-from segue.providers.base import StreamDelta
 from segue.wire.common import MalformedResponseError, Unknown, loads_arguments
 
 __all__ = ["AnthropicStream", "ChatStream", "ResponsesStream"]

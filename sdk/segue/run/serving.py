@@ -13,19 +13,15 @@ to each path; the response says which path served. Everything that describes the
   hashing the replayed prefix as that request carried it; a later iteration served on another path is added as
   `also_served`;
 - the run's notes (everything else the call reported), once per distinct note;
-- the layout decision, made on the path that served.
+- the layout decision, made on the path that served; once it is appendOnly, iteration 1's fragment is restored
+  right away, before the iteration is recorded, so a run's stored traces only ever grow at the end.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 
-from segue.generated import Message, PrefixDescriptor, ReplaySummary, ReplayWarning, ServedPath, get_converter
-from segue.meta import NOTES_META_KEY, PREFIX_META_KEY, REPLAY_META_KEY
-from segue.prefix_rule import drop_kept, log, path_cause, seed_of
-from segue.providers.base import (
+from segue.contracts import (
     REPLAYED_META_KEY,
     ProviderNote,
     ProviderRequest,
@@ -33,7 +29,9 @@ from segue.providers.base import (
     ServingPath,
     without_replayed_reasoning,
 )
-from segue.run_state import RunState
+from segue.generated import Message, PrefixDescriptor, ReplaySummary, ReplayWarning, RunMeta, ServedPath
+from segue.prefix_rule import drop_kept, log, path_cause
+from segue.run.state import RunState
 
 #: Warning causes that say why a run's reasoning was dropped (the others are about tools and the budget).
 _DROP_CAUSES = frozenset(
@@ -44,16 +42,32 @@ _DROP_CAUSES = frozenset(
 
 def fit(state: RunState, messages: list[Message]) -> tuple[list[Message], dict[ServingPath, list[Message]]]:
     """The request's messages fitted to the path the run is aimed at, and to every other planned path."""
-    if not state.plans:
+    if not state.plan.summaries:
         return messages, {}
-    own = state.planned.path
+    own = state.plan.path
     keep = _keep(state)
-    return without_replayed_reasoning(messages, keep[own]), {
-        path: without_replayed_reasoning(messages, runs) for path, runs in keep.items() if path != own
+    return _fitted(state, own, keep[own], messages), {
+        path: _fitted(state, path, runs, messages) for path, runs in keep.items() if path != own
     }
 
 
-def observe(state: RunState, request: ProviderRequest, response: ProviderResponse, iteration: int) -> dict[str, Any]:
+def _fitted(state: RunState, path: ServingPath, keep: frozenset[str], messages: list[Message]) -> list[Message]:
+    """without_replayed_reasoning(messages, keep), each replayed message fitted once per run (the same objects
+    every request, for whatever caches what was sent before)."""
+    memo = state.fitted.setdefault((path, keep), {})
+    out = []
+    for m in messages:
+        if not (m.meta and m.meta.get(REPLAYED_META_KEY)):
+            out.append(m)
+            continue
+        found = memo.get(id(m))
+        if found is None or found[0] is not m:
+            found = memo[id(m)] = (m, without_replayed_reasoning([m], keep)[0])
+        out.append(found[1])
+    return out
+
+
+def observe(state: RunState, request: ProviderRequest, response: ProviderResponse, iteration: int) -> RunMeta | None:
     """Fold one response into `state`; returns the run meta to write in the same transaction as this iteration."""
     replay, notes_before = state.replay, state.notes.as_list()
     served = response.replay_path or request.replay_path
@@ -70,24 +84,23 @@ def observe(state: RunState, request: ProviderRequest, response: ProviderRespons
             state.replay = drop_kept(state.replay, {run_id: warning})
         else:
             state.notes.add(note, iteration)
-    if state.layout is not None:
-        state.layout.observe_served(
+    layout = state.plan.layout
+    if layout is not None:
+        layout.observe_served(
             iteration,
             response.vendor,
             response.model,
             requires_stable_reasoning_prefix=response.requires_stable_reasoning_prefix,
         )
-    conv = get_converter()
-    updates: dict[str, Any] = {}
-    descriptor = _describe(state, response, sent)
-    if descriptor != state.descriptor:
-        state.descriptor = descriptor
-        updates[PREFIX_META_KEY] = conv.unstructure(descriptor)
-    if state.replay is not replay and state.replay is not None:
-        updates[REPLAY_META_KEY] = conv.unstructure(state.replay)
-    if state.notes.as_list() != notes_before:
-        updates[NOTES_META_KEY] = state.notes.meta()
-    return updates
+        layout.settle([*state.plan.prefix, *state.own])
+    descriptor = _describe(state, response, served, sent)
+    updates = RunMeta(
+        segue_prefix=descriptor if descriptor != state.descriptor else None,
+        segue_replay=state.replay if state.replay is not replay else None,
+        segue_notes=state.notes.as_list() if state.notes.as_list() != notes_before else None,
+    )
+    state.descriptor = descriptor
+    return None if updates == RunMeta() else updates
 
 
 def _keep(state: RunState) -> dict[ServingPath, frozenset[str]]:
@@ -97,20 +110,20 @@ def _keep(state: RunState) -> dict[ServingPath, frozenset[str]]:
         path: frozenset(plan.reasoning_kept) & state.bound
         if state.bound is not None
         else frozenset(plan.reasoning_kept)
-        for path, plan in state.plans.items()
+        for path, plan in state.plan.summaries.items()
     }
 
 
 def _follow(state: RunState, served: ServingPath, response: ProviderResponse) -> None:
     """Make the replay summary the serving path's."""
     assert state.replay is not None
-    plan = state.plans.get(served)
+    plan = state.plan.summaries.get(served)
     if plan is None:  # a member segue planned no path for: it got none of the replayed reasoning
         message = (
             f"reasoning dropped: {response.vendor}/{response.model} served, a Failover member the replay was not "
             "planned for, so no replayed reasoning was sent"
         )
-        cause = path_cause(state.planned, response.vendor, response.model)
+        cause = path_cause(state.plan.path, response.vendor, response.model)
         drops = {r: ReplayWarning(run_id=r, cause=cause, message=message) for r in state.replay.reasoning_kept}
         state.replay = drop_kept(state.replay, drops)
     elif state.bound is None:  # the first response: the run's replay is that path's plan
@@ -137,17 +150,20 @@ def _replayed_run(note: ProviderNote, request: ProviderRequest) -> str | None:
     return run_id if isinstance(run_id, str) else None
 
 
-def _describe(state: RunState, response: ProviderResponse, sent: frozenset[str]) -> PrefixDescriptor:
+def _describe(
+    state: RunState, response: ProviderResponse, served_path: ServingPath | None, sent: frozenset[str]
+) -> PrefixDescriptor:
     """The descriptor after this response: written with the first, then only a new serving path is added."""
     d = state.descriptor
     if d is None:
+        current = state.plan.config.current
         return PrefixDescriptor(
             schema_version=1,
             vendor=response.vendor,
             model=response.model,
-            system_hash=state.planned.system_hash,
-            tools_hash=state.planned.tools_hash,
-            seed=seed_of(without_replayed_reasoning(state.prefix, sent), state.view),
+            system_hash=current.system_hash,
+            tools_hash=current.tools_hash,
+            seed=state.plan.seed(served_path, sent),
         )
     served = ServedPath(vendor=response.vendor, model=response.model)
     if (d.vendor, d.model) == (served.vendor, served.model) or served in (d.also_served or []):

@@ -1,0 +1,221 @@
+"""Steps 4 to 6 of a run, once per iteration: lay out the request, call the provider, record, run the tools.
+
+Each iteration's request is the plan's prefix (replayed runs and history, fitted to each serving path once)
+followed by the run's own messages, laid out by the trailing-state layout. The response says who served
+(segue.run.serving), the iteration is recorded in one transaction (segue.run.recorder), and the tools run
+(segue.run.tools) unless a call waits for approval, which pauses the run. Every step yields RunEvents.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+from segue.contracts import REPLAYED_META_KEY, ProviderRequest, ProviderResponse, StreamDone
+from segue.conversation import add_usage, answer_text, tool_calls
+from segue.errors import ProviderError, SegueError
+from segue.generated import LlmInteraction, Message, PendingCalls, RunEvent
+from segue.layout import RuntimeState
+from segue.run.config import AgentConfig
+from segue.run.guard import Guard
+from segue.run.recorder import Recorder
+from segue.run.serving import fit, observe
+from segue.run.state import RunState, make_event
+from segue.run.tools import ToolRunner
+
+
+class Loop:
+    def __init__(self, agent: AgentConfig, recorder: Recorder, tools: ToolRunner, guard: Guard) -> None:
+        self.provider = agent.provider
+        self.max_iterations = agent.max_iterations
+        self.recorder = recorder
+        self.tools = tools
+        self.guard = guard
+
+    async def run(self, state: RunState, *, streaming: bool, resumed: bool = False) -> AsyncIterator[RunEvent]:
+        """Iterate until an answer, a pause or a limit. `resumed`: the run was paused; if its first call fails, it
+        is paused again (its tool results kept) rather than ended, so the app can resume it once more."""
+        try:
+            while state.iteration < self.max_iterations:
+                state.iteration += 1
+                iteration = state.iteration
+                request = self._request(state)
+                started = time.perf_counter()
+                response: ProviderResponse | None = None
+                try:
+                    if streaming:
+                        async for event in self._stream(state, request):
+                            if isinstance(event, RunEvent):
+                                yield event
+                            else:
+                                response = event
+                    else:
+                        response = await self.provider.complete(request)
+                except ProviderError as e:
+                    message = f"{e.kind} error from {e.vendor}: {e}"
+                    if resumed and iteration == state.resumed_at + 1:
+                        async for event in self._pause_again(state, message):
+                            yield event
+                        return
+                    async for event in self.fail(state, message, type(e).__name__):
+                        yield event
+                    return
+                except Exception as e:  # a driver bug or an unparseable answer: the run must not stay "running"
+                    message = f"the provider call failed with {type(e).__name__}: {e}"
+                    async for event in self.fail(state, message, type(e).__name__):
+                        yield event
+                    return
+                assert response is not None
+                async for event in self._after(state, request, response, started):
+                    yield event
+                if state.ended:
+                    return
+            message = f"stopped after max_iterations={self.max_iterations} without a final answer"
+            await self.recorder.finish(state, "max_iterations", None, message)
+            yield make_event(
+                "RUN_COMPLETED",
+                state.run_id,
+                state.iteration,
+                result=state.result("max_iterations", error=message),
+            )
+        except asyncio.CancelledError:
+            await asyncio.shield(self.recorder.finish(state, "cancelled", None, "the run was cancelled"))
+            raise
+        except SegueError as e:
+            async for event in self.fail(state, str(e), type(e).__name__):
+                yield event
+        except Exception as e:
+            # A bug in segue or in app code it calls (e.g. trailing_state): record it so the run is terminal, and
+            # let it surface.
+            await asyncio.shield(self.recorder.finish(state, "error", None, f"{type(e).__name__}: {e}"))
+            raise
+
+    async def _after(
+        self, state: RunState, request: ProviderRequest, response: ProviderResponse, started: float
+    ) -> AsyncIterator[RunEvent]:
+        """Record one response, then answer, pause for approval, or run the tools."""
+        iteration = state.iteration
+        latency = (time.perf_counter() - started) * 1000
+        assistant = Message(role="assistant", content=list(response.message.content))
+        state.usage = add_usage(state.usage, response.usage)
+        served = observe(state, request, response, iteration)
+        state.own.append(assistant)
+        interaction = LlmInteraction(
+            iteration=iteration,
+            vendor=response.vendor,
+            model=response.model,
+            provider_request=response.request_body,
+            request_headers=response.request_headers or None,
+            provider_response=response.response_body,
+            usage=response.usage,
+            latency_ms=latency,
+        )
+        calls = tool_calls(assistant)
+        if calls and any(self.tools.needs_approval(state, c) for c in calls):
+            await self.recorder.record(state, iteration, interaction, [], served)
+            pending = PendingCalls(iteration=iteration, calls=[c.id for c in calls])
+            await self.recorder.finish(state, "waiting_approval", None, None, pending)
+            state.ended = True
+            for c in calls:
+                yield make_event(
+                    "TOOL_CALL",
+                    state.run_id,
+                    iteration,
+                    tool_call=c,
+                    meta={"requires_approval": self.tools.needs_approval(state, c)},
+                )
+            yield make_event(
+                "RUN_PAUSED",
+                state.run_id,
+                iteration,
+                result=state.result("waiting_approval"),
+                meta={"pending": pending.calls},
+            )
+            return
+        if not calls:
+            await self.recorder.record(state, iteration, interaction, [], served)
+            answer = self.guard.restore(answer_text(assistant), state.pii)
+            await self.recorder.finish(state, "success", answer, None)
+            state.ended = True
+            yield make_event("RUN_COMPLETED", state.run_id, iteration, result=state.result("success", answer))
+            return
+        for call in calls:  # before the tools run, so a client can show "calling X..."
+            yield make_event("TOOL_CALL", state.run_id, iteration, tool_call=call)
+        done = await self.tools.run(state, iteration, calls, {}, None)
+        state.own.append(done.message)
+        for event in done.events:
+            yield event
+        await self.recorder.record(state, iteration, interaction, done.records, served)
+
+    async def _stream(self, state: RunState, request: ProviderRequest) -> AsyncIterator[RunEvent | ProviderResponse]:
+        """The streamed call: its text and reasoning deltas as events, then the response."""
+        response: ProviderResponse | None = None
+        restorer = self.guard.deltas(state.pii)
+        async for item in self.provider.stream(request):
+            if isinstance(item, StreamDone):
+                response = item.response
+            elif item.kind == "text" and (text := restorer.feed(item.text)):
+                yield make_event("TEXT_DELTA", state.run_id, state.iteration, text=text)
+            elif item.kind == "reasoning":
+                yield make_event("REASONING_DELTA", state.run_id, state.iteration, text=item.text)
+        if tail := restorer.flush():
+            yield make_event("TEXT_DELTA", state.run_id, state.iteration, text=tail)
+        if response is None:
+            raise ProviderError("the stream ended without a final message", vendor=self.provider.vendor, kind="stream")
+        yield response
+
+    def _request(self, state: RunState) -> ProviderRequest:
+        plan = state.plan
+        messages = [*plan.prefix, *state.own]
+        if plan.layout is not None:
+            runtime = RuntimeState(
+                run_id=state.run_id,
+                iteration=state.iteration,
+                max_iterations=self.max_iterations,
+                usage_so_far=state.usage,
+                app_state=state.request.metadata,
+            )
+            fragment = plan.layout.fragment_for(state.iteration, runtime)
+            messages = plan.layout.lay_out(messages, fragment, state.iteration)
+        replayed = [i for i, m in enumerate(messages) if m.meta and m.meta.get(REPLAYED_META_KEY)]
+        messages, alternatives = fit(state, messages)
+        return ProviderRequest(
+            system=plan.config.system,
+            stable_head=plan.config.stable_head,
+            messages=messages,
+            tools=plan.config.definitions,
+            replay_end=replayed[-1] if replayed else None,
+            model=state.request.params.model,
+            vendor=state.request.params.vendor,
+            cache_key=state.request.tenant_id,
+            replay_path=plan.path if plan.summaries else None,
+            replay_alternatives=alternatives,
+        )
+
+    async def _pause_again(self, state: RunState, message: str) -> AsyncIterator[RunEvent]:
+        """The first call after a resume failed: the run waits again, with its tool results kept and no call
+        pending, so resuming it once more retries the call."""
+        state.iteration = state.resumed_at
+        await self.recorder.finish(
+            state, "waiting_approval", None, message, PendingCalls(iteration=state.iteration, calls=[])
+        )
+        yield make_event(
+            "RUN_PAUSED",
+            state.run_id,
+            state.iteration,
+            error=message,
+            result=state.result("waiting_approval", error=message),
+            meta={"pending": [], "error_type": "ProviderError"},
+        )
+
+    async def fail(self, state: RunState, message: str, error_type: str) -> AsyncIterator[RunEvent]:
+        await self.recorder.finish(state, "error", None, message)
+        yield make_event(
+            "RUN_ERROR",
+            state.run_id,
+            state.iteration,
+            error=message,
+            result=state.result("error", error=message),
+            meta={"error_type": error_type},
+        )

@@ -1,0 +1,160 @@
+"""The run pipeline: one order for every run, each step a collaborator with one job.
+
+    validate (request.py: every argument, no I/O)
+      -> idempotency (idempotency.py: a repeated request returns its stored result)
+      -> plan (plan.py: configuration snapshot, layout decided as far as it can be, one store read for the replay)
+      -> record the run row (recorder.py)
+      -> loop (loop.py: per iteration lay out, call, observe who served (serving.py), record, run tools (tools.py))
+
+retry builds its request from the run's RunMeta and goes through the same steps; resume re-plans a paused run the
+same way, claims it, runs the calls it waited on, and continues the loop. Nothing is written before the request
+is validated and planned: a refusal changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import attrs
+from ulid import ULID
+
+from segue.context import fold_dynamic
+from segue.conversation import tool_calls, user_message
+from segue.errors import InputError, RunStateError
+from segue.generated import RunEvent, get_converter
+from segue.notes import RunNotes
+from segue.run.config import AgentConfig
+from segue.run.guard import Guard
+from segue.run.idempotency import Idempotency, fingerprint_of, replayed_event
+from segue.run.loop import Loop
+from segue.run.plan import Planner
+from segue.run.recorder import Recorder
+from segue.run.request import RunRequest, validate
+from segue.run.resume import arguments_of, decisions_for, load_own_run, pending_calls, still_sent
+from segue.run.state import RunState, make_event
+from segue.run.tools import ToolRunner
+from segue.store.records import TERMINAL, IdempotencyKeyTaken, StoredRun
+from segue.store.run_store import RunStore
+
+
+class Pipeline:
+    """The run machinery of one agent."""
+
+    def __init__(self, agent: AgentConfig) -> None:
+        self.agent = agent
+        guard = Guard(agent.guardrails)
+        self.guard = guard
+        self.idempotency = Idempotency(agent.store)
+        self.planner = Planner(agent)
+        self.recorder = Recorder(agent)
+        self.tools = ToolRunner(guard)
+        self.loop = Loop(agent, self.recorder, self.tools, guard)
+
+    def validate(self, arguments: Mapping[str, Any]) -> RunRequest:
+        return validate(arguments, self.agent.rules, agent=self.agent.name)
+
+    async def run(self, request: RunRequest, *, streaming: bool) -> AsyncIterator[RunEvent]:
+        """A new run for a validated request, as events."""
+        fingerprint = fingerprint_of(request, self.agent.config_hash)
+        existing = await self.idempotency.lookup(request, fingerprint)
+        if existing is not None:
+            yield replayed_event(existing)
+            return
+        plan = await self.planner.plan(request)
+        state = RunState(run_id=str(ULID()), request=request, plan=plan, own=[], replay=plan.summary)
+        text = fold_dynamic(request.context, request.params.input)
+        state.own.append(user_message(self.guard.protect(text, state.pii)))
+        try:
+            # The prefix descriptor is written with the first response, when it is known who served.
+            await self.recorder.start(state, fingerprint)
+        except IdempotencyKeyTaken:
+            # Another request with the same key won the race: answer like the idempotency check would.
+            existing = await self.idempotency.lookup(request, fingerprint)
+            if existing is None:
+                raise
+            yield replayed_event(existing)
+            return
+        started: dict[str, Any] = {"model": plan.path.model, "vendor": plan.path.vendor}
+        if state.replay is not None:
+            started["replay"] = get_converter().unstructure(state.replay)
+        yield make_event("RUN_STARTED", state.run_id, 0, meta=started)
+        async for event in self.loop.run(state, streaming=streaming):
+            yield event
+
+    async def retry_request(self, run_id: Any, tenant_id: str) -> RunRequest:
+        """The request of a finished run, to run again as a new run (retry_of = its id)."""
+        stored = await load_own_run(self._store(), run_id, tenant_id, self.agent.name, "retry")
+        if stored.status not in TERMINAL:
+            raise RunStateError(
+                f"run {stored.run_id} is {stored.status}; retry a finished run (resume a paused one)",
+                run_id=stored.run_id,
+                reason="not_terminal",
+            )
+        return attrs.evolve(self.validate(arguments_of(stored)), retry_of=stored.run_id)
+
+    async def resume(
+        self,
+        run_id: Any,
+        approved: bool | Mapping[str, bool],
+        tool_results: Mapping[str, str] | None,
+        tenant_id: str,
+        *,
+        streaming: bool,
+    ) -> AsyncIterator[RunEvent]:
+        """Continue a paused run. Everything is checked and planned before the run is claimed: a refusal changes
+        nothing."""
+        store = self._store()
+        stored = await load_own_run(store, run_id, tenant_id, self.agent.name, "resume")
+        iteration, waiting = pending_calls(stored)
+        decisions = decisions_for(waiting, approved, tool_results)
+        state = await self._resumed_state(stored, iteration)
+        claimed = await asyncio.to_thread(
+            store.claim_paused, stored.run_id, tenant_id, lease_seconds=self.agent.lease_seconds
+        )
+        if not claimed:
+            raise RunStateError(
+                f"run {stored.run_id} was resumed by another request already",
+                run_id=stored.run_id,
+                reason="already_resumed",
+            )
+        calls = [c for c in tool_calls(state.own[-1]) if c.id in waiting]
+        if calls:
+            for call in calls:  # before the tools run, as in the loop
+                yield make_event("TOOL_CALL", state.run_id, state.iteration, tool_call=call)
+            done = await self.tools.run(state, state.iteration, calls, decisions, tool_results)
+            for event in done.events:
+                yield event
+            state.own.append(done.message)
+            await self.recorder.record(state, state.iteration, None, done.records)
+        async for event in self.loop.run(state, streaming=streaming, resumed=True):
+            yield event
+
+    async def _resumed_state(self, stored: StoredRun, iteration: int) -> RunState:
+        """A paused run's state, re-planned the way its earlier requests were (reads only)."""
+        request = self.validate(arguments_of(stored))
+        plan = await self.planner.plan(request)
+        # The summary as it stood at the pause: reasoning the earlier requests went without stays off.
+        summary = stored.meta.segue_replay if plan.summaries else None
+        own = [t.message for t in stored.traces]
+        return RunState(
+            run_id=stored.run_id,
+            request=request,
+            plan=plan,
+            own=own,
+            replay=summary,
+            bound=still_sent(summary),
+            iteration=iteration,
+            resumed_at=iteration,
+            usage=stored.usage,
+            pii=dict((stored.private or {}).get("pii", {})),
+            descriptor=stored.meta.segue_prefix,
+            notes=RunNotes(stored.meta.segue_notes or []),
+            persisted=list(own),
+        )
+
+    def _store(self) -> RunStore:
+        if self.agent.store is None:
+            raise InputError("this needs a store: create the agent with store=RunStore(...)")
+        return self.agent.store

@@ -1,0 +1,107 @@
+"""Step 3 of a run: plan it. Reads only (one store query), after the request was validated and found new.
+
+The plan is everything about a run that is known before its first call and fixed for the run: the configuration
+snapshot (segue.run.config), the trailing-state layout decided as far as it can be, and the replay: the
+replayed runs plus `history=` as canonical messages (computed once; each iteration only appends the run's own
+messages after them), a replay summary per path the run may be served on, and per path the seed its prefix
+descriptor will carry (what precedes the run's user message, hashed once here and never again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection
+
+import attrs
+
+from segue.contracts import ServingPath, without_replayed_reasoning
+from segue.generated import Message, ReplaySummary
+from segue.layout import LayoutPolicy
+from segue.prefix_rule import WireView, seed_of
+from segue.replay import plan_replay
+from segue.run.config import AgentConfig, RunConfig
+from segue.run.request import RunRequest
+
+
+@attrs.frozen(kw_only=True)
+class RunPlan:
+    """`prefix`: the replayed runs and history, carrying the reasoning any planned path keeps (segue.run.serving
+    fits it per request); `summaries`: the replay summary per planned path (empty: nothing replayed);
+    `layout`: the run's layout policy (None without trailing_state), mutable for the run."""
+
+    config: RunConfig
+    layout: LayoutPolicy | None
+    prefix: list[Message]
+    summaries: dict[ServingPath, ReplaySummary]
+    seeds: dict[ServingPath, str]
+    continued_from: str | None
+
+    @property
+    def path(self) -> ServingPath:
+        """The path the run is aimed at (a Failover's first member, or the runtime vendor's)."""
+        return self.config.current.path
+
+    @property
+    def summary(self) -> ReplaySummary | None:
+        """The replay as planned for the path the run is aimed at (None: nothing replayed)."""
+        return self.summaries.get(self.path)
+
+    @property
+    def view(self) -> WireView | None:
+        """How the prefix goes on this run's wire (the layout may escape or leave out messages)."""
+        return self.layout.on_wire if self.layout is not None else None
+
+    def seed(self, served: ServingPath | None, sent: Collection[str]) -> str:
+        """The seed of the run served on `served`, whose request carried the reasoning of the runs in `sent`:
+        planned already, unless a path segue planned nothing for served (then hashed from the prefix)."""
+        planned = self.summaries.get(served) if served is not None else None
+        if served in self.seeds and planned is not None and set(planned.reasoning_kept) == set(sent):
+            return self.seeds[served]
+        if not self.summaries:
+            return self.seeds[self.path]
+        return seed_of(without_replayed_reasoning(self.prefix, sent), self.view)
+
+
+class Planner:
+    """Plans runs for one agent."""
+
+    def __init__(self, agent: AgentConfig) -> None:
+        self.agent = agent
+
+    async def plan(self, request: RunRequest) -> RunPlan:
+        """The run's plan. ReplayRunError when a replayed run is missing, another tenant's, or unfinished."""
+        config = self.agent.snapshot(request)
+        layout = self.agent.layout(request)
+        view = layout.on_wire if layout is not None else None
+        history = request.history
+        if request.knobs is None:
+            seed = seed_of(history, view)
+            return RunPlan(
+                config=config,
+                layout=layout,
+                prefix=list(history),
+                summaries={},
+                seeds={config.current.path: seed},
+                continued_from=None,
+            )
+        store = self.agent.store
+        assert store is not None, "validation refuses runs= without a store"
+        stored = await asyncio.to_thread(store.load_runs, request.knobs.runs)
+        plan = plan_replay(
+            stored,
+            request.knobs,
+            request.tenant_id,
+            config.current,
+            guardrails=bool(self.agent.guardrails),
+            view=view,
+            alternatives=config.alternatives,
+            then=history,
+        )
+        return RunPlan(
+            config=config,
+            layout=layout,
+            prefix=[*plan.messages, *history],
+            summaries=plan.summaries,
+            seeds=plan.seeds,
+            continued_from=plan.continued_from,
+        )

@@ -1,0 +1,131 @@
+"""Recording a run in the store: the run row with its first message, then each iteration and the end, each in one
+transaction. Without a store nothing is recorded and the run still runs.
+
+What is recorded only ever grows at the end: an iteration appends the run's new messages (with the fragments its
+layout keeps), its provider call, its tool calls and the run meta that changed (RunMeta: only the keys set).
+Store calls run in a worker thread so the event loop never waits on the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from segue.generated import (
+    LlmInteraction,
+    PendingCalls,
+    RunMeta,
+    RunStatus,
+    StoredRequest,
+    ToolCallRecord,
+)
+from segue.run.config import AgentConfig
+from segue.run.state import RunState
+from segue.store.records import NewRun
+
+
+class Recorder:
+    def __init__(self, agent: AgentConfig) -> None:
+        self.store = agent.store
+        self.agent = agent
+
+    async def start(self, state: RunState, fingerprint: str) -> None:
+        """The run row and its first traces. Raises IdempotencyKeyTaken when another request took the key first."""
+        request, plan = state.request, state.plan
+        params = request.params
+        meta = RunMeta(
+            segue_tools=dict(plan.config.tool_hashes),
+            segue_request=StoredRequest(
+                history=request.history,
+                context=request.context,
+                model=params.model,
+                vendor=params.vendor,
+                replay_last=request.replay_last,
+                replay_reasoning=request.replay_reasoning,
+                replay_budget_tokens=params.replay_budget_tokens,
+            ),
+            segue_replay=state.replay,
+        )
+        state.persisted = state.stored_messages()
+        if self.store is None:
+            return
+        new_run = NewRun(
+            run_id=state.run_id,
+            tenant_id=request.tenant_id,
+            agent_name=self.agent.name,
+            input=params.input,
+            model=plan.path.model,
+            vendor=plan.path.vendor,
+            meta=meta,
+            metadata=request.metadata,
+            idempotency_key=params.idempotency_key,
+            fingerprint=fingerprint,
+            retry_of=request.retry_of,
+            continued_from=plan.continued_from,
+            private={"pii": state.pii} if state.pii else None,
+            lease_seconds=self.agent.lease_seconds,
+        )
+        await asyncio.to_thread(self.store.create_run, new_run, state.persisted)
+
+    async def record(
+        self,
+        state: RunState,
+        iteration: int,
+        interaction: LlmInteraction | None,
+        records: list[ToolCallRecord],
+        meta: RunMeta | None = None,
+    ) -> None:
+        """The run's messages since the last write, the call and tool records, who served (`interaction`) and the
+        run meta that changed with it (`meta`), in one transaction."""
+        stored = state.stored_messages()
+        written = state.persisted
+        if len(stored) < len(written) or any(a is not b for a, b in zip(stored, written, strict=False)):
+            # The layout restores iteration 1's fragment before that iteration is recorded (segue.run.serving):
+            # what was written is never rewritten. Reaching this is a bug in segue, not in the app.
+            raise RuntimeError(f"run {state.run_id}: recorded messages changed after they were written")
+        state.persisted = stored
+        if self.store is None:
+            return
+        await asyncio.to_thread(
+            self.store.record_iteration,
+            state.run_id,
+            iteration=iteration,
+            first_index=len(written),
+            traces=stored[len(written) :],
+            interaction=interaction,
+            tool_calls=records,
+            usage=state.usage,
+            lease_seconds=self.agent.lease_seconds,
+            meta_updates=meta,
+            model=interaction.model if interaction else None,
+            vendor=interaction.vendor if interaction else None,
+        )
+
+    async def finish(
+        self,
+        state: RunState,
+        status: RunStatus,
+        answer: str | None,
+        error: str | None,
+        pending: PendingCalls | None = None,
+    ) -> None:
+        """The run's final (or paused) state, with its notes, replay summary and layout decision."""
+        if self.store is None:
+            return
+        layout = state.plan.layout
+        updates = RunMeta(
+            segue_pending=pending,
+            segue_notes=state.notes.as_list() or None,
+            segue_replay=state.replay,
+            segue_layout=layout.meta() if layout is not None else None,
+        )
+        await asyncio.to_thread(
+            self.store.finish_run,
+            state.run_id,
+            status=status,
+            answer=answer,
+            error=error,
+            usage=state.usage,
+            iterations=state.iteration,
+            meta_updates=updates,
+            private={"pii": state.pii} if state.pii else None,
+        )

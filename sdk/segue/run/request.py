@@ -1,0 +1,299 @@
+"""Step 1 of a run: its request, validated once, all of it, before any I/O.
+
+`RunParams` (schemas/protocol.schema.json) is the one definition of what a run is asked. Agent.run and
+Agent.stream take its fields as explicit keyword arguments (tests/test_run_params.py holds their signatures to
+the schema), the protocol receives it as it is, and retry / resume rebuild one from the run's RunMeta.
+`validate` checks every argument and returns a `RunRequest`: the RunParams with each default filled in, plus the
+replay knobs it implies. What needs a stored row (do the replayed runs exist, are they this tenant's, have they
+finished?) is checked where they are read, in the plan step; nothing is written before both pass.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import attrs
+
+from segue.conversation import as_history
+from segue.errors import InputError, ReplayRunError
+from segue.generated import ContextBlock, Message, ReplayKnobs, RunParams, get_converter
+from segue.hashing import canonical_json
+from segue.store.records import DEFAULT_TENANT
+
+DEFAULT_MAX_INPUT_CHARS = 1_000_000
+#: The app's metadata is stored twice (the run row and one tag per key): its canonical JSON is capped.
+MAX_METADATA_CHARS = 65_536
+#: Identifiers (tenant_id, idempotency_key, model, metadata keys) fit the store's 200-character columns.
+MAX_ID_CHARS = 200
+#: RunParams fields that are about the transport, not the run: the protocol's agent name and event switch.
+TRANSPORT_FIELDS = frozenset({"agent", "events"})
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$", re.IGNORECASE)
+
+
+@attrs.frozen(kw_only=True)
+class Rules:
+    """What the agent a run is for allows: the checks that depend on the agent, not on the request alone."""
+
+    single_call: bool
+    has_store: bool
+    vendors: tuple[str, ...]
+    max_input_chars: int
+
+
+@attrs.frozen(kw_only=True)
+class RunRequest:
+    """A validated run request: `params` with every default filled in (context blocks with their placement, run
+    ids as stored), the replay knobs it implies (None: nothing to replay), and the run it retries."""
+
+    params: RunParams
+    knobs: ReplayKnobs | None
+    retry_of: str | None = None
+
+    # The fields whose RunParams type is optional only because they have defaults:
+    @property
+    def tenant_id(self) -> str:
+        return self.params.tenant_id or DEFAULT_TENANT
+
+    @property
+    def history(self) -> list[Message]:
+        return self.params.history or []
+
+    @property
+    def context(self) -> list[ContextBlock]:
+        return self.params.context or []
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.params.metadata or {}
+
+    @property
+    def replay_last(self) -> int | Literal["all"]:
+        return self.params.replay_last if self.params.replay_last is not None else 0
+
+    @property
+    def replay_reasoning(self) -> bool:
+        return self.params.replay_reasoning is not False
+
+
+def run_arguments(params: RunParams) -> dict[str, Any]:
+    """Agent.run / Agent.stream keyword arguments for `params`: the fields it sets (unset ones take the
+    signature's defaults), `input` as `user_input`, without the transport fields."""
+    out: dict[str, Any] = {"user_input": params.input}
+    for field in attrs.fields(RunParams):
+        value = getattr(params, field.name)
+        if field.name not in TRANSPORT_FIELDS and field.name != "input" and value is not None:
+            out[field.name] = value
+    return out
+
+
+def validate(arguments: Mapping[str, Any], rules: Rules, *, agent: str) -> RunRequest:
+    """The request for Agent.run(**arguments) (every RunParams field but the transport's, `user_input` for
+    `input`), or InputError / ReplayRunError naming the offending value."""
+    expected = {f.name for f in attrs.fields(RunParams)} - TRANSPORT_FIELDS - {"input"} | {"user_input"}
+    if set(arguments) != expected:
+        raise TypeError(f"run arguments must be exactly {sorted(expected)}, got {sorted(arguments)}")
+    user_input, tenant_id = arguments["user_input"], arguments["tenant_id"]
+    idempotency_key, model, vendor = arguments["idempotency_key"], arguments["model"], arguments["vendor"]
+    metadata, context, history = arguments["metadata"], arguments["context"], arguments["history"]
+    runs, replay_last = arguments["runs"], arguments["replay_last"]
+    replay_reasoning, replay_budget_tokens = arguments["replay_reasoning"], arguments["replay_budget_tokens"]
+    if not isinstance(user_input, str) or not user_input.strip():
+        raise InputError(f"user_input must be a non-empty string, got {user_input!r:.80}")
+    if len(user_input) > rules.max_input_chars:
+        raise InputError(
+            f"user_input has {len(user_input):,} characters, over the limit of {rules.max_input_chars:,}; "
+            "send large documents as files or tool results, or raise Agent(max_input_chars=...)"
+        )
+    check_text("user_input", user_input)
+    if not isinstance(tenant_id, str) or not tenant_id:
+        raise InputError(f"tenant_id must be a non-empty string, got {tenant_id!r}")
+    _check_id("tenant_id", tenant_id)
+    if idempotency_key is not None and (not isinstance(idempotency_key, str) or not idempotency_key):
+        raise InputError(f"idempotency_key must be a non-empty string or None, got {idempotency_key!r}")
+    if idempotency_key is not None:
+        _check_id("idempotency_key", idempotency_key)
+    if model is not None and (not isinstance(model, str) or not model):
+        raise InputError(f"model must be a model name or None, got {model!r}")
+    if model is not None:
+        _check_id("model", model)
+    if vendor is not None and vendor not in rules.vendors:
+        raise InputError(
+            f"vendor must name one of this agent's provider vendors ({', '.join(rules.vendors)}) or be None, "
+            f"got {vendor!r:.60}"
+        )
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise InputError(f"metadata must be a dict, got {type(metadata).__name__}")
+    _check_metadata(dict(metadata or {}))
+    blocks = _context(context)
+    messages = as_history(history)
+    check_text("history", get_converter().unstructure(messages, list[Message]))
+    knobs = validate_knobs(runs, replay_last, replay_reasoning, replay_budget_tokens, single_call=rules.single_call)
+    if knobs is not None:
+        if not rules.has_store:
+            raise ReplayRunError(
+                "runs= needs a store: create the agent with store=RunStore(...)", run_id=None, reason="invalid"
+            )
+        if any(b.placement == "stable" for b in blocks):
+            raise ReplayRunError(
+                "a placement='stable' context block cannot be combined with runs=: it would change the prefix "
+                "the replayed runs were produced under; fold it into the prompt or make it dynamic",
+                run_id=None,
+                reason="invalid",
+            )
+    params = RunParams(
+        agent=agent,
+        input=user_input,
+        runs=knobs.runs if knobs is not None else None,
+        replay_last=replay_last,
+        replay_reasoning=replay_reasoning,
+        replay_budget_tokens=replay_budget_tokens,
+        history=messages,
+        context=blocks,
+        tenant_id=tenant_id,
+        metadata=dict(metadata or {}),
+        idempotency_key=idempotency_key,
+        model=model,
+        vendor=vendor,
+    )
+    return RunRequest(params=params, knobs=knobs)
+
+
+def _context(context: Any) -> list[ContextBlock]:
+    blocks = []
+    for i, b in enumerate(context or []):
+        if not isinstance(b, ContextBlock):
+            raise InputError(f"context must hold ContextBlock objects, got {type(b).__name__}")
+        text: object = b.text  # generated classes do not check types when constructed
+        if not isinstance(text, str) or b.placement not in (None, "dynamic", "stable"):
+            raise InputError(f"context[{i}] needs text (a str) and placement 'dynamic' or 'stable', got {b!r:.80}")
+        check_text(f"context[{i}].text", b.text)
+        blocks.append(attrs.evolve(b, placement=b.placement or "dynamic"))
+    return blocks
+
+
+def is_run_id(value: object) -> bool:
+    """Run ids are ULIDs: 26 Crockford base32 characters (either case)."""
+    return isinstance(value, str) and _ULID.match(value) is not None
+
+
+def run_id_of(value: object) -> str | None:
+    """The run id as segue stores it (ULIDs are case-insensitive; stored upper case), or None if it is not one."""
+    return value.upper() if isinstance(value, str) and is_run_id(value) else None
+
+
+def validate_knobs(
+    runs: Any,
+    replay_last: Any,
+    replay_reasoning: Any,
+    replay_budget_tokens: Any = None,
+    *,
+    single_call: bool = False,
+) -> ReplayKnobs | None:
+    """Check knob types and duplicates; None when there is nothing to replay."""
+    # Values come from apps and JSON-RPC clients unchecked, hence `Any` and runtime checks.
+    if isinstance(replay_last, bool) or not (
+        (isinstance(replay_last, int) and replay_last >= 0) or replay_last == "all"
+    ):
+        shown = f"{replay_last!r} ({type(replay_last).__name__})"
+        hint = f"; pass {int(replay_last)}" if isinstance(replay_last, float) and replay_last.is_integer() else ""
+        raise ReplayRunError(
+            f"replay_last must be a whole number >= 0 (how many of the latest runs replay in full) or 'all', "
+            f"got {shown}{hint}",
+            run_id=None,
+            reason="invalid",
+        )
+    if not isinstance(replay_reasoning, bool):
+        raise ReplayRunError(
+            f"replay_reasoning must be True or False, got {replay_reasoning!r}", run_id=None, reason="invalid"
+        )
+    if replay_budget_tokens is not None and (
+        isinstance(replay_budget_tokens, bool) or not isinstance(replay_budget_tokens, int) or replay_budget_tokens < 1
+    ):
+        raise ReplayRunError(
+            f"replay_budget_tokens must be a positive int or None, got {replay_budget_tokens!r}",
+            run_id=None,
+            reason="invalid",
+        )
+    if single_call and replay_last != 0:
+        raise ReplayRunError(
+            f"SingleCall replays runs as question + answer only: pass replay_last=0, not {replay_last!r}",
+            run_id=None,
+            reason="unsupported",
+        )
+    if runs is None:
+        return None
+    if isinstance(runs, str) or not isinstance(runs, Sequence):
+        raise ReplayRunError(
+            f"runs must be a list of run ids, got {type(runs).__name__} {runs!r:.80}", run_id=None, reason="invalid"
+        )
+    ids: list[str] = []
+    for given in runs:
+        run_id = run_id_of(given)
+        if run_id is None:
+            raise ReplayRunError(
+                f"runs must hold run ids (ULIDs: 26 characters of Crockford base32), got {given!r:.60}",
+                run_id=None,
+                reason="invalid",
+            )
+        if run_id in ids:
+            raise ReplayRunError(
+                f"run {run_id} appears twice in runs=; pass each run once, oldest first",
+                run_id=run_id,
+                reason="duplicate",
+            )
+        ids.append(run_id)
+    if not ids:
+        return None
+    return ReplayKnobs(
+        runs=ids,
+        replay_last=replay_last,
+        replay_reasoning=replay_reasoning,
+        replay_budget_tokens=replay_budget_tokens,
+    )
+
+
+def check_text(name: str, value: Any) -> None:
+    """Refuse a lone surrogate (what a JSON `\\ud800` escape decodes to): no vendor API and no database driver can
+    encode it, so it would fail later, after rows were written."""
+    if isinstance(value, str):
+        found = None if value.isascii() else _SURROGATE.search(value)
+        if found is not None:
+            raise InputError(
+                f"{name} has a lone surrogate (U+{ord(found.group()):04X}) at index {found.start()}, which is not "
+                "valid Unicode text; decode the bytes as UTF-8 (errors='replace' if they may be broken)"
+            )
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            check_text(f"{name}[{key!r}]", key)
+            check_text(f"{name}[{key!r}]", item)
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            check_text(f"{name}[{i}]", item)
+
+
+def _check_id(name: str, value: str) -> None:
+    check_text(name, value)
+    if len(value) > MAX_ID_CHARS or "\x00" in value:
+        raise InputError(
+            f"{name} must be at most {MAX_ID_CHARS} characters without NUL, got {len(value):,} characters: "
+            f"{value[:40]!r}..."
+        )
+
+
+def _check_metadata(metadata: dict[Any, Any]) -> None:
+    check_text("metadata", metadata)
+    try:
+        size = len(canonical_json(metadata))
+    except (TypeError, ValueError) as e:
+        raise InputError(f"metadata must be plain JSON (str, numbers, bools, None, lists, dicts): {e}") from None
+    if size > MAX_METADATA_CHARS:
+        raise InputError(
+            f"metadata is {size:,} characters of JSON, over the limit of {MAX_METADATA_CHARS:,}; keep tags and "
+            "small state there, and large data in your own storage (store its id in metadata)"
+        )
+    for key in metadata:
+        if not isinstance(key, str) or len(key) > MAX_ID_CHARS:
+            raise InputError(f"metadata keys must be strings of at most {MAX_ID_CHARS} characters, got {key!r:.60}")

@@ -1,0 +1,58 @@
+"""The records the store writes and reads back for the run pipeline, and the run states it knows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from segue.generated import RunMeta, Trace, Usage
+
+DEFAULT_TENANT = "default"
+TERMINAL: frozenset[str] = frozenset({"success", "error", "cancelled", "max_iterations"})
+#: list_runs pages no further than this (SQLite's and PostgreSQL's LIMIT / OFFSET are 64-bit).
+MAX_OFFSET = 1_000_000_000
+
+
+@attrs.frozen(kw_only=True)
+class NewRun:
+    """The run row written (with its first traces) in one transaction once validation has passed."""
+
+    run_id: str
+    tenant_id: str
+    agent_name: str
+    input: str
+    model: str
+    vendor: str
+    meta: RunMeta
+    metadata: dict[str, Any]
+    idempotency_key: str | None = None
+    fingerprint: str | None = None
+    retry_of: str | None = None
+    continued_from: str | None = None
+    private: dict[str, Any] | None = None
+    lease_seconds: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class StoredRun:
+    """What replay, retry and resume read back: the row and its canonical traces."""
+
+    run_id: str
+    tenant_id: str
+    status: str
+    input: str
+    answer: str | None
+    meta: RunMeta
+    traces: list[Trace]
+    usage: Usage
+    agent_name: str = ""
+    private: dict[str, Any] | None = None
+    #: canonical JSON of each trace's role + content (segue.replay.message_json), computed on first use and
+    #: remembered with the cached message.
+    hash_items: Sequence[str] = ()
+
+
+class IdempotencyKeyTaken(Exception):
+    """Another run of this tenant already holds the key (raised by create_run on the unique index)."""
