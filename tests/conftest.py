@@ -48,10 +48,35 @@ def pg_url() -> str:
     """SEGUE_TEST_PG_URL, which .ci/run sets after starting PostgreSQL; skip locally, fail in CI without it."""
     url = os.environ.get("SEGUE_TEST_PG_URL")
     if url:
-        return url
+        return _worker_database(url)
     if os.environ.get("CI"):
         pytest.fail("SEGUE_TEST_PG_URL is not set in CI; .ci/run must start PostgreSQL and export it")
     pytest.skip("SEGUE_TEST_PG_URL not set (set it to a scratch PostgreSQL database to run these)")
+
+
+def _worker_database(url: str) -> str:
+    """Under pytest-xdist each worker gets a database of its own (created on first use), because the store tests
+    drop every segue table before they start."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return url
+    base, _, name = url.rpartition("/")
+    own = f"{name}_{worker}"
+    if own not in _CREATED:
+        import psycopg2
+
+        admin = psycopg2.connect(url)
+        admin.autocommit = True
+        with admin.cursor() as cur:
+            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (own,))
+            if cur.fetchone() is None:
+                cur.execute(f'CREATE DATABASE "{own}"')
+        admin.close()
+        _CREATED.add(own)
+    return f"{base}/{own}"
+
+
+_CREATED: set[str] = set()
 
 
 def fresh_pg_store() -> Any:
