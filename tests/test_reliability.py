@@ -206,3 +206,27 @@ async def test_store_calls_never_run_on_the_event_loop_thread(tmp_path: Path) ->
     names = {n for n, _ in seen}
     assert {"create_run", "record_iteration", "finish_run", "load_runs", "find_idempotent"} <= names
     assert all(thread != loop_thread for _, thread in seen), seen
+
+
+async def test_an_exception_in_app_code_ends_the_run_in_error_and_surfaces(sqlite_store: RunStore) -> None:
+    """A bug in code segue calls outside the provider call (here the app's trailing_state) is not segue's to
+    swallow: it reaches the caller unchanged, and the stored run is terminal with the exception named, so it
+    never stays `running` for a sweep to find."""
+
+    def broken_state(state: object) -> str:
+        raise KeyError("orders_open")
+
+    agent = Agent(ScriptedProvider.of(text("never sent")), "p", [], sqlite_store, trailing_state=broken_state)
+    with pytest.raises(KeyError, match="orders_open"):
+        await agent.run("go")
+    events = []
+    with pytest.raises(KeyError, match="orders_open"):
+        async for event in agent.stream("go again"):
+            events.append(event)
+    assert [e.type for e in events] == ["RUN_STARTED"]
+    runs = sqlite_store.list_runs()
+    assert len(runs) == 2 and {r.status for r in runs} == {"error"}
+    for summary in runs:
+        detail = sqlite_store.get_run(summary.run_id)
+        assert detail is not None and detail.error == "KeyError: 'orders_open'"
+    assert sqlite_store.counts()["llm_interactions"] == 0, "nothing was sent"
