@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from segue.generated import (
     ImageBlock,
@@ -139,6 +139,8 @@ class RunTrace(_Trace):
         super().__init__(span)
         self._tracer = tracer
         self.capture = capture
+        #: The model that answered the run's latest request.
+        self.response_model: str | None = None
 
     def started(
         self,
@@ -204,7 +206,7 @@ class RunTrace(_Trace):
         status: str,
         usage: Usage | None,
         iterations: int,
-        response_model: str | None,
+        response_model: str | None = None,
         replay: ReplaySummary | None = None,
         layout: str | None = None,
         cost_usd: float | None = None,
@@ -218,8 +220,8 @@ class RunTrace(_Trace):
         attributes: dict[str, Any] = {"segue.run.status": status, "segue.run.iterations": iterations}
         if usage is not None:
             attributes.update(usage_attributes(usage))
-        if response_model is not None:
-            attributes["gen_ai.response.model"] = response_model
+        if response_model or self.response_model:
+            attributes["gen_ai.response.model"] = response_model or self.response_model
         if replay is not None:
             attributes.update(replay_attributes(replay))
         if layout is not None:
@@ -345,6 +347,21 @@ def attached(trace: _Trace) -> Iterator[None]:
         yield
     finally:
         otel_context.detach(token)
+
+
+T = TypeVar("T")
+
+
+async def traced(trace: _Trace, items: AsyncIterator[T]) -> AsyncIterator[T]:
+    """`items` with the trace's span current while each item is awaited, and not while the consumer has it (a
+    stream's consumer runs between items)."""
+    while True:
+        with attached(trace):
+            try:
+                item = await anext(items)
+            except StopAsyncIteration:
+                return
+        yield item
 
 
 def usage_attributes(usage: Usage) -> dict[str, int]:

@@ -164,6 +164,7 @@ else:
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # connections queue from now on, so the port is usable as soon as the file says it
     app = server.streamable_http_app()
     config = uvicorn.Config(app, log_level="warning")
     if options.port_file:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 
@@ -45,7 +46,9 @@ class Connection:
         self.error: BaseException | None = None
         self._started = asyncio.Event()
         self._closing = asyncio.Event()
-        self._task = self.loop.create_task(self._own(), name=f"segue.mcp {name}")
+        # A context of its own: the session outlives the run that starts it, so it must not carry that run's trace
+        # context (or anything else the run set) into the spans and calls it makes later.
+        self._task = self.loop.create_task(self._own(), name=f"segue.mcp {name}", context=contextvars.Context())
 
     @property
     def live(self) -> bool:

@@ -20,7 +20,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
-from segue.errors import SegueError
+from segue.errors import ToolSourceError
 from segue.hashing import canonical_json
 
 #: Segue's (and the vendors') rule for a tool name; MCP allows more (dots, slashes, 128 characters).
@@ -39,15 +39,17 @@ _SCHEMA_MAP = frozenset({"properties", "patternProperties", "$defs", "definition
 _SETS = frozenset({"required", "type", "enum"})
 
 
-class MCPToolsError(SegueError):
-    """An MCP server could not be started, did not answer its handshake, or listed a tool segue cannot offer.
+class MCPToolsError(ToolSourceError):
+    """An MCP server could not be started, did not answer its handshake, or listed a tool segue cannot offer, or
+    MCPTools was given a bad option.
 
-    Raised when a run reads the server's tools, before anything of the run is written. `.server` names the server
-    as `MCPTools(name=...)` does.
+    Raised when a run reads the server's tools, before anything of the run is written (or by MCPTools itself, for
+    a bad option or a command that does not exist). `.server` (and `.source`) name the server as
+    `MCPTools(name=...)` does.
     """
 
     def __init__(self, server: str, message: str) -> None:
-        super().__init__(f"MCP server {server}: {message}")
+        super().__init__(server, f"MCP server {server}: {message}")
         self.server = server
 
 

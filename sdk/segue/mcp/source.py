@@ -148,7 +148,8 @@ class MCPTools(ToolSource):
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise MCPToolsError(name or str(url), f"url must be an http:// or https:// URL, got {url!r}")
         # Credentials in the URL stay out of the name that errors and traces show.
-        shown = name or urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
+        plain = urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
+        shown = name or plain
         fixed_headers = dict(headers or {})
 
         async def opener(stack: AsyncExitStack, on_message: MessageHandlerFnT) -> Client:
@@ -162,7 +163,7 @@ class MCPTools(ToolSource):
         return cls(
             name=shown,
             opener=opener,
-            describe=shown,
+            describe=plain,
             prefix=prefix,
             requires_approval=requires_approval,
             timeout=timeout,
