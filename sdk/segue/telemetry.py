@@ -100,7 +100,7 @@ class Telemetry:
         """Start the `invoke_agent` span of one run (ended by RunTrace.finish / .fail)."""
         tracer = self.tracer()
         if tracer is None:
-            return RunTrace(None, None, capture=False)
+            return RunTrace.off()
         span = tracer.start_span(
             f"invoke_agent {agent}",
             kind=otel_trace.SpanKind.INTERNAL,
@@ -112,7 +112,7 @@ class Telemetry:
             },
         )
         if not span.is_recording():
-            return RunTrace(None, None, capture=False)
+            return RunTrace.off()
         return RunTrace(tracer, span, capture=self.capture_content)
 
 
@@ -121,6 +121,11 @@ class _Trace:
 
     def __init__(self, span: Span | None) -> None:
         self.span = span
+
+    @property
+    def recording(self) -> bool:
+        """Whether the span records (tracing on, sampled, not ended): attributes are computed only then."""
+        return self.span is not None
 
     @property
     def context(self) -> Context | None:
@@ -139,8 +144,14 @@ class RunTrace(_Trace):
         super().__init__(span)
         self._tracer = tracer
         self.capture = capture
-        #: The model that answered the run's latest request.
+        #: Who answered the run's latest request (set by its chat span).
         self.response_model: str | None = None
+        self.response_vendor: str | None = None
+
+    @classmethod
+    def off(cls) -> RunTrace:
+        """A trace that records nothing (tracing off)."""
+        return cls(None, None, capture=False)
 
     def started(
         self,
@@ -167,7 +178,7 @@ class RunTrace(_Trace):
 
     def chat(self, *, vendor: str, model: str, iteration: int) -> ChatTrace:
         if self._tracer is None or self.span is None:
-            return ChatTrace(None, capture=False)
+            return ChatTrace(None, capture=False, run=self)
         span = self._tracer.start_span(
             f"chat {model}",
             context=self.context,
@@ -179,7 +190,7 @@ class RunTrace(_Trace):
                 "segue.iteration": iteration,
             },
         )
-        return ChatTrace(span, capture=self.capture)
+        return ChatTrace(span, capture=self.capture, run=self)
 
     def tool(self, call: ToolCallBlock, *, source: str | None) -> ToolTrace:
         if self._tracer is None or self.span is None:
@@ -248,9 +259,10 @@ class RunTrace(_Trace):
 class ChatTrace(_Trace):
     """The `chat` span of one LLM request."""
 
-    def __init__(self, span: Span | None, *, capture: bool) -> None:
+    def __init__(self, span: Span | None, *, capture: bool, run: RunTrace) -> None:
         super().__init__(span)
         self.capture = capture
+        self.run = run
 
     def request(
         self, *, system: str, messages: Sequence[Message], tools: Sequence[ToolDefinition], max_tokens: int | None
@@ -288,6 +300,7 @@ class ChatTrace(_Trace):
         span = self.span
         if span is None:
             return
+        self.run.response_model, self.run.response_vendor = model, vendor
         attributes: dict[str, Any] = {
             "gen_ai.provider.name": vendor,
             "gen_ai.response.model": model,

@@ -208,11 +208,16 @@ def tool(
     return build(fn) if fn is not None else build
 
 
-def as_tools(items: Sequence[Tool | Callable[..., Any] | Callable[..., Awaitable[Any]]]) -> list[Tool]:
-    """Accept tools or plain functions (decorated on the fly); refuse duplicate names."""
-    result = [item if isinstance(item, Tool) else tool(item) for item in items]
+def as_tools(
+    items: Sequence[Tool | ToolSource | Callable[..., Any] | Callable[..., Awaitable[Any]]],
+) -> list[Tool | ToolSource]:
+    """Accept tools, tool sources or plain functions (decorated on the fly); refuse duplicate names among the
+    tools (a source's tools are checked when a run reads them)."""
+    result = [item if isinstance(item, Tool | ToolSource) else tool(item) for item in items]
     seen: set[str] = set()
     for t in result:
+        if isinstance(t, ToolSource):
+            continue
         if t.name in seen:
             raise ValueError(f"two tools are named {t.name!r}; tool names must be unique")
         seen.add(t.name)
