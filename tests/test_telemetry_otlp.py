@@ -3,6 +3,7 @@ loopback, which decodes the body with the OpenTelemetry protobuf definitions (op
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,10 +18,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as SpanProto
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from segue.generated import Message, ToolCallBlock, ToolResultBlock, Usage
+from segue import Agent, RunStore, tool
+from segue.providers import AnthropicProvider
 from segue.telemetry import Telemetry
+from segue.twin import Twin
 
 
 class Receiver(BaseHTTPRequestHandler):
@@ -68,34 +71,38 @@ def attributes(span: SpanProto) -> dict[str, Any]:
     return out
 
 
-def test_spans_exported_over_otlp_http_decode_with_the_protobuf_definitions(
+@tool
+def lookup_order(order_number: int) -> str:
+    """Look up an order's shipping status by its order number.
+
+    Args:
+        order_number: the number printed on the receipt
+    """
+    return f"order {order_number}: shipped"
+
+
+async def test_a_runs_spans_exported_over_otlp_http_decode_with_the_protobuf_definitions(
     receiver: tuple[str, list[tuple[str, str, bytes]]],
 ) -> None:
     endpoint, received = receiver
     provider = TracerProvider(resource=Resource.create({"service.name": "shop-agent"}))
-    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
-    usage = Usage(input_tokens=5000, output_tokens=60, cache_read_tokens=4800, cache_write_tokens=120)
-
-    run = Telemetry(tracer_provider=provider).run(agent="shop", vendor="anthropic", model="claude-sonnet-4-6")
-    run.started(run_id="run_2", conversation_id="run_1", tenant_id="acme", replay=None, continued_from="run_1")
-    chat = run.chat(vendor="anthropic", model="claude-sonnet-4-6", iteration=1)
-    call = ToolCallBlock(id="toolu_1", name="lookup_order", arguments={"order_number": 1042})
-    chat.finish(
-        vendor="anthropic",
-        model="claude-sonnet-4-6",
-        usage=usage,
-        stop_reason="tool_use",
-        response_id="msg_1",
-        message=Message(role="assistant", content=[call]),
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    twin = Twin()
+    agent = Agent(
+        AnthropicProvider("claude-sonnet-4-6", client=twin.anthropic_client()),
+        "You answer questions about orders, precisely and briefly. " * 150,
+        [lookup_order],
+        RunStore("sqlite:///:memory:"),
+        name="shop",
+        telemetry=Telemetry(tracer_provider=provider),
     )
-    tool = run.tool(call, source="orders")
-    tool.finish(ToolResultBlock(tool_call_id="toolu_1", content="shipped"))
-    run.finish(status="success", usage=usage, iterations=1, response_model="claude-sonnet-4-6")
-    provider.shutdown()
+    first = await agent.run("Use lookup_order for order 1042.")
+    second = await agent.run("Use lookup_order for order 7.", runs=[first.run_id], replay_last="all")
+    await asyncio.to_thread(provider.shutdown)  # the exporter posts from this thread: keep the loop free
 
     assert {path for path, _, _ in received} == {"/v1/traces"}
     assert {ctype for _, ctype, _ in received} == {"application/x-protobuf"}
-    spans: dict[str, SpanProto] = {}
+    spans: list[SpanProto] = []
     for _, _, body in received:
         request = ExportTraceServiceRequest.FromString(body)
         for resource_spans in request.resource_spans:
@@ -103,19 +110,25 @@ def test_spans_exported_over_otlp_http_decode_with_the_protobuf_definitions(
             assert service["service.name"] == "shop-agent"
             for scope_spans in resource_spans.scope_spans:
                 assert scope_spans.scope.name == "segue"
-                spans.update({s.name: s for s in scope_spans.spans})
-    assert set(spans) == {"invoke_agent shop", "chat claude-sonnet-4-6", "execute_tool lookup_order"}
-    root = spans["invoke_agent shop"]
-    assert spans["chat claude-sonnet-4-6"].parent_span_id == root.span_id
-    assert spans["execute_tool lookup_order"].parent_span_id == root.span_id
-    assert {s.trace_id for s in spans.values()} == {root.trace_id}
-    assert spans["chat claude-sonnet-4-6"].kind == SpanProto.SPAN_KIND_CLIENT
-    chat_attributes = attributes(spans["chat claude-sonnet-4-6"])
-    assert chat_attributes["gen_ai.usage.cache_read.input_tokens"] == 4800
-    assert chat_attributes["gen_ai.usage.cache_creation.input_tokens"] == 120
-    assert chat_attributes["gen_ai.response.finish_reasons"] == ["tool_use"]
-    root_attributes = attributes(root)
-    assert root_attributes["gen_ai.conversation.id"] == "run_1"
-    assert root_attributes["segue.run.id"] == "run_2" and root_attributes["gen_ai.usage.input_tokens"] == 5000
-    assert attributes(spans["execute_tool lookup_order"])["segue.tool.source"] == "orders"
-    assert not any(k.startswith("gen_ai.input") for s in spans.values() for k in attributes(s))
+                spans.extend(scope_spans.spans)
+    runs = {attributes(s)["segue.run.id"]: s for s in spans if s.name == "invoke_agent shop"}
+    assert set(runs) == {first.run_id, second.run_id}
+    root = runs[second.run_id]
+    children = [s for s in spans if s.parent_span_id == root.span_id]
+    assert sorted(s.name for s in children) == [
+        "chat claude-sonnet-4-6",
+        "chat claude-sonnet-4-6",
+        "execute_tool lookup_order",
+    ]
+    assert {s.trace_id for s in children} == {root.trace_id} and root.trace_id != runs[first.run_id].trace_id
+    assert all(s.kind == SpanProto.SPAN_KIND_CLIENT for s in children if s.name.startswith("chat"))
+    run = attributes(root)
+    assert run["gen_ai.conversation.id"] == first.run_id
+    assert second.usage.cache_read_tokens
+    assert run["gen_ai.usage.cache_read.input_tokens"] == second.usage.cache_read_tokens
+    assert run["gen_ai.usage.cache_creation.input_tokens"] == second.usage.cache_write_tokens
+    assert run["gen_ai.usage.input_tokens"] == second.usage.input_tokens
+    assert run["segue.replay.reasoning_kept"] == 0 and run["segue.replay.runs_full"] == 1
+    tool_span = next(s for s in children if s.name.startswith("execute_tool"))
+    assert attributes(tool_span)["gen_ai.tool.call.id"].startswith("toolu_")
+    assert not any(k.startswith(("gen_ai.input", "gen_ai.output")) for s in spans for k in attributes(s))
