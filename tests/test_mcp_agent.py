@@ -15,7 +15,7 @@ import httpx2
 import pytest
 from mcp_helpers import http_server, records, stdio, wait_gone
 
-from segue import Agent, InputError, RunStore
+from segue import Agent, InputError, RunStore, tool
 from segue.generated import ImageBlock, RunResult, ToolResultBlock
 from segue.mcp import MCPTools, MCPToolsError
 from segue.providers import AnthropicProvider
@@ -111,39 +111,41 @@ def tools_of(body: bytes) -> list[Any]:
     return tools
 
 
-@pytest.mark.parametrize("transport", ["stdio", "http"])
-async def test_a_replayed_conversation_keeps_its_tool_blocks_byte_identical_across_restarts(
-    tmp_path: Path, transport: str
-) -> None:
-    one, one_wire, one_store, one_started = await converse(tmp_path, transport, restart=False)
-    again, again_wire, again_store, again_started = await converse(tmp_path, transport, restart=True)
+async def test_a_replayed_conversation_keeps_its_tool_blocks_byte_identical_across_restarts(tmp_path: Path) -> None:
+    """The same three turns three times: over stdio with one server start, over stdio with a server (and agent)
+    restarted every turn, and over Streamable HTTP. Every start lists the tools in another order and, scrambled,
+    renders every schema's keys in another order: the requests stay byte for byte the same."""
+    one, one_wire, one_store, one_started = await converse(tmp_path, "stdio", restart=False)
+    again, again_wire, again_store, again_started = await converse(tmp_path, "stdio", restart=True)
+    http, http_wire, http_store, http_started = await converse(tmp_path, "http", restart=False)
     try:
         # the restarted server listed its tools in a different order each time
-        assert len(one_started) == 1 and len(again_started) == 3
-        orders = [tuple(r["order"]) for r in again_started]
-        assert len(set(orders)) == 3, orders
-        # every request of the restarted conversation is byte for byte the request of the one that never restarted
-        assert len(again_wire.bodies) == len(one_wire.bodies) == 6  # a tool call and an answer per turn
+        assert len(one_started) == 1 and len(again_started) == 3 and len(http_started) == 1
+        orders = [tuple(r["order"]) for r in [*one_started, *again_started, *http_started]]
+        assert len(set(orders)) >= 4, orders
+        # every request is byte for byte the request of the conversation that never restarted
+        assert len(one_wire.bodies) == 6  # a tool call and an answer per turn
         assert again_wire.bodies == one_wire.bodies
+        assert http_wire.bodies == one_wire.bodies
         blocks = {json.dumps(tools_of(b)) for b in again_wire.bodies}
         assert len(blocks) == 1, "the tool blocks are the same on every request"
         names = [t["name"] for t in tools_of(again_wire.bodies[0])]
         assert names == sorted(names) and "lookup_order" in names
         # reasoning kept on every replay, no warning, and the cache read the same share as without restarts
-        for results in (one, again):
+        for results in (one, again, http):
             assert results[1].replay is not None and results[1].replay.reasoning_kept == [results[0].run_id]
             assert results[2].replay is not None
             assert results[2].replay.reasoning_kept == [results[0].run_id, results[1].run_id]
             assert results[2].replay.warnings == []
-        for r_one, r_again in zip(one, again, strict=True):
-            assert r_again.usage == r_one.usage
+        for r_one, r_again, r_http in zip(one, again, http, strict=True):
+            assert r_again.usage == r_one.usage == r_http.usage
         assert again[2].usage.cache_read_tokens and again[2].usage.cache_read_tokens > 0.8 * again[2].usage.input_tokens
         # the MCP results reached the model
         assert again[0].answer is not None and "order 1042: shipped on 2026-11-02" in again[0].answer
         assert again[2].answer == "add returned: 5"
     finally:
-        one_store.close()
-        again_store.close()
+        for store in (one_store, again_store, http_store):
+            store.close()
     for r in [*one_started, *again_started]:
         assert wait_gone(r["pid"]), f"server {r['pid']} was left behind"
 
@@ -162,67 +164,51 @@ async def test_a_tool_added_between_turns_two_and_three_gives_the_tools_warning(
     assert wait_gone(started[0]["pid"])
 
 
-@pytest.mark.parametrize(
-    ("question", "expected"),
-    [
-        ("Use hang please.", "tool hang did not finish within 2 s and was abandoned"),
-        ("Use crash please.", "MCP server fixture stopped while crash was running"),
-        ("Use broken please.", "MCP server fixture answered broken with a malformed result: "),
-    ],
-    ids=["hanging-tool", "crashing-server", "malformed-result"],
-)
-async def test_a_failing_call_is_an_error_result_and_the_run_finishes(
-    tmp_path: Path, question: str, expected: str
+async def test_failing_calls_are_error_results_and_runs_finish_and_images_follow_the_results(
+    tmp_path: Path,
 ) -> None:
-    source = stdio(tmp_path, timeout=2.0)
-    with store_at(tmp_path, "runs") as store:
-        async with Agent(
-            AnthropicProvider("claude-sonnet-4-6", client=Twin().anthropic_client()), "p", [source], store
-        ) as agent:
-            result = await agent.run(question)
-            assert result.status == "success" and result.iterations == 2
-            detail = store.get_run(result.run_id)
-            assert detail is not None
-            (call,) = detail.tool_calls
-            assert call.is_error and call.result.startswith(expected), call.result
-            assert result.answer is not None and expected in result.answer  # the model saw the error
-            again = await agent.run("Use add for 1 and 1.")  # the next run works (a crashed server restarts)
-            assert again.answer == "add returned: 2"
-    pids = [r["pid"] for r in records(tmp_path)]
-    assert len(pids) == (2 if "crash" in question else 1)
-    assert all(wait_gone(pid) for pid in pids)
-
-
-async def test_approval_pauses_an_mcp_call_until_resumed(tmp_path: Path) -> None:
-    source = stdio(tmp_path, requires_approval=["add"])
-    with store_at(tmp_path, "runs") as store:
-        async with Agent(
-            AnthropicProvider("claude-sonnet-4-6", client=Twin().anthropic_client()), "p", [source], store
-        ) as agent:
-            paused = await agent.run("Use add for 4 and 5.")
-            assert paused.status == "waiting_approval"
-            done = await agent.resume(paused.run_id, approved=True)
-            assert done.status == "success" and done.answer == "add returned: 9"
-            denied = await agent.run("Use add for 1 and 2.")
-            refused = await agent.resume(denied.run_id, approved=False)
-            assert refused.answer is not None and "did not approve" in refused.answer
-    assert wait_gone(records(tmp_path)[0]["pid"])
-
-
-async def test_an_image_from_a_tool_is_shown_to_the_model_after_the_results(tmp_path: Path) -> None:
+    """One agent, one server: a hanging tool, a malformed result and a crashing server each give the model an error
+    result and the run finishes; the next run starts the server again; an image follows the tool results."""
     twin = Twin()
     wire = Recording(twin)
+    source = stdio(tmp_path, prefix="shop", requires_approval=["add"], timeout=1.0)
     with store_at(tmp_path, "runs") as store:
-        async with Agent(anthropic(wire, twin), "p", [stdio(tmp_path)], store) as agent:
-            result = await agent.run("Use picture please.")
-        assert result.status == "success"
-        detail = store.get_run(result.run_id)
-        assert detail is not None
-        tool_turn = next(t.message for t in detail.traces if t.message.role == "tool")
-        assert isinstance(tool_turn.content[0], ToolResultBlock) and isinstance(tool_turn.content[1], ImageBlock)
-    sent = json.loads(wire.bodies[1])["messages"][-1]["content"]
-    assert [b["type"] for b in sent] == ["tool_result", "image"]
-    assert sent[1]["source"]["media_type"] == "image/png"
+        async with Agent(anthropic(wire, twin), "p", [source], store) as agent:
+            for question, expected in [
+                ("Use shop_hang please.", "tool shop_hang did not finish within 1 s and was abandoned"),
+                ("Use shop_broken please.", "MCP server fixture answered broken with a malformed result: "),
+                ("Use shop_crash please.", "MCP server fixture stopped while crash was running"),
+            ]:
+                result = await agent.run(question)
+                assert result.status == "success" and result.iterations == 2, result
+                detail = store.get_run(result.run_id)
+                assert detail is not None
+                (call,) = detail.tool_calls
+                assert call.is_error and call.result.startswith(expected), call.result
+                assert result.answer is not None and expected in result.answer  # the model saw the error
+
+            # the crashed server starts again for the next run; an image comes after the tool results
+            picture = await agent.run("Use shop_picture please.")
+            assert picture.status == "success"
+            detail = store.get_run(picture.run_id)
+            assert detail is not None
+            tool_turn = next(t.message for t in detail.traces if t.message.role == "tool")
+            assert isinstance(tool_turn.content[0], ToolResultBlock) and isinstance(tool_turn.content[1], ImageBlock)
+            sent = json.loads(wire.bodies[-1])["messages"][-1]["content"]
+            assert [b["type"] for b in sent] == ["tool_result", "image"]
+            assert sent[1]["source"]["media_type"] == "image/png"
+
+            # approval applies to an MCP tool as to a Python one (here with the server's tools prefixed)
+            paused = await agent.run("Use shop_add for 4 and 5.")
+            assert paused.status == "waiting_approval"
+            done = await agent.resume(paused.run_id, approved=True)
+            assert done.status == "success" and done.answer == "shop_add returned: 9"
+            denied = await agent.run("Use shop_add for 1 and 2.")
+            refused = await agent.resume(denied.run_id, approved=False)
+            assert refused.answer is not None and "did not approve" in refused.answer
+    pids = [r["pid"] for r in records(tmp_path)]
+    assert len(pids) == 2  # the first process crashed; the second stopped with the agent
+    assert all(wait_gone(pid) for pid in pids)
 
 
 async def test_a_server_that_cannot_start_fails_the_first_run_and_writes_nothing(tmp_path: Path) -> None:
@@ -231,10 +217,6 @@ async def test_a_server_that_cannot_start_fails_the_first_run_and_writes_nothing
         agent = Agent(AnthropicProvider("claude-sonnet-4-6", client=Twin().anthropic_client()), "p", [hanging], store)
         with pytest.raises(MCPToolsError, match=r"^MCP server fixture: did not finish the MCP handshake within 1 s"):
             await agent.run("Use add for 1 and 2.")
-        events = [e async for e in agent.stream("Use add for 1 and 2.")]
-        assert [e.type for e in events] == ["RUN_ERROR"]
-        assert events[0].meta == {"error_type": "MCPToolsError", "source": "fixture"}
-        assert events[0].error is not None and events[0].error.startswith("MCP server fixture: did not finish")
 
         invalid = Agent(
             AnthropicProvider("claude-sonnet-4-6", client=Twin().anthropic_client()),
@@ -246,6 +228,11 @@ async def test_a_server_that_cannot_start_fails_the_first_run_and_writes_nothing
             with pytest.raises(MCPToolsError, match=r"^MCP server fixture: tool 'bad_tool' has an input schema") as bad:
                 await invalid.run("Use add for 1 and 2.")
             assert "at properties/x/type: 'strng' is not valid under any of the given schemas" in str(bad.value)
+            # on a stream, the same refusal is one RUN_ERROR event naming the source
+            events = [e async for e in invalid.stream("Use add for 1 and 2.")]
+            assert [e.type for e in events] == ["RUN_ERROR"]
+            assert events[0].meta == {"error_type": "MCPToolsError", "source": "fixture"}
+            assert events[0].error is not None and events[0].error.startswith("MCP server fixture: tool 'bad_tool'")
         assert store.list_runs() == []
     assert all(wait_gone(r["pid"]) for r in records(tmp_path))
 
@@ -259,14 +246,19 @@ def test_a_command_that_does_not_exist_fails_where_the_agent_is_built() -> None:
         )
 
 
-async def test_tools_of_two_sources_with_one_name_are_refused_before_the_run(tmp_path: Path) -> None:
-    first, second = stdio(tmp_path, name="one"), stdio(tmp_path, name="two")
+async def test_a_tool_name_offered_twice_is_refused_before_the_run(tmp_path: Path) -> None:
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers, the app's way."""
+        return a + b
+
+    source = stdio(tmp_path)
     with store_at(tmp_path, "runs") as store:
         async with Agent(
-            AnthropicProvider("claude-sonnet-4-6", client=Twin().anthropic_client()), "p", [first, second], store
+            AnthropicProvider("claude-sonnet-4-6", client=Twin().anthropic_client()), "p", [add, source], store
         ) as agent:
             with pytest.raises(
-                InputError, match=r"tool 'add' is offered by MCPTools\('one'\) and by MCPTools\('two'\)"
+                InputError, match=r"tool 'add' is offered by the agent's own tools and by MCPTools\('fixture'\)"
             ):
                 await agent.run("Use add for 1 and 2.")
         assert store.list_runs() == []
