@@ -1,21 +1,20 @@
-"""Tools from an MCP server: a three-turn conversation whose tools come from examples/mcp_orders_server.py (an MCP
-server written with the official SDK), each turn replaying the earlier ones, with the server restarted between
-turns as an app restart would: the tool blocks stay byte-identical, so reasoning is kept and the cache keeps
-reading. Offline, on the twin. Needs `pip install 'segue[mcp]'`. Run: python examples/40_mcp_tools.py
+"""Tools from an MCP server: a three-turn conversation whose tools come from segue's demo order desk
+(segue/mcp/order_desk.py, an MCP server written with the official SDK), each turn replaying the earlier ones, with
+the server restarted between turns as an app restart would: the tool blocks stay byte-identical, so reasoning is
+kept and the cache keeps reading. Offline, on the twin. Needs `pip install 'segue[mcp]'`.
+Run: python examples/40_mcp_tools.py
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from pathlib import Path
 
 from segue import Agent, RunStore
 from segue.mcp import MCPTools
 from segue.providers import AnthropicProvider
 from segue.twin import Twin
 
-SERVER = Path(__file__).resolve().parent / "mcp_orders_server.py"
 PROMPT = "You answer questions about orders, precisely and briefly, using the order desk's tools. " * 60
 QUESTIONS = [
     "Use lookup_order for order 1042.",
@@ -31,7 +30,7 @@ async def main() -> None:
     run_ids: list[str] = []
     for question in QUESTIONS:
         # A new MCPTools (and server process) per turn, as after an app restart.
-        orders = MCPTools.stdio(sys.executable, [str(SERVER)], name="orders")
+        orders = MCPTools.stdio(sys.executable, ["-m", "segue.mcp.order_desk"], name="orders")
         async with Agent(provider, PROMPT, [orders], store) as agent:  # leaving it stops the server
             result = await agent.run(question, runs=run_ids or None, replay_last="all")
         run_ids.append(result.run_id)

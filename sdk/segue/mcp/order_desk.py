@@ -1,7 +1,8 @@
-"""A small MCP server written with the official MCP SDK (`pip install 'segue[mcp]'`): an order desk.
+"""A small MCP server written with the official MCP SDK (`pip install 'segue[mcp]'`): an order desk, for the
+docs and examples to run offline from anywhere. It is not part of segue's client: segue never imports it.
 
-examples/40_mcp_tools.py starts it over stdio; run it on its own over Streamable HTTP with
-`python examples/mcp_orders_server.py --http 8765` (endpoint http://127.0.0.1:8765/mcp).
+`python -m segue.mcp.order_desk` serves stdio (docs/mcp.md and examples/40_mcp_tools.py start it that way);
+`python -m segue.mcp.order_desk --http 8765` serves Streamable HTTP at http://127.0.0.1:8765/mcp.
 """
 
 from __future__ import annotations
