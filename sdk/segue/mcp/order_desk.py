@@ -8,12 +8,12 @@ docs and examples to run offline from anywhere. It is not part of segue's client
 from __future__ import annotations
 
 import sys
-from typing import Literal
+from typing import Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-ORDERS = {
+ORDERS: dict[int, dict[str, Any]] = {
     1042: {"status": "shipped", "carrier": "DHL", "items": 3},
     1043: {"status": "packing", "carrier": None, "items": 1},
     1044: {"status": "delivered", "carrier": "UPS", "items": 2},
