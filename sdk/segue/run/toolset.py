@@ -61,6 +61,9 @@ class Toolbox:
         self.fingerprint: str | list[str] = (
             own.hash if not self.sources else [own.hash, *(s.name for s in self.sources)]
         )
+        #: The last snapshot and the tools it was made of: sources that listed the very same tools again (nothing
+        #: changed) give the same ToolSet without hashing every definition again.
+        self._last: tuple[list[list[Tool]], ToolSet] | None = None
 
     @property
     def fixed(self) -> ToolSet:
@@ -74,7 +77,9 @@ class Toolbox:
         """The run's tools: each source's at its place in the list (the sources are read concurrently)."""
         if self._fixed is not None:
             return self._fixed
-        listed = await asyncio.gather(*(s.tools() for s in self.sources))
+        listed = list(await asyncio.gather(*(s.tools() for s in self.sources)))
+        if self._last is not None and _same(self._last[0], listed):
+            return self._last[1]
         by_source = dict(zip(map(id, self.sources), listed, strict=True))
         tools: list[Tool] = []
         owner: dict[str, str] = {}
@@ -89,9 +94,17 @@ class Toolbox:
                     )
                 owner[t.name] = where
                 tools.append(t)
-        return ToolSet.of(tools)
+        toolset = ToolSet.of(tools)
+        self._last = (listed, toolset)
+        return toolset
 
     async def aclose(self) -> None:
         """Stop what the sources hold (MCP server processes and sessions); they start again lazily."""
         for source in self.sources:
             await source.aclose()
+
+
+def _same(before: list[list[Tool]], now: list[list[Tool]]) -> bool:
+    return len(before) == len(now) and all(
+        len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True)) for a, b in zip(before, now, strict=True)
+    )
