@@ -33,6 +33,9 @@ TIERS: list[tuple[str, list[str]]] = [
             "segue.skills",
             "segue.guardrails",
             "segue.tools",
+            "segue.telemetry",
+            "segue.mcp",
+            "segue.mcp.*",
         ],
     ),
     (

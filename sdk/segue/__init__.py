@@ -13,6 +13,7 @@ from segue.errors import (
     RunStateError,
     SegueError,
     StoreError,
+    ToolSourceError,
 )
 from segue.generated import (
     ContextBlock,
@@ -56,6 +57,7 @@ __all__ = [
     "Tool",
     "ToolCallBlock",
     "ToolResultBlock",
+    "ToolSourceError",
     "Usage",
     "tool",
 ]

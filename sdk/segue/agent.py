@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from segue.catalog import Catalog
 from segue.contracts import Provider
-from segue.errors import IdempotencyConflictError, InputError, ReplayRunError, RunStateError
+from segue.errors import IdempotencyConflictError, InputError, ReplayRunError, RunStateError, ToolSourceError
 from segue.generated import ContextBlock, Message, RunEvent, RunResult
 from segue.guardrails import Guardrail
 from segue.layout import LayoutMode, TrailingStateFn
@@ -21,16 +21,24 @@ from segue.run.config import AgentConfig
 from segue.run.pipeline import Pipeline
 from segue.run.request import DEFAULT_MAX_INPUT_CHARS, Rules
 from segue.run.state import make_event
+from segue.run.toolset import Toolbox
 from segue.skills import Skill, render_system
 from segue.store.records import DEFAULT_TENANT
 from segue.store.run_store import RunStore
-from segue.tools import Tool, as_tools
+from segue.telemetry import Telemetry
+from segue.tools import Tool, ToolSource, as_tools
 
-_VALIDATION_ERRORS = (ReplayRunError, InputError, IdempotencyConflictError)
+#: Refusals before a run row exists: on stream() they arrive as one RUN_ERROR event.
+_VALIDATION_ERRORS = (ReplayRunError, InputError, IdempotencyConflictError, ToolSourceError)
 
 
 class Agent:
-    """A tool-using agent whose runs are recorded in a RunStore and can be replayed into later runs."""
+    """A tool-using agent whose runs are recorded in a RunStore and can be replayed into later runs.
+
+    `tools` takes `@tool` functions and tool sources such as MCP servers (`segue.mcp.MCPTools`), whose tools are
+    read once per run. An agent with tool sources holds their connections: close it with `await agent.aclose()`
+    or `async with Agent(...) as agent:`. `telemetry` traces runs with OpenTelemetry (segue.telemetry).
+    """
 
     single_call = False
 
@@ -38,7 +46,7 @@ class Agent:
         self,
         provider: Provider,
         prompt: str = "",
-        tools: Sequence[Tool | Callable[..., Any]] = (),
+        tools: Sequence[Tool | ToolSource | Callable[..., Any]] = (),
         store: RunStore | None = None,
         *,
         max_iterations: int = 10,
@@ -50,6 +58,7 @@ class Agent:
         catalog: Catalog | None = None,
         lease_seconds: float = 300.0,
         max_input_chars: int = DEFAULT_MAX_INPUT_CHARS,
+        telemetry: Telemetry | None = None,
     ) -> None:
         if not isinstance(provider, Provider):
             raise TypeError(f"provider must implement segue.providers.Provider, got {type(provider).__name__}")
@@ -71,6 +80,9 @@ class Agent:
             raise ValueError(
                 f"trailing_state_layout must be 'auto', 'appendOnly' or 'replace', got {trailing_state_layout!r}"
             )
+        if telemetry is not None and not isinstance(telemetry, Telemetry):
+            raise TypeError(f"telemetry must be a segue.telemetry.Telemetry, got {type(telemetry).__name__}")
+        self.telemetry = telemetry or Telemetry()
         if trailing_state is not None and not callable(trailing_state):
             raise TypeError(f"trailing_state must be a function of RuntimeState, got {type(trailing_state).__name__}")
         self.trailing_state = trailing_state
@@ -82,7 +94,7 @@ class Agent:
             provider=provider,
             store=store,
             system=self.system,
-            tools=tuple(self.tools),
+            tools=Toolbox(self.tools),
             guardrails=tuple(self.guardrails),
             max_iterations=max_iterations,
             lease_seconds=lease_seconds,
@@ -95,6 +107,7 @@ class Agent:
                 vendors=tuple(sorted({d.vendor for d in members(provider)})),
                 max_input_chars=max_input_chars,
             ),
+            telemetry=self.telemetry,
         )
         #: What the idempotency fingerprint covers of the agent.
         self.config_hash = self._config.config_hash
@@ -108,6 +121,17 @@ class Agent:
         return self._catalog
 
     # -- public API -------------------------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Stop what the agent's tool sources hold (MCP server processes and sessions). They start again lazily
+        if the agent runs once more."""
+        await self._config.tools.aclose()
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     async def run(
         self,
@@ -216,6 +240,8 @@ def _validation_event(e: Exception) -> RunEvent:
         meta.update(reason=e.reason, run_id=e.run_id)
     elif isinstance(e, RunStateError):
         meta.update(reason=e.reason, run_id=e.run_id, agent=e.agent)
+    elif isinstance(e, ToolSourceError):
+        meta.update(source=e.source)
     return make_event("RUN_ERROR", "", 0, error=str(e), meta=meta)
 
 

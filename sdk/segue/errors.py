@@ -57,6 +57,16 @@ class RunStateError(InputError):
         self.agent = agent
 
 
+class ToolSourceError(SegueError):
+    """A tool source (an MCP server) could not give a run its tools: it did not start, did not answer, or listed a
+    tool segue cannot offer. Raised before anything of the run is written; `.source` names the source. On
+    `stream()` it arrives as a RUN_ERROR event with `meta["source"]`."""
+
+    def __init__(self, source: str, message: str) -> None:
+        super().__init__(message)
+        self.source = source
+
+
 class StoreError(SegueError):
     """The run store could not be opened or read (bad URL, unreachable server, newer schema, corrupt row)."""
 

@@ -1,9 +1,9 @@
-"""`@tool`: a Python function the model may call.
+"""`@tool`: a Python function the model may call, and `ToolSource`: tools that come from outside the app.
 
 The JSON-schema parameters come from the signature (types) and the docstring (descriptions, Google style
 "Args:" section). Arguments are validated against that schema before the call; an unknown tool, invalid
 arguments, an exception, a timeout or a result that is not JSON become an error result the model sees, never a
-crash of the run.
+crash of the run. A tool may return a `ToolOutput` to report a failure itself or to show the model images.
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from typing import Any, Literal, get_args, get_origin, overload
 
 import attrs
 from jsonschema import Draft202012Validator
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
 
-from segue.generated import ToolDefinition, ToolResultBlock
+from segue.generated import ImageBlock, ToolDefinition, ToolResultBlock
 
 #: Results longer than this many characters are cut, with a marker saying so (Tool(max_result_chars=...)).
 DEFAULT_MAX_RESULT_CHARS = 100_000
@@ -30,11 +32,41 @@ _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 @attrs.frozen(kw_only=True)
+class ToolOutput:
+    """What a tool may return instead of a plain value: the text the model sees, whether it reports a failure
+    (`is_error`), and images, which the model sees right after the tool results."""
+
+    content: str
+    is_error: bool = False
+    images: tuple[ImageBlock, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
 class ToolOutcome:
-    """What one call produced: the result block the model sees, plus what the store records."""
+    """What one call produced: the result block the model sees (plus its images), and what the store records."""
 
     result: ToolResultBlock
     duration_ms: float
+    images: tuple[ImageBlock, ...] = ()
+
+
+class ToolSource:
+    """Tools that come from outside the app, such as an MCP server (`segue.mcp.MCPTools`).
+
+    An agent reads a source's tools once per run, before anything of the run is written, and keeps them for the
+    whole run; a source that cannot list its tools raises there, naming itself. `aclose()` releases what the source
+    holds (a server process, a connection); an agent's `aclose()` closes its sources.
+    """
+
+    #: Names the source in errors, logs and traces.
+    name: str
+
+    async def tools(self) -> list[Tool]:
+        """The tools for one run, in the order they are offered."""
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Release what the source holds; it starts again lazily when it is used next."""
 
 
 @attrs.frozen(kw_only=True)
@@ -49,13 +81,17 @@ class Tool:
     timeout: float | None = 60.0
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
     strict: bool | None = None
-    _validator: Draft202012Validator = attrs.field(init=False, repr=False, eq=False)
+    #: The ToolSource the tool came from (its name), e.g. an MCP server; None for the app's own tools.
+    source: str | None = None
+    _validator: Validator = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         if not _NAME.match(self.name):
             raise ValueError(f"tool name {self.name!r} must match {_NAME.pattern} (letters, digits, _ and -)")
-        Draft202012Validator.check_schema(self.parameters)
-        object.__setattr__(self, "_validator", Draft202012Validator(self.parameters))
+        # A schema that names its dialect ($schema, e.g. draft-07 from an MCP server) is read in that dialect.
+        dialect = validator_for(self.parameters, default=Draft202012Validator)
+        dialect.check_schema(self.parameters)
+        object.__setattr__(self, "_validator", dialect(self.parameters))
 
     @property
     def definition(self) -> ToolDefinition:
@@ -73,10 +109,11 @@ class Tool:
         """Validate, call (sync functions in a worker thread), and turn the outcome into a result block."""
         started = time.perf_counter()
 
-        def outcome(content: str, is_error: bool) -> ToolOutcome:
+        def outcome(content: str, is_error: bool, images: tuple[ImageBlock, ...] = ()) -> ToolOutcome:
             return ToolOutcome(
                 result=ToolResultBlock(tool_call_id=call_id, content=content, is_error=True if is_error else None),
                 duration_ms=(time.perf_counter() - started) * 1000,
+                images=images,
             )
 
         errors = self.argument_errors(arguments)
@@ -88,6 +125,8 @@ class Tool:
             return outcome(f"tool {self.name} did not finish within {self.timeout:g} s and was abandoned", True)
         except Exception as e:
             return outcome(f"tool {self.name} raised {type(e).__name__}: {e}", True)
+        if isinstance(value, ToolOutput):
+            return outcome(_clean(_truncate(value.content, self.max_result_chars)), value.is_error, value.images)
         try:
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as e:
@@ -169,11 +208,16 @@ def tool(
     return build(fn) if fn is not None else build
 
 
-def as_tools(items: Sequence[Tool | Callable[..., Any] | Callable[..., Awaitable[Any]]]) -> list[Tool]:
-    """Accept tools or plain functions (decorated on the fly); refuse duplicate names."""
-    result = [item if isinstance(item, Tool) else tool(item) for item in items]
+def as_tools(
+    items: Sequence[Tool | ToolSource | Callable[..., Any] | Callable[..., Awaitable[Any]]],
+) -> list[Tool | ToolSource]:
+    """Accept tools, tool sources or plain functions (decorated on the fly); refuse duplicate names among the
+    tools (a source's tools are checked when a run reads them)."""
+    result = [item if isinstance(item, Tool | ToolSource) else tool(item) for item in items]
     seen: set[str] = set()
     for t in result:
+        if isinstance(t, ToolSource):
+            continue
         if t.name in seen:
             raise ValueError(f"two tools are named {t.name!r}; tool names must be unique")
         seen.add(t.name)

@@ -6,7 +6,7 @@
 # Schema: schemas/protocol.schema.json (sha256:7cf4c092d14d6affbc822cb8644b188d0a8f7a6ceb2e0872569c4c9213bd795d)
 # Schema: schemas/replay.schema.json (sha256:378366fc4d92f02dcafad87cab6d85a8077f127f84da20b42a7585b33f2abdd9)
 # Schema: schemas/runs.schema.json (sha256:4b43660ac672129978ec5ea1adb2af45e12015c35b4c6e15867e2aa5a68ad1a5)
-# Schema: schemas/serve.schema.json (sha256:5d0dd074a3eec5c3a768a2f2a7f19a26206198340e01f69a9b7885d103ea51d2)
+# Schema: schemas/serve.schema.json (sha256:08bf1f3ed74684bd0df5ac5c70b994d061d17cfbe7b2f619e5f41f8cef41d087)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """Generated types: one module per schema file, re-exported here."""
 
@@ -144,6 +144,7 @@ from segue.generated.serve import (
     AgentConfig,
     HttpConfig,
     HttpToken,
+    McpServerConfig,
     ProviderConfig,
     ProviderKind,
     ServeConfig,
@@ -200,6 +201,7 @@ __all__ = [
     "LeftOutModel",
     "LlmConfig",
     "LlmInteraction",
+    "McpServerConfig",
     "Message",
     "Model",
     "ModelType",

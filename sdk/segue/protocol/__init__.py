@@ -15,7 +15,9 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 from segue.generated.protocol import HttpLimits, ServerLimits
 from segue.generated.serve import HttpConfig, ServeConfig
@@ -63,7 +65,7 @@ def serve(config: Path, *, http: bool = False, host: str = "127.0.0.1", port: in
                 tokens=tokens,
                 limits=limits,
             )
-            return asyncio.run(server.serve())
+            return asyncio.run(_stopping_tools(app, server.serve()))
         from segue.protocol.framing import MAX_BODY_BYTES
         from segue.protocol.stdio import serve_stdio
 
@@ -72,11 +74,19 @@ def serve(config: Path, *, http: bool = False, host: str = "127.0.0.1", port: in
         # stdout carries only frames: anything else printing (a tool, a library) goes to stderr instead.
         out_fd = os.dup(1)
         os.dup2(2, 1)
-        return asyncio.run(serve_stdio(dispatcher, stdin_fd=0, stdout_fd=out_fd))
+        return asyncio.run(_stopping_tools(app, serve_stdio(dispatcher, stdin_fd=0, stdout_fd=out_fd)))
     except KeyboardInterrupt:
         return 0
     finally:
         app.close()
+
+
+async def _stopping_tools(app: ServeApp, serving: Coroutine[Any, Any, int]) -> int:
+    """Serve, then stop the agents' MCP servers in the same event loop (their sessions live in it)."""
+    try:
+        return await serving
+    finally:
+        await app.stop_tools()
 
 
 def make_dispatcher(app: ServeApp, control: Control) -> Dispatcher:

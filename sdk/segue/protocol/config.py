@@ -20,12 +20,12 @@ from segue.agent import Agent
 from segue.catalog import Catalog
 from segue.contracts import Provider
 from segue.generated import get_converter
-from segue.generated.serve import AgentConfig, ProviderConfig, ServeConfig
+from segue.generated.serve import AgentConfig, McpServerConfig, ProviderConfig, ServeConfig
 from segue.protocol.rpc import invalid_params
 from segue.protocol.tools import Mode, ToolConfigError, build_tool
 from segue.store.connection import redact
 from segue.store.run_store import RunStore
-from segue.tools import Tool
+from segue.tools import Tool, ToolSource
 
 _SCHEMA = Path(__file__).resolve().parent.parent / "generated" / "schemas" / "serve.schema.json"
 DB_ENV = "SEGUE_DB"
@@ -95,6 +95,11 @@ class ServeApp:
         for store in self.stores.values():
             store.close()
 
+    async def stop_tools(self) -> None:
+        """Stop the agents' MCP servers (their processes and sessions), in the event loop that started them."""
+        for entry in self.agents.values():
+            await entry.agent.aclose()
+
 
 def load_config(path: Path) -> ServeConfig:
     shown = str(path)
@@ -129,6 +134,17 @@ def load_config(path: Path) -> ServeConfig:
                     shown, f"/agents/{i}/tools/{j}/name", f"tool {t.name!r} is already defined in this agent"
                 )
             names[t.name] = j
+        servers: dict[str, int] = {}
+        for j, server in enumerate(agent.mcp_servers or []):
+            where = f"/agents/{i}/mcp_servers/{j}"
+            if server.name in servers:
+                raise ConfigError(
+                    shown, f"{where}/name", f"MCP server {server.name!r} is already defined in this agent"
+                )
+            servers[server.name] = j
+            problem = _mcp_shape(server)
+            if problem is not None:
+                raise ConfigError(shown, where, problem)
         for key, kinds in _ONLY_FOR.items():
             if getattr(agent.provider, key) is not None and agent.provider.kind not in kinds:
                 raise ConfigError(
@@ -168,13 +184,18 @@ def build_app(config: ServeConfig, path: Path, mode: Mode) -> ServeApp:
                 pausing_tools.append(pausing)
                 if is_client:
                     client_tools.add(built.name)
+            # One MCPTools per configured server, shared by the agent and its pausing twin: one process each.
+            sources = [
+                _mcp_source(server, base, shown, f"/agents/{i}/mcp_servers/{j}")
+                for j, server in enumerate(cfg.mcp_servers or [])
+            ]
             provider = _provider(cfg.provider, shown, f"/agents/{i}/provider", twin)
-            agent = _agent(cfg, provider, tools, stores[url])
+            agent = _agent(cfg, provider, [*tools, *sources], stores[url])
             same = all(p is t for p, t in zip(pausing_tools, tools, strict=True))
             agents[cfg.name] = AgentEntry(
                 config=cfg,
                 agent=agent,
-                pausing=agent if same else _agent(cfg, provider, pausing_tools, stores[url]),
+                pausing=agent if same else _agent(cfg, provider, [*pausing_tools, *sources], stores[url]),
                 store=stores[url],
                 client_tools=frozenset(client_tools),
             )
@@ -185,8 +206,53 @@ def build_app(config: ServeConfig, path: Path, mode: Mode) -> ServeApp:
     return ServeApp(agents, stores, twin[0] if twin else None)
 
 
-def _agent(cfg: AgentConfig, provider: Provider, tools: list[Tool], store: RunStore) -> Agent:
+def _agent(cfg: AgentConfig, provider: Provider, tools: list[Tool | ToolSource], store: RunStore) -> Agent:
     return Agent(provider, cfg.prompt or "", tools, store, max_iterations=cfg.max_iterations or 10, name=cfg.name)
+
+
+def _mcp_shape(server: McpServerConfig) -> str | None:
+    """What is wrong with an MCP server entry's combination of keys (the schema checks each key alone)."""
+    if (server.command is None) == (server.url is None):
+        return f"MCP server {server.name!r} needs exactly one of command (stdio) or url (Streamable HTTP)"
+    wrong = ("args", "env", "pass_env", "cwd") if server.url is not None else ("headers_env",)
+    extra = [key for key in wrong if getattr(server, key) is not None]
+    if extra:
+        kind = "a url" if server.url is not None else "a command"
+        return f"MCP server {server.name!r} has {kind}, so {', '.join(extra)} does not apply; remove it"
+    return None
+
+
+def _mcp_source(server: McpServerConfig, base: Path, shown: str, pointer: str) -> ToolSource:
+    """segue.mcp.MCPTools for one entry; environment variables are read (and must be set) here, at start-up."""
+    try:
+        from segue.mcp import MCPTools, MCPToolsError
+    except ImportError as e:
+        raise ConfigError(shown, pointer, str(e)) from None
+
+    def from_env(key: str, variable: str) -> str:
+        value = os.environ.get(variable)
+        if value is None:
+            raise ConfigError(shown, f"{pointer}/{key}", f"the environment variable {variable} is not set")
+        return value
+
+    options: dict[str, Any] = {
+        "name": server.name,
+        "prefix": server.prefix,
+        "requires_approval": server.requires_approval or False,
+        "timeout": server.timeout_seconds or 60.0,
+    }
+    if server.connect_timeout_seconds is not None:
+        options["connect_timeout"] = server.connect_timeout_seconds
+    try:
+        if server.url is not None:
+            headers = {h: from_env("headers_env", v) for h, v in (server.headers_env or {}).items()}
+            return MCPTools.http(server.url, headers=headers, **options)
+        assert server.command is not None
+        env = {**(server.env or {}), **{v: from_env("pass_env", v) for v in server.pass_env or []}}
+        cwd = base / server.cwd if server.cwd else None
+        return MCPTools.stdio(server.command, server.args or [], env=env or None, cwd=cwd, **options)
+    except MCPToolsError as e:
+        raise ConfigError(shown, pointer, str(e)) from None
 
 
 def _provider(cfg: ProviderConfig, shown: str, pointer: str, twin: list[Any]) -> Provider:

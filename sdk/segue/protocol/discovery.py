@@ -7,6 +7,8 @@ the server built at start-up and the catalog; nothing is written.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from segue.catalog import Catalog, CatalogError
 from segue.catalog.cascade import Resolved
 from segue.generated import ConfigBag, get_converter
@@ -28,6 +30,7 @@ from segue.layout import LayoutPolicy
 from segue.protocol.config import AgentEntry, ServeApp
 from segue.protocol.rpc import Handler, RequestContext
 from segue.protocol.tools import tool_kind
+from segue.tools import Tool, ToolSource
 
 
 class Discovery:
@@ -45,7 +48,7 @@ class Discovery:
     async def agents_list(self, ctx: RequestContext, p: AgentsListParams) -> AgentsListResult:
         return AgentsListResult(
             agents=[
-                AgentSummary(name=name, provider=_provider(entry), tools=[t.name for t in entry.agent.tools])
+                AgentSummary(name=name, provider=_provider(entry), tools=[t.name for t in _own(entry.agent.tools)])
                 for name, entry in self.app.agents.items()
             ]
         )
@@ -71,7 +74,7 @@ class Discovery:
                 else built.requires_approval,
                 timeout_seconds=built.timeout,
             )
-            for cfg, built in zip(entry.config.tools or [], agent.tools, strict=True)
+            for cfg, built in zip(entry.config.tools or [], _own(agent.tools), strict=True)
         ]
         catalog: Catalog | None = None
         catalog_path, note = None, None
@@ -128,3 +131,8 @@ def _path(resolved: Resolved) -> CatalogPath:
         note=resolved.note,
         config=get_converter().structure(resolved.config, ConfigBag),
     )
+
+
+def _own(tools: Sequence[Tool | ToolSource]) -> list[Tool]:
+    """The tools the config file defines; an MCP server's (a ToolSource's) are listed by the server, per run."""
+    return [t for t in tools if isinstance(t, Tool)]

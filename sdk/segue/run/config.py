@@ -2,28 +2,28 @@
 snapshot one run takes of them at its plan step (RunConfig).
 
 Everything a run sends or compares about the agent comes from its RunConfig: the rendered system prompt and
-stable head, the tool definitions and their hashes, the serving paths. A run never re-reads the agent, so a value
-that may differ per run (tools read from a server, a per-run output type) has one place to go.
+stable head, the run's tools (segue.run.toolset: read from the agent's tool sources once per run), the serving
+paths. A run never re-reads the agent, so a value that may differ per run has one place to go.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import attrs
 
 from segue.catalog import Catalog
 from segue.context import render_stable_head
 from segue.contracts import Provider
-from segue.generated import ToolDefinition, get_converter
 from segue.guardrails import Guardrail
 from segue.hashing import canonical_hash
 from segue.layout import LayoutMode, LayoutPolicy, TrailingStateFn
 from segue.prefix_rule import CurrentPrefix
 from segue.providers.base import first_member, serving_paths
 from segue.run.request import Rules, RunRequest
+from segue.run.toolset import Toolbox, ToolSet
 from segue.store.run_store import RunStore
-from segue.tools import Tool
+from segue.telemetry import Telemetry
 
 
 @attrs.frozen(kw_only=True)
@@ -34,9 +34,7 @@ class RunConfig:
 
     system: str
     stable_head: str | None
-    tools: Mapping[str, Tool]
-    definitions: list[ToolDefinition]
-    tool_hashes: Mapping[str, str]
+    tools: ToolSet
     current: CurrentPrefix
     alternatives: list[CurrentPrefix]
 
@@ -49,7 +47,7 @@ class AgentConfig:
     provider: Provider
     store: RunStore | None
     system: str
-    tools: tuple[Tool, ...]
+    tools: Toolbox
     guardrails: tuple[Guardrail, ...]
     max_iterations: int
     lease_seconds: float
@@ -57,20 +55,16 @@ class AgentConfig:
     trailing_state_layout: LayoutMode
     catalog: Callable[[], Catalog]
     rules: Rules
-    tool_hashes: Mapping[str, str] = attrs.field(init=False)
-    tools_hash: str = attrs.field(init=False)
+    telemetry: Telemetry = attrs.Factory(Telemetry)
     #: What the idempotency fingerprint covers of the agent: the same key on another configuration conflicts.
     config_hash: str = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        conv = get_converter()
-        definitions = [conv.unstructure(t.definition) for t in self.tools]
-        tools_hash = canonical_hash(definitions)
         config_hash = canonical_hash(
             {
                 "name": self.name,
                 "system": self.system,
-                "tools": tools_hash,
+                "tools": self.tools.fingerprint,
                 "vendor": self.provider.vendor,
                 "model": self.provider.model,
                 "max_iterations": self.max_iterations,
@@ -78,14 +72,12 @@ class AgentConfig:
                 "layout": self.trailing_state_layout if self.trailing_state else None,
             }
         )
-        object.__setattr__(
-            self, "tool_hashes", {t.name: canonical_hash(d) for t, d in zip(self.tools, definitions, strict=True)}
-        )
-        object.__setattr__(self, "tools_hash", tools_hash)
         object.__setattr__(self, "config_hash", config_hash)
 
-    def snapshot(self, request: RunRequest) -> RunConfig:
-        """The run's configuration: the agent's, with the request's stable context and model / vendor override."""
+    def snapshot(self, request: RunRequest, tools: ToolSet | None = None) -> RunConfig:
+        """The run's configuration: the agent's, with the request's stable context and model / vendor override,
+        and the run's tools (segue.run.toolset; by default the agent's own, for an agent without tool sources)."""
+        tools = tools if tools is not None else self.tools.fixed
         stable_head = render_stable_head(request.context)
         paths = serving_paths(self.provider, model=request.params.model, vendor=request.params.vendor)
         system_hash = canonical_hash({"system": self.system, "stable_head": stable_head})
@@ -94,8 +86,8 @@ class AgentConfig:
                 vendor=p.vendor,
                 model=p.model,
                 system_hash=system_hash,
-                tools_hash=self.tools_hash,
-                tool_hashes=self.tool_hashes,
+                tools_hash=tools.hash,
+                tool_hashes=tools.hashes,
                 reasoning_vendor=p.reasoning_vendor,
             )
             for p in paths
@@ -103,14 +95,12 @@ class AgentConfig:
         return RunConfig(
             system=self.system,
             stable_head=stable_head,
-            tools={t.name: t for t in self.tools},
-            definitions=[t.definition for t in self.tools],
-            tool_hashes=self.tool_hashes,
+            tools=tools,
             current=prefixes[0],
             alternatives=prefixes[1:],
         )
 
-    def layout(self, request: RunRequest) -> LayoutPolicy | None:
+    def layout(self, request: RunRequest, tools: ToolSet) -> LayoutPolicy | None:
         """The run's trailing-state layout policy, decided now as far as the configuration and the override can
         decide it (the rest is decided by the path that serves the first call)."""
         if self.trailing_state is None:
@@ -121,7 +111,7 @@ class AgentConfig:
             catalog=self.catalog(),
             trailing_state=self.trailing_state,
             requires_stable_reasoning_prefix=first_member(self.provider, vendor).requires_stable_reasoning_prefix,
-            declares_native_tools=bool(self.tools),
+            declares_native_tools=bool(tools.tools),
             model_override=model,
             vendor_override=vendor if model else None,
         )

@@ -23,6 +23,7 @@ from segue.run.recorder import Recorder
 from segue.run.serving import fit, observe
 from segue.run.state import RunState, make_event
 from segue.run.tools import ToolRunner
+from segue.telemetry import ChatTrace, attached, response_id, traced
 
 
 class Loop:
@@ -44,14 +45,11 @@ class Loop:
                 started = time.perf_counter()
                 response: ProviderResponse | None = None
                 try:
-                    if streaming:
-                        async for event in self._stream(state, request):
-                            if isinstance(event, RunEvent):
-                                yield event
-                            else:
-                                response = event
-                    else:
-                        response = await self.provider.complete(request)
+                    async for event in self._call(state, request, streaming=streaming):
+                        if isinstance(event, RunEvent):
+                            yield event
+                        else:
+                            response = event
                 except ProviderError as e:
                     message = f"{e.kind} error from {e.vendor}: {e}"
                     if resumed and iteration == state.resumed_at + 1:
@@ -88,7 +86,9 @@ class Loop:
         except Exception as e:
             # A bug in segue or in app code it calls (e.g. trailing_state): record it so the run is terminal, and
             # let it surface.
-            await asyncio.shield(self.recorder.finish(state, "error", None, f"{type(e).__name__}: {e}"))
+            await asyncio.shield(
+                self.recorder.finish(state, "error", None, f"{type(e).__name__}: {e}", error_type=type(e).__name__)
+            )
             raise
 
     async def _after(
@@ -148,6 +148,32 @@ class Loop:
             yield event
         await self.recorder.record(state, iteration, interaction, done.records, served)
 
+    async def _call(
+        self, state: RunState, request: ProviderRequest, *, streaming: bool
+    ) -> AsyncIterator[RunEvent | ProviderResponse]:
+        """The provider call in its `chat` span: the streamed deltas as events, then the response."""
+        chat = state.trace.chat(
+            vendor=state.plan.path.vendor, model=request.model or state.plan.path.model, iteration=state.iteration
+        )
+        if chat.recording:
+            chat.request(
+                system=request.system, messages=request.messages, tools=request.tools, max_tokens=request.max_tokens
+            )
+        try:
+            if streaming:
+                async for item in traced(chat, self._stream(state, request)):
+                    if isinstance(item, ProviderResponse):
+                        _answered(chat, item)
+                    yield item
+            else:
+                with attached(chat):  # the vendor SDK's own spans nest in the chat span
+                    response = await self.provider.complete(request)
+                _answered(chat, response)
+                yield response
+        except BaseException as e:
+            chat.fail(e, kind=e.kind if isinstance(e, ProviderError) else None)
+            raise
+
     async def _stream(self, state: RunState, request: ProviderRequest) -> AsyncIterator[RunEvent | ProviderResponse]:
         """The streamed call: its text and reasoning deltas as events, then the response."""
         response: ProviderResponse | None = None
@@ -184,7 +210,7 @@ class Loop:
             system=plan.config.system,
             stable_head=plan.config.stable_head,
             messages=messages,
-            tools=plan.config.definitions,
+            tools=plan.config.tools.definitions,
             replay_end=replayed[-1] if replayed else None,
             model=state.request.params.model,
             vendor=state.request.params.vendor,
@@ -210,7 +236,7 @@ class Loop:
         )
 
     async def fail(self, state: RunState, message: str, error_type: str) -> AsyncIterator[RunEvent]:
-        await self.recorder.finish(state, "error", None, message)
+        await self.recorder.finish(state, "error", None, message, error_type=error_type)
         yield make_event(
             "RUN_ERROR",
             state.run_id,
@@ -218,4 +244,16 @@ class Loop:
             error=message,
             result=state.result("error", error=message),
             meta={"error_type": error_type},
+        )
+
+
+def _answered(chat: ChatTrace, response: ProviderResponse) -> None:
+    if chat.recording:
+        chat.finish(
+            vendor=response.vendor,
+            model=response.model,
+            usage=response.usage,
+            stop_reason=response.stop_reason,
+            response_id=response_id(response.response_body),
+            message=response.message,
         )

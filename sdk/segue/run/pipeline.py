@@ -9,12 +9,17 @@
 retry builds its request from the run's RunMeta and goes through the same steps; resume re-plans a paused run the
 same way, claims it, runs the calls it waited on, and continues the loop. Nothing is written before the request
 is validated and planned: a refusal changes nothing.
+
+Each run is traced (segue.telemetry) when the app set a tracer provider: the pipeline opens the run's
+`invoke_agent` span before the plan (so reading an MCP server's tools nests in it), the loop opens a `chat` span
+per request and the tool runner an `execute_tool` span per call, and the recorder ends the run's span with its
+outcome, as it records it. A refusal before the run row exists ends the span with the error.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from typing import Any
 
 import attrs
@@ -25,6 +30,7 @@ from segue.conversation import tool_calls, user_message
 from segue.errors import InputError, RunStateError
 from segue.generated import RunEvent, get_converter
 from segue.notes import RunNotes
+from segue.providers.base import serving_path
 from segue.run.config import AgentConfig
 from segue.run.guard import Guard
 from segue.run.idempotency import Idempotency, fingerprint_of, replayed_event
@@ -37,6 +43,7 @@ from segue.run.state import RunState, make_event
 from segue.run.tools import ToolRunner
 from segue.store.records import TERMINAL, IdempotencyKeyTaken, StoredRun
 from segue.store.run_store import RunStore
+from segue.telemetry import RunTrace, attached
 
 
 class Pipeline:
@@ -62,20 +69,34 @@ class Pipeline:
         if existing is not None:
             yield replayed_event(existing)
             return
-        plan = await self.planner.plan(request)
-        state = RunState(run_id=str(ULID()), request=request, plan=plan, own=[], replay=plan.summary)
+        trace = self._trace(request)
+        try:
+            async for event in self._run(request, fingerprint, trace, streaming=streaming):
+                yield event
+        except BaseException as e:
+            trace.fail(e)  # ended before it had an outcome (e.g. a tool source that cannot start); else a no-op
+            raise
+
+    async def _run(
+        self, request: RunRequest, fingerprint: str, trace: RunTrace, *, streaming: bool
+    ) -> AsyncIterator[RunEvent]:
+        with attached(trace):  # a tool source's listing (an MCP tools/list) is part of the run
+            plan = await self.planner.plan(request)
+        state = RunState(run_id=str(ULID()), request=request, plan=plan, own=[], replay=plan.summary, trace=trace)
         text = fold_dynamic(request.context, request.params.input)
         state.own.append(user_message(self.guard.protect(text, state.pii)))
         try:
             # The prefix descriptor is written with the first response, when it is known who served.
             await self.recorder.start(state, fingerprint)
-        except IdempotencyKeyTaken:
+        except IdempotencyKeyTaken as taken:
             # Another request with the same key won the race: answer like the idempotency check would.
             existing = await self.idempotency.lookup(request, fingerprint)
             if existing is None:
                 raise
+            trace.fail(taken)  # this run never started: its span ends here
             yield replayed_event(existing)
             return
+        self._started(state)
         started: dict[str, Any] = {"model": plan.path.model, "vendor": plan.path.vendor}
         if state.replay is not None:
             started["replay"] = get_converter().unstructure(state.replay)
@@ -109,7 +130,31 @@ class Pipeline:
         stored = await load_own_run(store, run_id, tenant_id, self.agent.name, "resume")
         iteration, waiting = pending_calls(stored)
         decisions = decisions_for(waiting, approved, tool_results)
-        state = await self._resumed_state(stored, iteration)
+        request = self.validate(arguments_of(stored))
+        trace = self._trace(request)
+        try:
+            async for event in self._resume(
+                stored, request, trace, iteration, waiting, decisions, tool_results, streaming
+            ):
+                yield event
+        except BaseException as e:
+            trace.fail(e)
+            raise
+
+    async def _resume(
+        self,
+        stored: StoredRun,
+        request: RunRequest,
+        trace: RunTrace,
+        iteration: int,
+        waiting: Collection[str],
+        decisions: Mapping[str, bool],
+        tool_results: Mapping[str, str] | None,
+        streaming: bool,
+    ) -> AsyncIterator[RunEvent]:
+        store, tenant_id = self._store(), stored.tenant_id
+        with attached(trace):
+            state = await self._resumed_state(stored, request, iteration, trace)
         claimed = await asyncio.to_thread(
             store.claim_paused, stored.run_id, tenant_id, lease_seconds=self.agent.lease_seconds
         )
@@ -119,6 +164,7 @@ class Pipeline:
                 run_id=stored.run_id,
                 reason="already_resumed",
             )
+        self._started(state)
         calls = [c for c in tool_calls(state.own[-1]) if c.id in waiting]
         if calls:
             for call in calls:  # before the tools run, as in the loop
@@ -131,9 +177,8 @@ class Pipeline:
         async for event in self.loop.run(state, streaming=streaming, resumed=True):
             yield event
 
-    async def _resumed_state(self, stored: StoredRun, iteration: int) -> RunState:
+    async def _resumed_state(self, stored: StoredRun, request: RunRequest, iteration: int, trace: RunTrace) -> RunState:
         """A paused run's state, re-planned the way its earlier requests were (reads only)."""
-        request = self.validate(arguments_of(stored))
         plan = await self.planner.plan(request)
         # The summary as it stood at the pause: reasoning the earlier requests went without stays off.
         summary = stored.meta.segue_replay if plan.summaries else None
@@ -152,6 +197,24 @@ class Pipeline:
             descriptor=stored.meta.segue_prefix,
             notes=RunNotes(stored.meta.segue_notes or []),
             persisted=list(own),
+            trace=trace,
+        )
+
+    def _trace(self, request: RunRequest) -> RunTrace:
+        """The run's invoke_agent span, on the path the run is aimed at (a no-op trace when tracing is off)."""
+        path = serving_path(self.agent.provider, model=request.params.model, vendor=request.params.vendor)
+        return self.agent.telemetry.run(agent=self.agent.name, vendor=path.vendor, model=path.model)
+
+    @staticmethod
+    def _started(state: RunState) -> None:
+        """The run row exists (or was claimed): who the run is, its conversation (the first replayed run) and replay."""
+        request = state.request
+        state.trace.started(
+            run_id=state.run_id,
+            conversation_id=request.knobs.runs[0] if request.knobs is not None else state.run_id,
+            tenant_id=request.tenant_id,
+            replay=state.replay,
+            continued_from=state.plan.continued_from,
         )
 
     def _store(self) -> RunStore:

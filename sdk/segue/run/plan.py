@@ -1,7 +1,8 @@
 """Step 3 of a run: plan it. Reads only (one store query), after the request was validated and found new.
 
-The plan is everything about a run that is known before its first call and fixed for the run: the configuration
-snapshot (segue.run.config), the trailing-state layout decided as far as it can be, and the replay: the
+The plan is everything about a run that is known before its first call and fixed for the run: the run's tools
+(segue.run.toolset: the agent's tool sources are read here, once per run), the configuration snapshot
+(segue.run.config), the trailing-state layout decided as far as it can be, and the replay: the
 replayed runs plus `history=` as canonical messages (computed once; each iteration only appends the run's own
 messages after them), a replay summary per path the run may be served on, and per path the seed its prefix
 descriptor will carry (what precedes the run's user message, hashed once here and never again).
@@ -69,9 +70,11 @@ class Planner:
         self.agent = agent
 
     async def plan(self, request: RunRequest) -> RunPlan:
-        """The run's plan. ReplayRunError when a replayed run is missing, another tenant's, or unfinished."""
-        config = self.agent.snapshot(request)
-        layout = self.agent.layout(request)
+        """The run's plan. ReplayRunError when a replayed run is missing, another tenant's, or unfinished;
+        ToolSourceError when a tool source cannot give the run its tools."""
+        tools = await self.agent.tools.snapshot()
+        config = self.agent.snapshot(request, tools)
+        layout = self.agent.layout(request, tools)
         view = layout.on_wire if layout is not None else None
         history = request.history
         if request.knobs is None:

@@ -1,5 +1,6 @@
 """Recording a run in the store: the run row with its first message, then each iteration and the end, each in one
-transaction. Without a store nothing is recorded and the run still runs.
+transaction. Without a store nothing is recorded and the run still runs. The end of a run is also where its
+trace's `invoke_agent` span ends, with the same outcome (segue.telemetry).
 
 What is recorded only ever grows at the end: an iteration appends the run's new messages (with the fragments its
 layout keeps), its provider call, its tool calls and the run meta that changed (RunMeta: only the keys set).
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
+from segue.catalog import CatalogError
 from segue.generated import (
     LlmInteraction,
     PendingCalls,
@@ -33,7 +35,7 @@ class Recorder:
         request, plan = state.request, state.plan
         params = request.params
         meta = RunMeta(
-            segue_tools=dict(plan.config.tool_hashes),
+            segue_tools=dict(plan.config.tools.hashes),
             segue_request=StoredRequest(
                 history=request.history,
                 context=request.context,
@@ -107,11 +109,13 @@ class Recorder:
         answer: str | None,
         error: str | None,
         pending: PendingCalls | None = None,
+        error_type: str | None = None,
     ) -> None:
         """The run's final (or paused) state, with its notes, replay summary and layout decision."""
+        layout = state.plan.layout
+        self._end_trace(state, status, error, error_type)
         if self.store is None:
             return
-        layout = state.plan.layout
         updates = RunMeta(
             segue_pending=pending,
             segue_notes=state.notes.as_list() or None,
@@ -128,4 +132,26 @@ class Recorder:
             iterations=state.iteration,
             meta_updates=updates,
             private={"pii": state.pii} if state.pii else None,
+        )
+
+    def _end_trace(self, state: RunState, status: RunStatus, error: str | None, error_type: str | None) -> None:
+        trace = state.trace
+        if not trace.recording:
+            return
+        layout = state.plan.layout
+        cost = None
+        if trace.response_model is not None:
+            try:
+                cost = self.agent.catalog().cost(state.usage, trace.response_model, trace.response_vendor)
+            except (CatalogError, ValueError):
+                cost = None  # the catalog has no price for this path: no cost attribute rather than a wrong one
+        trace.finish(
+            status=status,
+            usage=state.usage,
+            iterations=state.iteration,
+            replay=state.replay,
+            layout=layout.decision.mode if layout is not None and layout.decision is not None else None,
+            cost_usd=cost,
+            error_type=error_type or ("RunError" if status == "error" else None),
+            error=error,
         )

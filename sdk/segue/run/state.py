@@ -23,6 +23,7 @@ from segue.generated import (
 from segue.notes import RunNotes
 from segue.run.plan import RunPlan
 from segue.run.request import RunRequest
+from segue.telemetry import RunTrace
 
 
 @attrs.define(kw_only=True)
@@ -38,6 +39,7 @@ class RunState:
     iteration: int = 0
     ended: bool = False  # answered, or paused for approval: the loop stops
     resumed_at: int = 0  # the iteration a resumed run was paused at
+    trace: RunTrace = attrs.Factory(RunTrace.off)  # the run's invoke_agent span (segue.telemetry)
     usage: Usage = ZERO_USAGE
     pii: dict[str, str] = attrs.Factory(dict)
     descriptor: PrefixDescriptor | None = None  # written with the first response (segue.run.serving)
