@@ -102,6 +102,44 @@ def breakpoint_blocks(fixed: list[Any], anchors: list[Any], request: ProviderReq
     return marks
 
 
+def writable(items: list[Any], fixed: list[Any], block: Any) -> Any:
+    """The `block` a marker may be set on: a `fixed` block (system, stable head: built for this request) as it is,
+    any other through `unshare`."""
+    return block if any(block is f for f in fixed) else unshare(items, block)
+
+
+def unshare(items: list[Any], target: Any) -> Any:
+    """Copy on write, before a marker (cache_control, a breakpoint) is set on `target`: the dicts and lists on the
+    way from `items` (a request's own list of wire messages or items) to `target` are replaced by shallow copies,
+    and the copy of `target` is returned. Blocks built once per run (contracts.WirePrefix) are shared by every
+    request of the run, so one request's marker must not reach the next. `items` is searched from the end, where
+    the anchors are; a `target` not inside it is returned as it is."""
+    path = _path(items, target)
+    if path is None:
+        return target
+    container: Any = items
+    for key in path:
+        value = container[key]
+        container[key] = value = dict(value) if isinstance(value, dict) else list(value)
+        container = value
+    return container
+
+
+def _path(items: list[Any], target: Any) -> list[Any] | None:
+    """The keys from `items` to `target` (by identity), depth first from the end."""
+    stack: list[tuple[Any, list[Any]]] = [(items, [])]
+    while stack:
+        node, path = stack.pop()
+        keys = list(node) if isinstance(node, dict) else range(len(node))
+        for key in keys:  # pushed in order, so the last is searched first
+            value = node[key]
+            if value is target:
+                return [*path, key]
+            if isinstance(value, dict | list):
+                stack.append((value, [*path, key]))
+    return None
+
+
 def foreign_reasoning(block: object, reasoning_vendor: str | None) -> bool:
     """Reasoning this wire must not carry: another vendor's (never rendered as text), or any when it replays none."""
     return isinstance(block, ReasoningBlock) and (reasoning_vendor is None or block.vendor != reasoning_vendor)
