@@ -125,18 +125,16 @@ def unshare(items: list[Any], target: Any) -> Any:
     return container
 
 
-def _path(items: list[Any], target: Any) -> list[Any] | None:
-    """The keys from `items` to `target` (by identity), depth first from the end."""
-    stack: list[tuple[Any, list[Any]]] = [(items, [])]
-    while stack:
-        node, path = stack.pop()
-        keys = list(node) if isinstance(node, dict) else range(len(node))
-        for key in keys:  # pushed in order, so the last is searched first
-            value = node[key]
-            if value is target:
-                return [*path, key]
-            if isinstance(value, dict | list):
-                stack.append((value, [*path, key]))
+def _path(node: Any, target: Any) -> list[Any] | None:
+    """The keys from `node` to `target` (by identity), searched from the end: the cost is what follows it."""
+    for key in reversed(list(node) if isinstance(node, dict) else range(len(node))):
+        value = node[key]
+        if value is target:
+            return [key]
+        if isinstance(value, dict | list):
+            found = _path(value, target)
+            if found is not None:
+                return [key, *found]
     return None
 
 
