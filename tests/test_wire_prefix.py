@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx2
 import pytest
+from test_provider_anthropic import MODEL, TOOLS, response
 from test_wire_support import Recorder, anthropic_client, json_response
 
 import segue.prefix_rule
@@ -17,21 +18,11 @@ import segue.replay
 import segue.store.rows
 from segue import Agent, RunStore
 from segue.contracts import FRAGMENT_META_KEY, REPLAYED_META_KEY, ProviderRequest, WirePrefix
-from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock
+from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from segue.generated.wire import anthropic as g_anthropic
 from segue.providers import AnthropicProvider
 from segue.wire import anthropic, openai_chat, openai_responses, openrouter
 from segue.wire.breakpoints import BreakpointCache
-
-MODEL = "claude-sonnet-4-6"
-TOOLS = [
-    ToolDefinition(
-        name="run_query",
-        description="Run a read-only SQL query.",
-        parameters={"type": "object", "properties": {"sql": {"type": "string"}}, "required": ["sql"]},
-    )
-]
-
 
 # --- every wire: a prefix built once, the bodies unchanged -----------------------------------------------------
 
@@ -180,19 +171,7 @@ class Vendor:
             stop = "tool_use"
         else:
             content, stop = [{"type": "text", "text": f"answer {self.n}"}], "end_turn"
-        usage = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
-        return json_response(
-            {
-                "id": f"msg_{self.n}",
-                "type": "message",
-                "role": "assistant",
-                "model": MODEL,
-                "content": content,
-                "stop_reason": stop,
-                "stop_sequence": None,
-                "usage": usage,
-            }
-        )
+        return json_response(response(content, stop=stop))
 
 
 def run_query(sql: str) -> str:
