@@ -131,8 +131,8 @@ class Vendor:
         return answer
 
 
-def scratch_dir() -> str:
-    return tempfile.mkdtemp(prefix="segue-bench-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+def scratch_dir() -> tempfile.TemporaryDirectory[str]:
+    return tempfile.TemporaryDirectory(prefix="segue-bench-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
 
 
 async def make_conversation(url: str, runs: int) -> list[str]:
@@ -178,8 +178,11 @@ def floor_encode(bodies: list[bytes]) -> float:
 
 
 async def segue_side(runs: int, rounds: int) -> dict[str, Any]:
-    tmp = Path(scratch_dir())
-    path = tmp / "segue.db"
+    with scratch_dir() as tmp:
+        return await _segue_side(Path(tmp) / "segue.db", runs, rounds)
+
+
+async def _segue_side(path: Path, runs: int, rounds: int) -> dict[str, Any]:
     made = time.perf_counter()
     ids = await make_conversation(f"sqlite:///{path}", runs)
     made = time.perf_counter() - made
@@ -217,7 +220,11 @@ def dendrux_side(runs: int, rounds: int) -> dict[str, Any] | str:
     python = peer_python("dendrux", "0.4.1", extras="anthropic")
     if python is None:
         return "skipped (dendrux[anthropic]==0.4.1 could not be installed here)"
-    tmp = Path(scratch_dir())
+    with scratch_dir() as tmp:
+        return _dendrux_side(python, Path(tmp), runs, rounds)
+
+
+def _dendrux_side(python: Path, tmp: Path, runs: int, rounds: int) -> dict[str, Any] | str:
     config = tmp / "config.json"
     config.write_text(
         json.dumps(
