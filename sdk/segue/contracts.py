@@ -10,7 +10,7 @@ answer back into canonical blocks; the run loop only ever sees these types.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Collection, Hashable, Mapping, Sequence
-from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, cast, runtime_checkable
 
 import attrs
 
@@ -47,7 +47,7 @@ class WirePrefix:
         entries = self._built.setdefault(key, [])
         for seen, value in entries:
             if len(seen) == len(head) and all(a is b for a, b in zip(seen, head, strict=True)):
-                return value  # type: ignore[no-any-return]
+                return cast(T, value)
         value = build(head)
         entries.append((tuple(head), value))
         return value
