@@ -14,12 +14,12 @@ import time
 
 import anthropic
 import httpx
+from _anthropic_answers import answer as answer_to
 from dendrux import Agent, tool
 from dendrux.llm.anthropic import AnthropicProvider
 
 config = json.load(open(sys.argv[1]))
 CALLS = config["calls"]
-USAGE = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
 
 
 class Vendor:
@@ -32,39 +32,8 @@ class Vendor:
         started = time.perf_counter()
         body = json.loads(request.content)
         self.last_body = len(request.content)
-        own = 0
-        for m in reversed(body["messages"]):
-            content = m["content"]
-            if m["role"] == "user" and (isinstance(content, str) or all(b["type"] == "text" for b in content)):
-                break
-            own += m["role"] == "assistant"
         self.n += 1
-        if own < CALLS:
-            content = [
-                {"type": "thinking", "thinking": f"Next step {self.n}.", "signature": f"sig-{self.n:06d}" * 4},
-                {
-                    "type": "tool_use",
-                    "id": f"toolu_{self.n}",
-                    "name": "run_query",
-                    "input": {"sql": "SELECT strftime('%m', placed_at) AS month, SUM(total) FROM orders"},
-                },
-            ]
-            stop = "tool_use"
-        else:
-            content, stop = [{"type": "text", "text": f"Revenue by month, answer {self.n}: Jan $1,234."}], "end_turn"
-        answer = httpx.Response(
-            200,
-            json={
-                "id": f"msg_{self.n}",
-                "type": "message",
-                "role": "assistant",
-                "model": config["model"],
-                "content": content,
-                "stop_reason": stop,
-                "stop_sequence": None,
-                "usage": USAGE,
-            },
-        )
+        answer = httpx.Response(200, json=answer_to(body, self.n, CALLS, config["model"]))
         self.seconds += time.perf_counter() - started
         return answer
 

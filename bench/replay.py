@@ -39,6 +39,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import anthropic
 import httpx2
+from _anthropic_answers import SQL
+from _anthropic_answers import answer as answer_to
 from _peer_venv import peer_python
 
 from segue import Agent, RunStore
@@ -51,22 +53,11 @@ MODEL = "claude-sonnet-4-6"
 PROMPT = "You answer from the database."
 THINKING = {"type": "enabled", "budget_tokens": 1024}
 CALLS_PER_RUN = 4  # -> 1 user + 4 x (assistant, tool) + 1 answer = 10 traces
-SQL = "SELECT strftime('%m', placed_at) AS month, SUM(total) FROM orders"
 
 
 def run_query(sql: str) -> list[dict[str, Any]]:
     """Run a read-only query."""
     return [{"month": f"{m:02d}", "total": 1000 + m} for m in range(1, 13)]
-
-
-def own_turns(roles: list[tuple[str, bool]]) -> int:
-    """Assistant turns since the run's question: (role, is a plain text user turn) from the newest back."""
-    own = 0
-    for role, question in roles:
-        if role == "user" and question:
-            break
-        own += role == "assistant"
-    return own
 
 
 class Scripted:
@@ -77,8 +68,12 @@ class Scripted:
 
     def __call__(self, request: ProviderRequest) -> Message:
         self.n += 1
-        roles = [(m.role, all(isinstance(b, TextBlock) for b in m.content)) for m in reversed(request.messages)]
-        if own_turns(roles) < CALLS_PER_RUN:
+        own = 0
+        for m in reversed(request.messages):
+            if m.role == "user" and all(isinstance(b, TextBlock) for b in m.content):
+                break
+            own += m.role == "assistant"
+        if own < CALLS_PER_RUN:
             thinking = ReasoningBlock(
                 vendor="anthropic",
                 model=MODEL,
@@ -104,29 +99,7 @@ class Vendor:
         body = json.loads(request.content)
         self.bodies.append(request.content)
         self.n += 1
-        roles = [(m["role"], all(b["type"] == "text" for b in m["content"])) for m in reversed(body["messages"])]
-        if own_turns(roles) < CALLS_PER_RUN:
-            content: list[dict[str, Any]] = [
-                {"type": "thinking", "thinking": f"Next step {self.n}.", "signature": f"sig-{self.n:06d}" * 4},
-                {"type": "tool_use", "id": f"toolu_m{self.n}", "name": "run_query", "input": {"sql": SQL}},
-            ]
-            stop = "tool_use"
-        else:
-            content, stop = [{"type": "text", "text": f"Revenue by month, answer {self.n}: Jan $1,234."}], "end_turn"
-        usage = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
-        answer = httpx2.Response(
-            200,
-            json={
-                "id": f"msg_{self.n}",
-                "type": "message",
-                "role": "assistant",
-                "model": MODEL,
-                "content": content,
-                "stop_reason": stop,
-                "stop_sequence": None,
-                "usage": usage,
-            },
-        )
+        answer = httpx2.Response(200, json=answer_to(body, self.n, CALLS_PER_RUN, MODEL))
         self.seconds += time.perf_counter() - started
         return answer
 
