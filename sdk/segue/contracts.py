@@ -9,8 +9,8 @@ answer back into canonical blocks; the run loop only ever sees these types.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from collections.abc import AsyncIterator, Callable, Collection, Hashable, Mapping, Sequence
+from typing import Any, Literal, Protocol, TypeVar, cast, runtime_checkable
 
 import attrs
 
@@ -21,6 +21,36 @@ from segue.generated import Message, ReasoningBlock, RunNoteKind, ToolDefinition
 FRAGMENT_META_KEY = "segue.fragment"
 #: Message.meta key marking messages rebuilt from earlier runs (replayed): its value is the replayed run's id.
 REPLAYED_META_KEY = "segue.replayed"
+
+T = TypeVar("T")
+
+
+class WirePrefix:
+    """One run's fixed prefix (the replayed runs and history, as laid out) and what each wire built for it.
+
+    Every request of a run starts with the same `length` messages, the same objects each time: iterations only
+    append. A wire builds its part of the body for those messages once (`built`) and continues from a copy, so
+    the replayed region is serialized once per run, not once per request. A built part is shared by every
+    request of the run: wires must not change it (segue.wire.common.unshare copies a block before marking it).
+    Entries are checked against the messages by identity, so a request whose prefix differs (another path's
+    fitted messages, a prefix fitted again after a failover) is built afresh, never served a stale body.
+    """
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+        self._built: dict[Hashable, list[tuple[tuple[Message, ...], Any]]] = {}
+
+    def built(self, key: Hashable, messages: Sequence[Message], build: Callable[[Sequence[Message]], T]) -> T:
+        """`build(messages[:length])`, once per wire `key` and prefix (a key holds one entry per distinct
+        prefix, e.g. per Failover path)."""
+        head = messages[: self.length]
+        entries = self._built.setdefault(key, [])
+        for seen, value in entries:
+            if len(seen) == len(head) and all(a is b for a, b in zip(seen, head, strict=True)):
+                return cast(T, value)
+        value = build(head)
+        entries.append((tuple(head), value))
+        return value
 
 
 @attrs.frozen(kw_only=True)
@@ -77,6 +107,8 @@ class ProviderRequest:
     replay_path: ServingPath | None = None
     #: The same messages fitted to the other paths a Failover may serve (they differ only in replayed reasoning).
     replay_alternatives: Mapping[ServingPath, list[Message]] = attrs.field(factory=dict)
+    #: The run's fixed prefix, for wires to build once per run (None: build every message, e.g. a one-off call).
+    prefix: WirePrefix | None = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen(kw_only=True)

@@ -201,6 +201,7 @@ class LayoutPolicy:
         self._restore_checked = False
         self._kept: dict[int, KeptFragment] = {}
         self._sent: set[int] = set()  # iterations whose request carried a fragment
+        self._laid: dict[int, tuple[Message, Message | None]] = {}  # id -> (message before the boundary, on_wire)
         if mode != "auto":
             self._decision = LayoutDecision(
                 mode=mode, reason=f"configured trailing_state_layout={mode!r}", iteration=0, basis="configured",
@@ -327,12 +328,11 @@ class LayoutPolicy:
         if mode == "appendOnly":
             self._restore_first(history)
         pre, post = history[: self._boundary], history[self._boundary :]
-        if self._drop_replayed_fragments:
-            pre = [m for m in pre if not is_fragment(m)]
         own = self._interleave(post, self._boundary)
         if mode == "replace":  # nothing is kept in replace mode, but a resumed run's list may carry fragments
             own = [m for m in own if not is_fragment(m)]
-        laid = assemble([*pre, *own], fragment, "appendOnly")  # the filtering is done: escape and append
+        # The filtering is done: escape and append. What precedes the boundary is the same on every request.
+        laid = [*self._before_boundary(pre), *assemble(own, fragment, "appendOnly")]
         if fragment is not None:
             self._sent.add(iteration)
         if self._first_iteration is None:
@@ -342,6 +342,18 @@ class LayoutPolicy:
         elif self._decision is None and iteration == self._first_iteration:
             self._first_fragment = fragment  # a retried first iteration replaces it
         return laid
+
+    def _before_boundary(self, messages: Sequence[Message]) -> list[Message]:
+        """`on_wire` of each message before the boundary, each worked out once per run (the same objects on every
+        request, so what the wire built for them can be reused)."""
+        out = []
+        for m in messages:
+            found = self._laid.get(id(m))
+            if found is None or found[0] is not m:
+                found = self._laid[id(m)] = (m, self.on_wire(m))
+            if found[1] is not None:
+                out.append(found[1])
+        return out
 
     def on_wire(self, message: Message) -> Message | None:
         """How a message before the iteration-1 boundary (replayed runs, history) goes on every request of this

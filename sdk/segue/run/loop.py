@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 
-from segue.contracts import REPLAYED_META_KEY, ProviderRequest, ProviderResponse, StreamDone
+from segue.contracts import REPLAYED_META_KEY, ProviderRequest, ProviderResponse, StreamDone, WirePrefix
 from segue.conversation import add_usage, answer_text, tool_calls
 from segue.errors import ProviderError, SegueError
 from segue.generated import LlmInteraction, Message, PendingCalls, RunEvent
@@ -204,19 +204,26 @@ class Loop:
             )
             fragment = plan.layout.fragment_for(state.iteration, runtime)
             messages = plan.layout.lay_out(messages, fragment, state.iteration)
-        replayed = [i for i, m in enumerate(messages) if m.meta and m.meta.get(REPLAYED_META_KEY)]
         messages, alternatives = fit(state, messages)
+        prefix = state.prefix
+        if prefix is None:  # the first request: the prefix as it goes on the wire, the same on every request
+            view = plan.view
+            length = len(plan.prefix) if view is None else sum(view(m) is not None for m in plan.prefix)
+            prefix = state.prefix = WirePrefix(length)
+            replayed = [i for i, m in enumerate(messages[:length]) if m.meta and m.meta.get(REPLAYED_META_KEY)]
+            state.replay_end = replayed[-1] if replayed else None
         return ProviderRequest(
             system=plan.config.system,
             stable_head=plan.config.stable_head,
             messages=messages,
             tools=plan.config.tools.definitions,
-            replay_end=replayed[-1] if replayed else None,
+            replay_end=state.replay_end,
             model=state.request.params.model,
             vendor=state.request.params.vendor,
             cache_key=state.request.tenant_id,
             replay_path=plan.path if plan.summaries else None,
             replay_alternatives=alternatives,
+            prefix=prefix,
         )
 
     async def _pause_again(self, state: RunState, message: str) -> AsyncIterator[RunEvent]:

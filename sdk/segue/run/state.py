@@ -6,7 +6,7 @@ from typing import Any
 
 import attrs
 
-from segue.contracts import ServingPath
+from segue.contracts import ServingPath, WirePrefix
 from segue.conversation import ZERO_USAGE
 from segue.generated import (
     Message,
@@ -48,6 +48,9 @@ class RunState:
     #: Per (path, the replayed runs whose reasoning it keeps): each replayed message as fitted to that path, so the
     #: prefix is fitted once per run, not once per request.
     fitted: dict[tuple[ServingPath, frozenset[str]], dict[int, tuple[Message, Message]]] = attrs.Factory(dict)
+    #: The prefix as it goes on the wire (set with the first request): the wires build it once per run.
+    prefix: WirePrefix | None = None
+    replay_end: int | None = None  # the index of the last replayed message on the wire (set with `prefix`)
 
     def stored_messages(self) -> list[Message]:
         """This run's messages as they are stored: with the fragments the layout keeps (appendOnly)."""

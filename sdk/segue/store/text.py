@@ -17,7 +17,6 @@ reversible for every string.
 from __future__ import annotations
 
 import json
-import re
 from typing import TYPE_CHECKING, Any
 
 import peewee as pw
@@ -30,14 +29,25 @@ else:
     _Field, _Text, _Char = pw.Field, pw.TextField, pw.CharField
 
 MARK = "\ufdd0"
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def encode(text: str) -> str:
     """The stored form of `text` (the text itself unless it holds NUL, a lone surrogate, or starts with MARK)."""
-    if text.startswith(MARK) or _UNSTORABLE.search(text):
+    if text.startswith(MARK) or not _storable(text):
         return MARK + json.dumps(text)
     return text
+
+
+def _storable(text: str) -> bool:
+    """No NUL and no lone surrogate, checked by C loops (request bodies run to megabytes): ASCII text has no
+    surrogate; other text encodes to UTF-8 unless it holds one."""
+    if text.isascii():
+        return "\x00" not in text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # UTF-8 has no surrogates: a lone one is what fails here
+        return False
+    return "\x00" not in text
 
 
 def decode(stored: str) -> str:

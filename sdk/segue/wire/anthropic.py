@@ -22,10 +22,10 @@ they go. Rules it enforces:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
-from segue.contracts import ProviderNote, ProviderRequest
+from segue.contracts import ProviderNote, ProviderRequest, WirePrefix
 from segue.generated import ContentBlock, Message, ReasoningBlock, TextBlock, ToolResultBlock
 from segue.generated.wire import anthropic as g
 from segue.wire.common import (
@@ -40,6 +40,7 @@ from segue.wire.common import (
     breakpoint_blocks,
     foreign_reasoning,
     stop_reason,
+    writable,
 )
 
 WIRE = "anthropic"
@@ -69,7 +70,8 @@ def build_request(
         max_tokens = 0
     system = [g.text(TextBlock(text=text)) for text in (request.system, request.stable_head) if text]
     replays = thinking_on(thinking)
-    messages, anchors, sources, thinking_sent = _build(request.messages, REASONING_VENDOR if replays else None)
+    turns = _build(request.messages, REASONING_VENDOR if replays else None, request.prefix)
+    messages, anchors, thinking_sent = turns.messages(), turns.anchors, turns.thinking
     notes: list[ProviderNote] = []
     left_off = (
         0
@@ -104,10 +106,14 @@ def build_request(
     )
     if cache_ttl is not None:
         for block in breakpoint_blocks(list(system), anchors, request):
-            g.cache_control(block, ttl=cache_ttl)
+            g.cache_control(writable(messages, system, block), ttl=cache_ttl)
     binding = config is not None and g.parse_thinking_config(config).block_binding is not None
     return WireRequest(
-        body=dict(body), headers=headers, notes=notes, origins=_Origins(sources) if binding else {}, binding=binding
+        body=dict(body),
+        headers=headers,
+        notes=notes,
+        origins=_Origins(turns.sources) if binding else {},
+        binding=binding,
     )
 
 
@@ -144,63 +150,111 @@ def build_messages(messages: list[Message]) -> tuple[list[dict[str, Any]], list[
     The anchor is the message's last cacheable block (not thinking, not empty text), or None if it put nothing
     cacheable on the wire. Blocks are fresh dicts, so adding cache_control to an anchor changes only this body.
     """
-    messages_out, anchors, _, _ = _build(messages, REASONING_VENDOR)
-    return messages_out, anchors
+    turns = _Turns(REASONING_VENDOR)
+    turns.add(messages)
+    return turns.messages(), turns.anchors
 
 
-def _build(
-    messages: list[Message], reasoning_vendor: str | None
-) -> tuple[list[dict[str, Any]], list[Any], list[list[int]], bool]:
-    """build_messages, plus per wire message the canonical message each block came from, and whether replayed
-    thinking went on the wire in an assistant turn."""
-    # Per wire message: its role, its blocks, the canonical message each block came from, and which blocks are
-    # tool results (they must open a user turn).
-    roles: list[str] = []
-    contents: list[list[Any]] = []
-    sources: list[list[int]] = []
-    results: list[list[bool]] = []
-    anchors: list[Any] = []
-    reorder: set[int] = set()
-    thinking = False
-    user = g.ROLES[USER]
-    for index, m in enumerate(messages):
-        role = g.ROLES[m.role]
-        blocks: list[Any] = []
-        flags: list[bool] = []
-        anchor = None
-        for b in m.content:
-            if foreign_reasoning(b, reasoning_vendor) or (isinstance(b, TextBlock) and not b.text):
-                continue  # other vendors' reasoning never goes on the wire; Anthropic rejects empty text blocks
-            if m.role == SYSTEM and not isinstance(b, TextBlock):
-                raise WireError(f"a system message may hold only text on the anthropic wire, got {type(b).__name__}")
-            block = g.content_block(b)
-            blocks.append(block)
-            flags.append(isinstance(b, ToolResultBlock))
-            if isinstance(b, ReasoningBlock):
-                thinking = thinking or m.role == ASSISTANT
+def _build(messages: list[Message], reasoning_vendor: str | None, prefix: WirePrefix | None) -> _Turns:
+    """The turns for `messages`; the run's prefix (if any) is built once per run and continued from a copy."""
+    if prefix is None:
+        turns = _Turns(reasoning_vendor)
+    else:
+
+        def build(head: Sequence[Message]) -> _Turns:
+            built = _Turns(reasoning_vendor)
+            built.add(head)
+            built.seal()
+            return built
+
+        turns = prefix.built((WIRE, reasoning_vendor), messages, build).copy()
+    turns.add(messages[len(turns.anchors) :])
+    return turns
+
+
+class _Turns:
+    """The Messages API turns built so far, canonical message by message.
+
+    Per turn: its role, its blocks, the canonical message each block came from, and which blocks are tool results
+    (they must open a user turn). `anchors` holds per canonical message its cacheable anchor; `thinking` says
+    whether replayed thinking went on the wire in an assistant turn. Turns before the last are `sealed` into
+    their wire messages (no later message can join them); `copy` shares those and copies only the open last turn.
+    """
+
+    def __init__(self, reasoning_vendor: str | None) -> None:
+        self.reasoning_vendor = reasoning_vendor
+        self.roles: list[str] = []
+        self.contents: list[list[Any]] = []
+        self.sources: list[list[int]] = []
+        self.results: list[list[bool]] = []
+        self.anchors: list[Any] = []
+        self.reorder: set[int] = set()
+        self.thinking = False
+        self.sealed: list[dict[str, Any]] = []
+
+    def copy(self) -> _Turns:
+        n = len(self.sealed)
+        other = _Turns(self.reasoning_vendor)
+        other.roles = list(self.roles)
+        other.contents = [*self.contents[:n], *(list(c) for c in self.contents[n:])]
+        other.sources = [*self.sources[:n], *(list(c) for c in self.sources[n:])]
+        other.results = [*self.results[:n], *(list(c) for c in self.results[n:])]
+        other.anchors = list(self.anchors)
+        other.reorder = set(self.reorder)
+        other.thinking = self.thinking
+        other.sealed = list(self.sealed)
+        return other
+
+    def add(self, messages: Sequence[Message]) -> None:
+        user = g.ROLES[USER]
+        for index, m in enumerate(messages, start=len(self.anchors)):
+            role = g.ROLES[m.role]
+            blocks: list[Any] = []
+            flags: list[bool] = []
+            anchor = None
+            for b in m.content:
+                if foreign_reasoning(b, self.reasoning_vendor) or (isinstance(b, TextBlock) and not b.text):
+                    continue  # other vendors' reasoning never goes on the wire; Anthropic rejects empty text blocks
+                if m.role == SYSTEM and not isinstance(b, TextBlock):
+                    raise WireError(
+                        f"a system message may hold only text on the anthropic wire, got {type(b).__name__}"
+                    )
+                block = g.content_block(b)
+                blocks.append(block)
+                flags.append(isinstance(b, ToolResultBlock))
+                if isinstance(b, ReasoningBlock):
+                    self.thinking = self.thinking or m.role == ASSISTANT
+                else:
+                    anchor = block
+            self.anchors.append(anchor)
+            if not blocks:
+                continue
+            if self.roles and self.roles[-1] == role:
+                if role == user and not self.results[-1][-1] and any(flags):
+                    self.reorder.add(len(self.roles) - 1)  # text then tool results in one user turn: results first
+                self.contents[-1].extend(blocks)
+                self.sources[-1].extend([index] * len(blocks))
+                self.results[-1].extend(flags)
             else:
-                anchor = block
-        anchors.append(anchor)
-        if not blocks:
-            continue
-        if roles and roles[-1] == role:
-            if role == user and not results[-1][-1] and any(flags):
-                reorder.add(len(roles) - 1)  # text then tool results in one user turn: the results go first
-            contents[-1].extend(blocks)
-            sources[-1].extend([index] * len(blocks))
-            results[-1].extend(flags)
-        else:
-            roles.append(role)
-            contents.append(blocks)
-            sources.append([index] * len(blocks))
-            results.append(flags)
-    for i in reorder:
-        # tool_result blocks must open the user turn that answers the tool_use; text goes after them.
-        order = sorted(range(len(contents[i])), key=lambda j: not results[i][j])
-        contents[i] = [contents[i][j] for j in order]
-        sources[i] = [sources[i][j] for j in order]
-    out = [g.message(role=role, content=content) for role, content in zip(roles, contents, strict=True)]
-    return out, anchors, sources, thinking
+                self.roles.append(role)
+                self.contents.append(blocks)
+                self.sources.append([index] * len(blocks))
+                self.results.append(flags)
+
+    def seal(self, last: bool = False) -> None:
+        """Build the wire messages of every turn but the open last one (with `last`, of that one too)."""
+        for i in range(len(self.sealed), len(self.roles) - (0 if last else 1)):
+            if i in self.reorder:
+                # tool_result blocks must open the user turn that answers the tool_use; text goes after them.
+                order = sorted(range(len(self.contents[i])), key=lambda j: not self.results[i][j])
+                self.contents[i] = [self.contents[i][j] for j in order]
+                self.sources[i] = [self.sources[i][j] for j in order]
+            self.sealed.append(g.message(role=self.roles[i], content=self.contents[i]))
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The wire messages: every turn sealed."""
+        self.seal(last=True)
+        return list(self.sealed)
 
 
 def parse_response(

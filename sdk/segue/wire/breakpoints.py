@@ -26,7 +26,7 @@ import attrs
 from segue.contracts import ProviderRequest
 from segue.generated import Message
 from segue.generated.wire import openai_chat, openai_responses
-from segue.wire.common import ASSISTANT, breakpoint_blocks
+from segue.wire.common import ASSISTANT, breakpoint_blocks, writable
 
 CacheMode = Literal["implicit", "explicit"]
 MODES: tuple[CacheMode, ...] = get_args(CacheMode)
@@ -77,6 +77,7 @@ def boundaries(fixed: list[Any], anchors: list[Any], request: ProviderRequest, c
 
 
 def mark(
+    items: list[Any],
     fixed: list[Any],
     anchors: list[Any],
     request: ProviderRequest,
@@ -84,9 +85,9 @@ def mark(
     marker: Callable[[Any], None],
 ) -> None:
     """Put the wire's breakpoint `marker` (its generated `prompt_cache_breakpoint`) on segue's boundaries (see
-    `boundaries`)."""
+    `boundaries`) in the request's `items` (copied on write: segue.wire.common.writable)."""
     for part in boundaries(fixed, anchors, request, cache):
-        marker(part)
+        marker(writable(items, fixed, part))
 
 
 def implicit_only(body: Any) -> Any:

@@ -102,6 +102,42 @@ def breakpoint_blocks(fixed: list[Any], anchors: list[Any], request: ProviderReq
     return marks
 
 
+def writable(items: list[Any], fixed: list[Any], block: Any) -> Any:
+    """The `block` a marker may be set on: a `fixed` block (system, stable head: built for this request) as it is,
+    any other through `unshare`."""
+    return block if any(block is f for f in fixed) else unshare(items, block)
+
+
+def unshare(items: list[Any], target: Any) -> Any:
+    """Copy on write, before a marker (cache_control, a breakpoint) is set on `target`: the dicts and lists on the
+    way from `items` (a request's own list of wire messages or items) to `target` are replaced by shallow copies,
+    and the copy of `target` is returned. Blocks built once per run (contracts.WirePrefix) are shared by every
+    request of the run, so one request's marker must not reach the next. `items` is searched from the end, where
+    the anchors are; a `target` not inside it is returned as it is."""
+    path = _path(items, target)
+    if path is None:
+        return target
+    container: Any = items
+    for key in path:
+        value = container[key]
+        container[key] = value = dict(value) if isinstance(value, dict) else list(value)
+        container = value
+    return container
+
+
+def _path(node: Any, target: Any) -> list[Any] | None:
+    """The keys from `node` to `target` (by identity), searched from the end: the cost is what follows it."""
+    for key in reversed(list(node) if isinstance(node, dict) else range(len(node))):
+        value = node[key]
+        if value is target:
+            return [key]
+        if isinstance(value, dict | list):
+            found = _path(value, target)
+            if found is not None:
+                return [key, *found]
+    return None
+
+
 def foreign_reasoning(block: object, reasoning_vendor: str | None) -> bool:
     """Reasoning this wire must not carry: another vendor's (never rendered as text), or any when it replays none."""
     return isinstance(block, ReasoningBlock) and (reasoning_vendor is None or block.vendor != reasoning_vendor)

@@ -14,12 +14,12 @@ Completions has no `prewarm`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from segue.contracts import ProviderNote, ProviderRequest
+from segue.contracts import ProviderNote, ProviderRequest, WirePrefix
 from segue.generated import ContentBlock, Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock, Usage
 from segue.generated.wire import openai_chat as g
 from segue.wire.breakpoints import BreakpointCache, mark
@@ -59,11 +59,11 @@ def build_request(
 ) -> WireRequest:
     refuse_prewarm(request, WIRE)
     parts = breakpoints is not None
-    messages, anchors = build_messages(request.messages, parts=parts)
+    messages, anchors = build_messages(request.messages, parts=parts, prefix=request.prefix)
     fixed = insert_system(messages, request, parts=parts)
     options = None
     if breakpoints is not None:
-        mark(fixed, anchors, request, breakpoints, g.prompt_cache_breakpoint)
+        mark(messages, fixed, anchors, request, breakpoints, g.prompt_cache_breakpoint)
         options = cache_options(breakpoints)
     # OpenAI's reasoning models reject max_tokens; open servers (vLLM, llama.cpp) know only max_tokens.
     openai = vendor == "openai"
@@ -120,6 +120,7 @@ def build_messages(
     replay: Replay | None = None,
     reasoning_vendor: str | None = None,
     parts: bool = False,
+    prefix: WirePrefix | None = None,
 ) -> tuple[list[Any], list[Any]]:
     """Chat messages plus, per canonical message, the last content part it produced (its cache anchor).
 
@@ -127,10 +128,34 @@ def build_messages(
     dropped. With `parts`, content is always a list of parts, so any part can carry cache_control; without it
     a lone text part is sent as a plain string (what every server accepts) and anchors are not meaningful.
     Consecutive user or assistant messages merge, as several chat templates reject roles that do not alternate.
+    The run's `prefix` (if any) is built once per run and continued from a copy.
     """
-    out: list[Any] = []
-    anchors: list[Any] = []
-    last: _Last | None = None
+
+    def build(head: Sequence[Message]) -> tuple[list[Any], list[Any], _Last | None]:
+        out: list[Any] = []
+        anchors: list[Any] = []
+        return out, anchors, _add(head, out, anchors, None, replay, reasoning_vendor, parts)
+
+    if prefix is None:
+        out, anchors, last = build(messages)
+        return out, anchors
+    built, built_anchors, last = prefix.built((WIRE, replay, reasoning_vendor, parts), messages, build)
+    out, anchors = list(built), list(built_anchors)
+    _add(messages[len(anchors) :], out, anchors, last, replay, reasoning_vendor, parts)
+    return out, anchors
+
+
+def _add(
+    messages: Sequence[Message],
+    out: list[Any],
+    anchors: list[Any],
+    last: _Last | None,
+    replay: Replay | None,
+    reasoning_vendor: str | None,
+    parts: bool,
+) -> _Last | None:
+    """Append `messages` to `out` and `anchors`, `last` being what the message before may still merge; returns
+    that for the last message added. Merging never changes a list it was given: it builds new ones."""
     roles, message = g.ROLES, g.message  # looked up once: this loop runs for every message of every request
     for m in messages:
         content: list[Any] = []
@@ -176,7 +201,7 @@ def build_messages(
         value = content or None if text is None else text
         out.append(message(role=role, content=value, tool_calls=calls or None, reasoning_details=details or None))
         last = (role, content, text, calls, details) if mergeable else None
-    return out, anchors
+    return last
 
 
 def parse_response(

@@ -16,7 +16,7 @@ segue.wire.breakpoints decides where the markers go; `prompt_cache_options` carr
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from segue.contracts import ProviderNote, ProviderRequest
@@ -72,14 +72,12 @@ def build_request(
         instructions = request.system
     if request.stable_head:
         items.append(_developer(request.stable_head, fixed))
-    anchors = []
-    for m in request.messages:
-        own, last = _items(m, store=store, notes=notes, tool_parts=breakpoints is not None)
-        items.extend(own)
-        anchors.append(last)
+    built, anchors, left_off = _input(request, store=store, tool_parts=breakpoints is not None)
+    items.extend(built)
+    notes.extend(left_off)
     options = None
     if breakpoints is not None:
-        mark(fixed, anchors, request, breakpoints, g.prompt_cache_breakpoint)
+        mark(items, fixed, anchors, request, breakpoints, g.prompt_cache_breakpoint)
         options = g.prompt_cache_options(mode=breakpoints.mode, ttl=breakpoints.ttl, prewarm=request.prewarm)
     body = g.request(
         model=model,
@@ -94,6 +92,30 @@ def build_request(
         stream=stream,
     )
     return WireRequest(body=dict(body), notes=notes)
+
+
+Built = tuple[list["ResponseInputItemParam"], list[Any], list[ProviderNote]]
+
+
+def _input(request: ProviderRequest, *, store: bool, tool_parts: bool) -> Built:
+    """The input items of the request's messages, per message its breakpoint anchor, and the notes; the run's
+    prefix (if any) is built once per run."""
+
+    def build(messages: Sequence[Message]) -> Built:
+        items: list[ResponseInputItemParam] = []
+        anchors: list[Any] = []
+        notes: list[ProviderNote] = []
+        for m in messages:
+            own, last = _items(m, store=store, notes=notes, tool_parts=tool_parts)
+            items.extend(own)
+            anchors.append(last)
+        return items, anchors, notes
+
+    if request.prefix is None:
+        return build(request.messages)
+    items, anchors, notes = request.prefix.built((WIRE, store, tool_parts), request.messages, build)
+    more = build(request.messages[len(anchors) :])
+    return [*items, *more[0]], [*anchors, *more[1]], [*notes, *more[2]]
 
 
 def _developer(text: str, fixed: list[Any]) -> ResponseInputItemParam:

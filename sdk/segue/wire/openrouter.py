@@ -27,7 +27,7 @@ from segue.generated.wire import openai_chat as g_chat
 from segue.generated.wire import openrouter as g
 from segue.wire import openai_chat as chat
 from segue.wire.breakpoints import BreakpointCache, boundaries
-from segue.wire.common import ParsedResponse, WireRequest, as_map, breakpoint_blocks
+from segue.wire.common import ParsedResponse, WireRequest, as_map, breakpoint_blocks, writable
 
 WIRE = "openrouter"
 REASONING_VENDOR = "openrouter"
@@ -51,16 +51,16 @@ def build_request(
     block_cache = model.startswith("anthropic/") and cache_ttl is not None
     parts = block_cache or breakpoints is not None
     messages, anchors = chat.build_messages(
-        request.messages, replay=_replay, reasoning_vendor=REASONING_VENDOR, parts=parts
+        request.messages, replay=_replay, reasoning_vendor=REASONING_VENDOR, parts=parts, prefix=request.prefix
     )
     fixed = chat.insert_system(messages, request, parts=parts)
     if block_cache:
         # 5m is OpenRouter's default TTL, so only 1h is spelled out.
         for block in breakpoint_blocks(fixed, anchors, request):
-            g.cache_control(block, ttl="1h" if cache_ttl == "1h" else None)
+            g.cache_control(writable(messages, fixed, block), ttl="1h" if cache_ttl == "1h" else None)
     elif breakpoints is not None:
         for block in boundaries(fixed, anchors, request, breakpoints):
-            g.cache_control(block)
+            g.cache_control(writable(messages, fixed, block))
     routing = None
     if provider_order or not allow_fallbacks:
         routing = g.routing(order=list(provider_order) if provider_order else None, allow_fallbacks=allow_fallbacks)
