@@ -28,6 +28,7 @@ from segue.generated import (
     Usage,
 )
 from segue.guardrails import PIIGuardrail
+from segue.layout import RuntimeState
 from segue.skills import Skill
 from segue.store import RunStore
 from segue.tools import Tool, tool
@@ -47,6 +48,7 @@ __all__ = [
     "RunResult",
     "RunStateError",
     "RunStore",
+    "RuntimeState",
     "RunSummary",
     "SegueError",
     "SingleCall",

@@ -1,0 +1,133 @@
+"""Run a documentation page's Python blocks as a reader pastes them into `python -m asyncio`.
+
+`python tests/docs_blocks.py PAGE` runs every ```python block of PAGE (a Markdown file) in order, in one namespace,
+in one event loop, with top-level `await` allowed, in the current working directory. A block preceded by
+`<!-- no-run: reason -->` is skipped. Line numbers in tracebacks are the page's own (the file name is the page).
+Before each block it prints `BLOCK index line` so a caller that has to stop a hung page can say which block hung;
+on a failure it prints `FAILED index line: error` and exits 1.
+
+`tests/test_docs_blocks.py` imports `blocks()` to check the markers, and runs this script once per page.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import inspect
+import re
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+_FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+_NO_RUN = re.compile(r"^\s*<!--\s*no-run\s*:(?P<reason>.*?)-->\s*$")
+_NO_RUN_LOOSE = re.compile(r"^\s*<!--\s*no-run\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Block:
+    index: int  #: 1-based, among the page's Python blocks
+    line: int  #: 1-based line of the opening fence
+    source: str
+    no_run: str | None  #: the marker's reason ("" when the marker has none); None: the block runs
+
+
+@dataclass(frozen=True)
+class Page:
+    blocks: list[Block]
+    #: Problems with the page's markers: (line, what is wrong).
+    marker_errors: list[tuple[int, str]]
+
+
+def blocks(path: Path) -> Page:
+    """The page's ```python blocks, each with its no-run reason if a marker precedes it."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    found: list[Block] = []
+    errors: list[tuple[int, str]] = []
+    pending: tuple[int, str] | None = None  # a no-run marker waiting for its block: (line, reason)
+    i = 0
+    while i < len(lines):
+        text = lines[i]
+        marker = _NO_RUN.match(text)
+        if marker:
+            if pending is not None:
+                errors.append((pending[0], "no-run marker not followed by a ```python block"))
+            pending = (i + 1, marker.group("reason").strip())
+            i += 1
+            continue
+        if _NO_RUN_LOOSE.search(text):
+            errors.append((i + 1, "malformed marker: write it alone on its line as <!-- no-run: reason -->"))
+        fence = _FENCE.match(text)
+        if fence is None:
+            if text.strip() and pending is not None:
+                errors.append((pending[0], "no-run marker not followed by a ```python block"))
+                pending = None
+            i += 1
+            continue
+        # A fenced block of any language: find its end so fences inside it are not read as blocks.
+        opening, indent = fence.group("fence"), len(fence.group("indent"))
+        end = i + 1
+        while end < len(lines):
+            closing = _FENCE.match(lines[end])
+            if closing and closing.group("fence")[0] == opening[0] and len(closing.group("fence")) >= len(opening):
+                if not closing.group("info").strip():
+                    break
+            end += 1
+        language = fence.group("info").strip().split(" ")[0].lower()
+        if language in ("python", "py"):
+            body = [line[indent:] if line[:indent].strip() == "" else line for line in lines[i + 1 : end]]
+            no_run = pending[1] if pending is not None else None
+            found.append(Block(len(found) + 1, i + 1, "\n".join(body) + "\n", no_run))
+        elif pending is not None:
+            errors.append((pending[0], f"no-run marker precedes a ```{language} block, not a ```python one"))
+        pending = None
+        i = end + 1
+    if pending is not None:
+        errors.append((pending[0], "no-run marker not followed by a ```python block"))
+    return Page(found, errors)
+
+
+async def run_page(path: Path, shown: str) -> int:
+    """Run the page's blocks in one namespace, as `python -m asyncio` would; 0 if all ran, else 1."""
+    namespace: dict[str, object] = {"__name__": "__main__", "__builtins__": __builtins__}
+    for block in blocks(path).blocks:
+        if block.no_run is not None:
+            print(f"SKIPPED {block.index} {block.line}: {block.no_run}", flush=True)
+            continue
+        print(f"BLOCK {block.index} {block.line}", flush=True)
+        # Pad with blank lines so the compiled code's line numbers are the page's own.
+        source = "\n" * block.line + block.source
+        try:
+            code = compile(source, shown, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+            outcome = eval(code, namespace)  # noqa: S307 - running the docs' examples is the point
+            if inspect.CO_COROUTINE & code.co_flags:
+                await outcome
+        except BaseException as exc:  # noqa: BLE001 - report anything a reader would see, then stop
+            tb = exc.__traceback__
+            while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+                tb = tb.tb_next  # the reader's traceback starts at the page, as in the REPL
+            traceback.print_exception(type(exc), exc, tb)
+            where = _page_line(exc, shown)
+            at = f", page line {where}" if where is not None else ""
+            print(f"FAILED {block.index} {block.line}{at}: {type(exc).__name__}: {exc}", flush=True)
+            return 1
+    return 0
+
+
+def _page_line(exc: BaseException, shown: str) -> int | None:
+    """The innermost line of the page that the traceback passes through."""
+    lines = [frame.lineno for frame in traceback.extract_tb(exc.__traceback__) if frame.filename == shown]
+    return lines[-1] if lines else None
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) not in (2, 3):
+        print("usage: python tests/docs_blocks.py PAGE.md [SHOWN_NAME]", file=sys.stderr)
+        return 2
+    path = Path(argv[1])
+    return asyncio.run(run_page(path, argv[2] if len(argv) == 3 else str(path)))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,145 @@
+"""Every ```python block in README.md and docs/*.md runs as pasted, offline, with no API key.
+
+Each page runs in its own subprocess (`tests/docs_blocks.py`), in a fresh temporary working directory (so
+`segue.db` and other files of one page never meet another's), its blocks in order in one namespace with top-level
+`await` allowed, as in `python -m asyncio`. Vendor keys are removed from the environment, so the drivers fall back
+to segue's twin as a reader's fresh install would. Pages run in parallel; each page is one test.
+
+A block that cannot run offline is preceded by `<!-- no-run: reason -->`; such blocks stay under 10% of all
+blocks and each marker gives its reason. The rule is written down for doc authors in docs/contributing.md.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+from docs_blocks import blocks
+
+RUNNER = Path(__file__).with_name("docs_blocks.py")
+PAGES = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])
+#: A page that takes longer than this has hung (a server that never returns); the test names the block.
+PAGE_TIMEOUT = 120
+#: Share of blocks that may be marked no-run.
+NO_RUN_SHARE = 0.10
+#: Environment variables that would point an example at a real vendor.
+_VENDOR_ENV = re.compile(r"^(.*_API_KEY|ANTHROPIC_AUTH_TOKEN|(ANTHROPIC|OPENAI|OPENROUTER)_BASE_URL|SEGUE_CATALOG_PATH)$")
+
+
+def _name(page: Path) -> str:
+    return page.relative_to(REPO).as_posix()
+
+
+def offline_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not _VENDOR_ENV.match(k)}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _run(page: Path) -> tuple[int | None, str, str]:
+    """(exit code or None on timeout, stdout, stderr) of running the page in a fresh directory."""
+    with tempfile.TemporaryDirectory(prefix="segue-docs-") as cwd:
+        process = subprocess.Popen(
+            [sys.executable, str(RUNNER), str(page), _name(page)],
+            cwd=cwd,
+            env=offline_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            out, err = process.communicate(timeout=PAGE_TIMEOUT)
+            return process.returncode, out, err
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate()
+            return None, out, err
+
+
+@cache
+def _results() -> dict[Path, tuple[int | None, str, str]]:
+    """Every page with runnable blocks, run once, in parallel (the pages' subprocesses mostly import and wait)."""
+    runnable = [p for p in PAGES if any(b.no_run is None for b in blocks(p).blocks)]
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        return dict(zip(runnable, pool.map(_run, runnable), strict=True))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_page_blocks_run_as_pasted(page: Path) -> None:
+    if not any(b.no_run is None for b in blocks(page).blocks):
+        pytest.skip(f"{_name(page)} has no runnable python block")
+    code, out, err = _results()[page]
+    if code == 0:
+        assert "FAILED" not in out
+        return
+    started = re.findall(r"^BLOCK (\d+) (\d+)$", out, re.MULTILINE)
+    failed = re.search(r"^FAILED (\d+) (\d+)(.*)$", out, re.MULTILINE)
+    tail = "\n".join(err.strip().splitlines()[-25:])
+    if code is None:
+        index, line = started[-1] if started else ("?", "?")
+        pytest.fail(f"{_name(page)} block {index} (line {line}) did not finish in {PAGE_TIMEOUT} s\n{tail}")
+    if failed:
+        pytest.fail(f"{_name(page)} block {failed.group(1)} (line {failed.group(2)}){failed.group(3)}\n\n{tail}")
+    pytest.fail(f"{_name(page)}: the runner exited {code}\n{out}\n{tail}")
+
+
+def test_no_run_markers_are_rare_and_explained() -> None:
+    total, skipped, problems = 0, [], []
+    for page in PAGES:
+        parsed = blocks(page)
+        total += len(parsed.blocks)
+        problems += [f"{_name(page)} line {line}: {what}" for line, what in parsed.marker_errors]
+        for block in parsed.blocks:
+            if block.no_run is None:
+                continue
+            skipped.append(f"{_name(page)} block {block.index} (line {block.line}): {block.no_run or '(no reason)'}")
+            if not block.no_run:
+                problems.append(f"{_name(page)} block {block.index} (line {block.line}): no-run marker without a reason")
+    assert not problems, "\n".join(problems)
+    assert total > 0
+    assert len(skipped) < NO_RUN_SHARE * total, (
+        f"{len(skipped)} of {total} python blocks are marked no-run (must stay under {NO_RUN_SHARE:.0%}):\n"
+        + "\n".join(skipped)
+    )
+
+
+def test_the_block_reader_finds_markers_and_page_lines(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# t\n\n```python\nx = 1\n```\n\n````md\n```python\nnot a block\n```\n````\n\n"
+        "<!-- no-run: serves forever -->\n```python\nwhile True: pass\n```\n\n<!-- no-run: -->\n\n```sh\nls\n```\n\n"
+        "```python\nraise ValueError(x)\n```\n",
+        encoding="utf-8",
+    )
+    parsed = blocks(page)
+    assert [(b.index, b.line, b.no_run) for b in parsed.blocks] == [(1, 3, None), (2, 14, "serves forever"), (3, 24, None)]
+    assert parsed.marker_errors == [(18, "no-run marker precedes a ```sh block, not a ```python one")]
+    with tempfile.TemporaryDirectory() as cwd:
+        done = subprocess.run(
+            [sys.executable, str(RUNNER), str(page), "page.md"], cwd=cwd, capture_output=True, text=True, check=False
+        )
+    assert done.returncode == 1
+    assert "FAILED 3 24, page line 25: ValueError: 1" in done.stdout
+    assert "SKIPPED 2 14: serves forever" in done.stdout
+    assert 'File "page.md", line 25' in done.stderr
+
+
+def test_top_level_await_and_one_namespace_per_page(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\nimport asyncio\n\nvalue = await asyncio.sleep(0, result=41)\n```\n\n"
+        "```python\nassert value + 1 == 42\nloop = asyncio.get_running_loop()\n```\n\n"
+        "```python\nassert await asyncio.sleep(0, result=loop) is asyncio.get_running_loop()\n```\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run([sys.executable, str(RUNNER), str(page)], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == ["BLOCK 1 1", "BLOCK 2 7", "BLOCK 3 12"]
