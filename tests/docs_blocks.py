@@ -6,16 +6,23 @@ in one event loop, with top-level `await` allowed, in the current working direct
 Before each block it prints `BLOCK index line` so a caller that has to stop a hung page can say which block hung;
 on a failure it prints `FAILED index line: error` and exits 1.
 
-`tests/test_docs_blocks.py` imports `blocks()` to check the markers, and runs this script once per page.
+`--batch OUT PAGE SHOWN ...` runs many pages, each in a child forked from one process that imported segue and the
+vendor SDKs once (importing them is most of a small page's time), each in its own directory under OUT.
+`tests/test_docs_blocks.py` imports `blocks()` to check the markers, and runs every page through `--batch`.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import asyncio
+import importlib
 import inspect
+import os
 import re
+import signal
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,10 +107,10 @@ async def run_page(path: Path, shown: str) -> int:
         source = "\n" * block.line + block.source
         try:
             code = compile(source, shown, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
-            outcome = eval(code, namespace)  # noqa: S307 - running the docs' examples is the point
+            outcome = eval(code, namespace)
             if inspect.CO_COROUTINE & code.co_flags:
                 await outcome
-        except BaseException as exc:  # noqa: BLE001 - report anything a reader would see, then stop
+        except BaseException as exc:
             tb = exc.__traceback__
             while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
                 tb = tb.tb_next  # the reader's traceback starts at the page, as in the REPL
@@ -121,12 +128,83 @@ def _page_line(exc: BaseException, shown: str) -> int | None:
     return lines[-1] if lines else None
 
 
+#: What `--batch` imports once before it forks a child per page: importing these is most of a small page's time.
+PRELOAD = (
+    "segue",
+    "segue.catalog",
+    "segue.dashboard",
+    "segue.providers.anthropic",
+    "segue.providers.openai_chat",
+    "segue.providers.openai_responses",
+    "segue.twin",
+)
+
+
+def batch(out: Path, timeout: float, jobs: int, pages: list[tuple[Path, str]]) -> None:
+    """Run pages in forked children, `jobs` at a time, each in its own directory `out/N.cwd`, writing `out/N.out`,
+    `out/N.err` and `out/N.rc` (the exit code, or `timeout`). The children start from a process that has imported
+    segue and the vendor SDKs but run nothing, so each page still starts from a fresh interpreter's state."""
+    for name in PRELOAD:
+        importlib.import_module(name)
+    waiting = list(enumerate(pages))
+    running: dict[int, tuple[int, float]] = {}  # pid -> (page number, deadline)
+    while waiting or running:
+        while waiting and len(running) < jobs:
+            number, (path, shown) = waiting.pop(0)
+            pid = os.fork()
+            if pid == 0:
+                _child(path, shown, out / str(number))
+            running[pid] = (number, time.monotonic() + timeout)
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid:
+            number, _ = running.pop(pid)
+            (out / f"{number}.rc").write_text(str(os.waitstatus_to_exitcode(status)))
+            continue
+        for pid, (number, deadline) in list(running.items()):
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                running.pop(pid)
+                (out / f"{number}.rc").write_text("timeout")
+        time.sleep(0.02)
+
+
+def _child(path: Path, shown: str, stem: Path) -> None:
+    code = 1
+    try:
+        cwd = stem.with_suffix(".cwd")
+        cwd.mkdir()
+        os.chdir(cwd)
+        for fd, suffix in ((1, ".out"), (2, ".err")):
+            target = os.open(stem.with_suffix(suffix), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(target, fd)
+            os.close(target)
+        code = asyncio.run(run_page(path, shown))
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) not in (2, 3):
-        print("usage: python tests/docs_blocks.py PAGE.md [SHOWN_NAME]", file=sys.stderr)
-        return 2
-    path = Path(argv[1])
-    return asyncio.run(run_page(path, argv[2] if len(argv) == 3 else str(path)))
+    parser = argparse.ArgumentParser(description="Run a Markdown page's Python blocks as pasted.")
+    parser.add_argument("page", nargs="*", help="PAGE.md [SHOWN_NAME] (one page), or with --batch: PAGE SHOWN ...")
+    parser.add_argument("--batch", type=Path, metavar="OUT", help="run pairs of PAGE SHOWN into folder OUT")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds a page may take (--batch)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="pages at a time (--batch)")
+    args = parser.parse_args(argv[1:])
+    if args.batch is not None:
+        if not args.page or len(args.page) % 2:
+            parser.error("--batch takes pairs of PAGE SHOWN_NAME")
+        pairs = [(Path(args.page[i]), args.page[i + 1]) for i in range(0, len(args.page), 2)]
+        batch(args.batch, args.timeout, max(1, args.jobs), pairs)
+        return 0
+    if len(args.page) not in (1, 2):
+        parser.error("give PAGE.md and optionally the name to show for it")
+    path = Path(args.page[0])
+    return asyncio.run(run_page(path, args.page[1] if len(args.page) == 2 else str(path)))
 
 
 if __name__ == "__main__":

@@ -1,12 +1,13 @@
 """Every ```python block in README.md and docs/*.md runs as pasted, offline, with no API key.
 
-Each page runs in its own subprocess (`tests/docs_blocks.py`), in a fresh temporary working directory (so
-`segue.db` and other files of one page never meet another's), its blocks in order in one namespace with top-level
-`await` allowed, as in `python -m asyncio`. Vendor keys are removed from the environment, so the drivers fall back
-to segue's twin as a reader's fresh install would. Pages run in parallel; each page is one test.
+Each page runs in its own process (forked by `tests/docs_blocks.py --batch` from one that imported segue and the
+vendor SDKs, and ran nothing), in a fresh working directory (so `segue.db` and other files of one page never meet
+another's), its blocks in order in one namespace with top-level `await` allowed, as in `python -m asyncio`. Vendor
+keys are removed from the environment, so the drivers fall back to segue's twin as on a fresh install. Pages run
+in parallel, one per core; each page is one test.
 
 A block that cannot run offline is preceded by `<!-- no-run: reason -->`; such blocks stay under 10% of all
-blocks and each marker gives its reason. The rule is written down for doc authors in docs/contributing.md.
+blocks and each marker gives its reason. The rule is written down for doc authors in README.md ("Contributing").
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import re
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
@@ -31,7 +31,9 @@ PAGE_TIMEOUT = 120
 #: Share of blocks that may be marked no-run.
 NO_RUN_SHARE = 0.10
 #: Environment variables that would point an example at a real vendor.
-_VENDOR_ENV = re.compile(r"^(.*_API_KEY|ANTHROPIC_AUTH_TOKEN|(ANTHROPIC|OPENAI|OPENROUTER)_BASE_URL|SEGUE_CATALOG_PATH)$")
+_VENDOR_ENV = re.compile(
+    r"^(.*_API_KEY|ANTHROPIC_AUTH_TOKEN|(ANTHROPIC|OPENAI|OPENROUTER)_BASE_URL|SEGUE_CATALOG_PATH)$"
+)
 
 
 def _name(page: Path) -> str:
@@ -44,32 +46,26 @@ def offline_env() -> dict[str, str]:
     return env
 
 
-def _run(page: Path) -> tuple[int | None, str, str]:
-    """(exit code or None on timeout, stdout, stderr) of running the page in a fresh directory."""
-    with tempfile.TemporaryDirectory(prefix="segue-docs-") as cwd:
-        process = subprocess.Popen(
-            [sys.executable, str(RUNNER), str(page), _name(page)],
-            cwd=cwd,
-            env=offline_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            out, err = process.communicate(timeout=PAGE_TIMEOUT)
-            return process.returncode, out, err
-        except subprocess.TimeoutExpired:
-            process.kill()
-            out, err = process.communicate()
-            return None, out, err
-
-
 @cache
 def _results() -> dict[Path, tuple[int | None, str, str]]:
-    """Every page with runnable blocks, run once, in parallel (the pages' subprocesses mostly import and wait)."""
+    """Every page with runnable blocks, run once: (exit code, or None when it hung; stdout; stderr)."""
     runnable = [p for p in PAGES if any(b.no_run is None for b in blocks(p).blocks)]
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        return dict(zip(runnable, pool.map(_run, runnable), strict=True))
+    with tempfile.TemporaryDirectory(prefix="segue-docs-") as out:
+        pairs = [arg for page in runnable for arg in (str(page), _name(page))]
+        subprocess.run(
+            [sys.executable, str(RUNNER), "--batch", out, "--timeout", str(PAGE_TIMEOUT), *pairs],
+            cwd=out,
+            env=offline_env(),
+            timeout=PAGE_TIMEOUT * len(runnable) + 60,
+            check=True,
+        )
+        folder, results = Path(out), {}
+        for number, page in enumerate(runnable):
+            rc = (folder / f"{number}.rc").read_text()
+            output = (folder / f"{number}.out").read_text(encoding="utf-8", errors="replace")
+            errors = (folder / f"{number}.err").read_text(encoding="utf-8", errors="replace")
+            results[page] = (None if rc == "timeout" else int(rc), output, errors)
+        return results
 
 
 @pytest.mark.parametrize("page", PAGES, ids=_name)
@@ -102,7 +98,9 @@ def test_no_run_markers_are_rare_and_explained() -> None:
                 continue
             skipped.append(f"{_name(page)} block {block.index} (line {block.line}): {block.no_run or '(no reason)'}")
             if not block.no_run:
-                problems.append(f"{_name(page)} block {block.index} (line {block.line}): no-run marker without a reason")
+                problems.append(
+                    f"{_name(page)} block {block.index} (line {block.line}): no-run marker without a reason"
+                )
     assert not problems, "\n".join(problems)
     assert total > 0
     assert len(skipped) < NO_RUN_SHARE * total, (
@@ -120,7 +118,11 @@ def test_the_block_reader_finds_markers_and_page_lines(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     parsed = blocks(page)
-    assert [(b.index, b.line, b.no_run) for b in parsed.blocks] == [(1, 3, None), (2, 14, "serves forever"), (3, 24, None)]
+    assert [(b.index, b.line, b.no_run) for b in parsed.blocks] == [
+        (1, 3, None),
+        (2, 14, "serves forever"),
+        (3, 24, None),
+    ]
     assert parsed.marker_errors == [(18, "no-run marker precedes a ```sh block, not a ```python one")]
     with tempfile.TemporaryDirectory() as cwd:
         done = subprocess.run(
@@ -143,3 +145,16 @@ def test_top_level_await_and_one_namespace_per_page(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(RUNNER), str(page)], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines() == ["BLOCK 1 1", "BLOCK 2 7", "BLOCK 3 12"]
+
+
+def test_a_hung_page_is_stopped_and_the_others_still_run(tmp_path: Path) -> None:
+    hung, fine = tmp_path / "hung.md", tmp_path / "fine.md"
+    hung.write_text("```python\nx = 1\n```\n\n```python\nimport time\n\ntime.sleep(60)\n```\n", encoding="utf-8")
+    fine.write_text("```python\nprint('ran')\n```\n", encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    args = ["--batch", str(out), "--timeout", "3", str(hung), "hung.md", str(fine), "fine.md"]
+    subprocess.run([sys.executable, str(RUNNER), *args], check=True, timeout=60)
+    assert (out / "0.rc").read_text() == "timeout"
+    assert (out / "0.out").read_text().splitlines() == ["BLOCK 1 1", "BLOCK 2 5"]  # the test names block 2
+    assert (out / "1.rc").read_text() == "0" and (out / "1.out").read_text() == "BLOCK 1 1\nran\n"
