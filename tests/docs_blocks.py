@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
+import codeop
 import importlib
 import inspect
 import os
@@ -24,8 +25,10 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import CodeType
 
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _NO_RUN = re.compile(r"^\s*<!--\s*no-run\s*:(?P<reason>.*?)-->\s*$")
@@ -103,23 +106,50 @@ async def run_page(path: Path, shown: str) -> int:
             print(f"SKIPPED {block.index} {block.line}: {block.no_run}", flush=True)
             continue
         print(f"BLOCK {block.index} {block.line}", flush=True)
-        # Pad with blank lines so the compiled code's line numbers are the page's own.
-        source = "\n" * block.line + block.source
         try:
-            code = compile(source, shown, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
-            outcome = eval(code, namespace)
-            if inspect.CO_COROUTINE & code.co_flags:
-                await outcome
+            for code in repl_statements(block, shown):
+                outcome = eval(code, namespace)
+                if inspect.CO_COROUTINE & code.co_flags:
+                    await outcome
         except BaseException as exc:
             tb = exc.__traceback__
             while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
                 tb = tb.tb_next  # the reader's traceback starts at the page, as in the REPL
+            if isinstance(exc, SyntaxError):
+                tb = None  # raised by the compiler, not by the page's code
             traceback.print_exception(type(exc), exc, tb)
-            where = _page_line(exc, shown)
+            where = exc.lineno if isinstance(exc, SyntaxError) else _page_line(exc, shown)
             at = f", page line {where}" if where is not None else ""
-            print(f"FAILED {block.index} {block.line}{at}: {type(exc).__name__}: {exc}", flush=True)
+            why = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, SyntaxError):
+                why += (
+                    " (as pasted into python -m asyncio: a statement right after an indented block needs a blank line)"
+                )
+            print(f"FAILED {block.index} {block.line}{at}: {why}", flush=True)
             return 1
     return 0
+
+
+def repl_statements(block: Block, shown: str) -> Iterator[CodeType]:
+    """The block's code as `python -m asyncio` compiles it when the block is pasted: line by line, each statement
+    run as soon as it is complete ("single" mode: an expression's value is printed), `await` allowed. As in that
+    REPL, a statement right after an indented block, with no blank line between, is a SyntaxError. Line numbers
+    are the page's own."""
+    compiler = codeop.CommandCompiler()
+    compiler.compiler.flags |= ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    lines = block.source.splitlines()
+    start, buffer = 0, []
+    for number, line in enumerate([*lines, ""]):  # the reader presses Enter once more after pasting
+        if not buffer and not line.strip():
+            continue
+        if not buffer:
+            start = number
+        buffer.append(line)
+        # Pad with newlines so the compiled code's line numbers are the page's own (the block starts after its fence).
+        code = compiler("\n" * (block.line + start) + "\n".join(buffer), shown, "single")
+        if code is not None:
+            yield code
+            buffer = []
 
 
 def _page_line(exc: BaseException, shown: str) -> int | None:
@@ -130,6 +160,8 @@ def _page_line(exc: BaseException, shown: str) -> int | None:
 
 #: What `--batch` imports once before it forks a child per page: importing these is most of a small page's time.
 PRELOAD = (
+    "anthropic",
+    "openai",
     "segue",
     "segue.catalog",
     "segue.dashboard",

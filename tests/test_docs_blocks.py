@@ -158,3 +158,18 @@ def test_a_hung_page_is_stopped_and_the_others_still_run(tmp_path: Path) -> None
     assert (out / "0.rc").read_text() == "timeout"
     assert (out / "0.out").read_text().splitlines() == ["BLOCK 1 1", "BLOCK 2 5"]  # the test names block 2
     assert (out / "1.rc").read_text() == "0" and (out / "1.out").read_text() == "BLOCK 1 1\nran\n"
+
+
+def test_a_paste_the_repl_would_reject_fails_like_the_repl(tmp_path: Path) -> None:
+    """`python -m asyncio` reads a paste line by line: a statement right after an indented block is a SyntaxError
+    there, although the same lines run as a file. Expressions print their value, as at the prompt."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\nfor i in range(2):\n    x = i\n\nx + 40\n```\n\n```python\nif x:\n    y = 1\nprint(y)\n```\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run([sys.executable, str(RUNNER), str(page), "page.md"], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[:3] == ["BLOCK 1 1", "41", "BLOCK 2 8"]
+    assert "FAILED 2 8, page line 11: SyntaxError: invalid syntax" in done.stdout
+    assert "needs a blank line" in done.stdout
