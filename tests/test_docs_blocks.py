@@ -109,13 +109,22 @@ def test_no_run_markers_are_rare_and_explained() -> None:
     )
 
 
+def _page(folder: Path, text: str) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """A page written into ``folder`` and run there on its own, shown as page.md."""
+    page = folder / "page.md"
+    page.write_text(text, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(RUNNER), str(page), "page.md"], cwd=folder, capture_output=True, text=True
+    )
+    return page, done
+
+
 def test_the_block_reader_finds_markers_and_page_lines(tmp_path: Path) -> None:
-    page = tmp_path / "page.md"
-    page.write_text(
+    page, done = _page(
+        tmp_path,
         "# t\n\n```python\nx = 1\n```\n\n````md\n```python\nnot a block\n```\n````\n\n"
         "<!-- no-run: serves forever -->\n```python\nwhile True: pass\n```\n\n<!-- no-run: -->\n\n```sh\nls\n```\n\n"
         "```python\nraise ValueError(x)\n```\n",
-        encoding="utf-8",
     )
     parsed = blocks(page)
     assert [(b.index, b.line, b.no_run) for b in parsed.blocks] == [
@@ -124,10 +133,6 @@ def test_the_block_reader_finds_markers_and_page_lines(tmp_path: Path) -> None:
         (3, 24, None),
     ]
     assert parsed.marker_errors == [(18, "no-run marker precedes a ```sh block, not a ```python one")]
-    with tempfile.TemporaryDirectory() as cwd:
-        done = subprocess.run(
-            [sys.executable, str(RUNNER), str(page), "page.md"], cwd=cwd, capture_output=True, text=True, check=False
-        )
     assert done.returncode == 1
     assert "FAILED 3 24, page line 25: ValueError: 1" in done.stdout
     assert "SKIPPED 2 14: serves forever" in done.stdout
@@ -135,14 +140,12 @@ def test_the_block_reader_finds_markers_and_page_lines(tmp_path: Path) -> None:
 
 
 def test_top_level_await_and_one_namespace_per_page(tmp_path: Path) -> None:
-    page = tmp_path / "page.md"
-    page.write_text(
+    _, done = _page(
+        tmp_path,
         "```python\nimport asyncio\n\nvalue = await asyncio.sleep(0, result=41)\n```\n\n"
         "```python\nassert value + 1 == 42\nloop = asyncio.get_running_loop()\n```\n\n"
         "```python\nassert await asyncio.sleep(0, result=loop) is asyncio.get_running_loop()\n```\n",
-        encoding="utf-8",
     )
-    done = subprocess.run([sys.executable, str(RUNNER), str(page)], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines() == ["BLOCK 1 1", "BLOCK 2 7", "BLOCK 3 12"]
 
@@ -163,12 +166,10 @@ def test_a_hung_page_is_stopped_and_the_others_still_run(tmp_path: Path) -> None
 def test_a_paste_the_repl_would_reject_fails_like_the_repl(tmp_path: Path) -> None:
     """`python -m asyncio` reads a paste line by line: a statement right after an indented block is a SyntaxError
     there, although the same lines run as a file. Expressions print their value, as at the prompt."""
-    page = tmp_path / "page.md"
-    page.write_text(
+    _, done = _page(
+        tmp_path,
         "```python\nfor i in range(2):\n    x = i\n\nx + 40\n```\n\n```python\nif x:\n    y = 1\nprint(y)\n```\n",
-        encoding="utf-8",
     )
-    done = subprocess.run([sys.executable, str(RUNNER), str(page), "page.md"], capture_output=True, text=True)
     assert done.returncode == 1
     assert done.stdout.splitlines()[:3] == ["BLOCK 1 1", "41", "BLOCK 2 8"]
     assert "FAILED 2 8, page line 11: SyntaxError: invalid syntax" in done.stdout
