@@ -26,6 +26,8 @@ from docs_blocks import blocks
 
 RUNNER = Path(__file__).with_name("docs_blocks.py")
 PAGES = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])
+#: The pages with at least one block to run; each is one test.
+RUNNABLE = [page for page in PAGES if any(block.no_run is None for block in blocks(page).blocks)]
 #: A page that takes longer than this has hung (a server that never returns); the test names the block.
 PAGE_TIMEOUT = 120
 #: Share of blocks that may be marked no-run.
@@ -49,7 +51,7 @@ def offline_env() -> dict[str, str]:
 @cache
 def _results() -> dict[Path, tuple[int | None, str, str]]:
     """Every page with runnable blocks, run once: (exit code, or None when it hung; stdout; stderr)."""
-    runnable = [p for p in PAGES if any(b.no_run is None for b in blocks(p).blocks)]
+    runnable = RUNNABLE
     with tempfile.TemporaryDirectory(prefix="segue-docs-") as out:
         pairs = [arg for page in runnable for arg in (str(page), _name(page))]
         subprocess.run(
@@ -68,10 +70,8 @@ def _results() -> dict[Path, tuple[int | None, str, str]]:
         return results
 
 
-@pytest.mark.parametrize("page", PAGES, ids=_name)
+@pytest.mark.parametrize("page", RUNNABLE, ids=_name)
 def test_page_blocks_run_as_pasted(page: Path) -> None:
-    if not any(b.no_run is None for b in blocks(page).blocks):
-        pytest.skip(f"{_name(page)} has no runnable python block")
     code, out, err = _results()[page]
     if code == 0:
         assert "FAILED" not in out
