@@ -273,3 +273,18 @@ def test_a_failing_page_is_a_500_without_details(runs: SampleRuns, store: RunSto
 def test_a_tenant_is_required() -> None:
     with pytest.raises(ValueError, match="needs a tenant"):
         create_app(None, tenant="")  # type: ignore[arg-type]
+
+
+def test_serve_in_thread_stops_when_its_with_block_ends(store: RunStore) -> None:
+    """docs/dashboard.md starts the dashboard in a background thread; as a context manager it stops on leaving."""
+    import urllib.error
+    import urllib.request
+
+    from segue.dashboard import serve_in_thread
+
+    with serve_in_thread(create_app(store, tenant="acme")) as dashboard:
+        with urllib.request.urlopen(f"{dashboard.url}/api/runs", timeout=10) as response:
+            assert response.status == 200
+    assert not dashboard.thread.is_alive()
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"{dashboard.url}/api/runs", timeout=2)

@@ -251,6 +251,35 @@ def test_bad_config_files_exit_2_naming_file_and_pointer(
     assert err.count("\n") == 1, "one line"
 
 
+@pytest.mark.parametrize(
+    ("kind", "variable", "twin_kind"),
+    [("anthropic", "ANTHROPIC_API_KEY", "twin-anthropic"), ("openai_responses", "OPENAI_API_KEY", "twin-openai")],
+)
+def test_a_vendor_kind_without_a_key_is_refused_not_served_by_the_twin(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str,
+    variable: str,
+    twin_kind: str,
+) -> None:
+    """A driver in a script falls back to the twin without a key; a server's config must say it wants the twin."""
+    for name in (
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    path = tmp_path / "agents.json"
+    path.write_text(json.dumps({"agents": [{"name": "a", "provider": {"kind": kind, "model": "m"}}]}))
+    assert main(["serve", "--stdio", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}#/agents/0/provider/kind" in err and f"{variable} is not set" in err, err
+    assert f"use kind {twin_kind!r}" in err and err.count("\n") == 1, err
+
+
 def test_a_missing_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--http", "--config", str(tmp_path / "nope.json")]) == 2
     assert "cannot read the config file" in capsys.readouterr().err

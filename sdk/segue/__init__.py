@@ -29,6 +29,7 @@ from segue.generated import (
     Usage,
 )
 from segue.guardrails import PIIGuardrail
+from segue.layout import RuntimeState
 from segue.skills import Skill
 from segue.store import RunStore
 from segue.tools import Tool, tool
@@ -49,6 +50,7 @@ __all__ = [
     "RunStateError",
     "RunStore",
     "RunSummary",
+    "RuntimeState",
     "SegueError",
     "SingleCall",
     "Skill",

@@ -48,7 +48,8 @@ def serve(
 
 @attrs.define(kw_only=True)
 class RunningDashboard:
-    """A dashboard serving from a background thread (tests, notebooks). `stop()` shuts it down."""
+    """A dashboard serving from a background thread (tests, notebooks). `stop()` shuts it down, as does leaving a
+    `with` block."""
 
     server: WSGIServer
     thread: threading.Thread
@@ -58,6 +59,12 @@ class RunningDashboard:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=10)
+
+    def __enter__(self) -> RunningDashboard:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
 
 def serve_in_thread(

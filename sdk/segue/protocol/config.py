@@ -42,6 +42,15 @@ _ONLY_FOR: dict[str, tuple[str, ...]] = {
     "api_key_env": ("anthropic", "openai_responses", "openai_chat", "openrouter"),
 }
 
+#: A vendor kind's key variables, and the kind that asks for the twin. A driver built in a script without a key
+#: talks to the twin (segue.providers._offline); a server's config says what it serves, so it never does that on
+#: its own.
+_KEY_VARIABLES: dict[str, tuple[tuple[str, ...], str]] = {
+    "anthropic": (("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"), "twin-anthropic"),
+    "openai_responses": (("OPENAI_API_KEY", "OPENAI_BASE_URL"), "twin-openai"),
+    "openai_chat": (("OPENAI_API_KEY", "OPENAI_BASE_URL"), "twin-openai"),
+}
+
 
 class ServeError(Exception):
     """`segue serve` cannot start (bad config, port taken): one line for the user, exit code 2."""
@@ -261,6 +270,15 @@ def _provider(cfg: ProviderConfig, shown: str, pointer: str, twin: list[Any]) ->
         key = os.environ.get(cfg.api_key_env)
         if not key:
             raise ConfigError(shown, f"{pointer}/api_key_env", f"the environment variable {cfg.api_key_env} is not set")
+    elif cfg.kind in _KEY_VARIABLES and cfg.base_url is None:
+        variables, twin_kind = _KEY_VARIABLES[cfg.kind]
+        if not any(os.environ.get(name) for name in variables):
+            raise ConfigError(
+                shown,
+                f"{pointer}/kind",
+                f"{variables[0]} is not set: set it (or name another variable with api_key_env), "
+                f"or use kind {twin_kind!r} for segue's offline twin",
+            )
     try:
         return _make_provider(cfg, key, twin)
     except ConfigError:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from segue.contracts import ProviderRequest
 from segue.providers._common import Assembler, SdkDriver
+from segue.providers._offline import missing_key, offline_twin
 from segue.wire import anthropic as wire
 from segue.wire.common import ParsedResponse, WireRequest
 from segue.wire.streams import AnthropicStream
@@ -25,7 +26,8 @@ class AnthropicProvider(SdkDriver):
       thinking on the wire segue asks for block binding with prefix_mismatch_behavior="drop_block" and reports
       each block the vendor's `input_transformations` says it dropped. With thinking off (None or disabled) no
       thinking is replayed (`reasoning_vendor` is None), because a stale block could not be dropped.
-    - `client`: an `anthropic.AsyncAnthropic`; by default one is built from ANTHROPIC_API_KEY.
+    - `client`: an `anthropic.AsyncAnthropic`; by default one is built from ANTHROPIC_API_KEY. With neither that
+      nor ANTHROPIC_AUTH_TOKEN / ANTHROPIC_BASE_URL set, the driver talks to segue's offline twin and warns once.
     """
 
     vendor = "anthropic"
@@ -51,7 +53,12 @@ class AnthropicProvider(SdkDriver):
         self.thinking = dict(thinking) if thinking is not None else None
         self.reasoning_vendor = wire.REASONING_VENDOR if wire.thinking_on(self.thinking) else None
         self.max_tokens = max_tokens
-        self.client = client if client is not None else anthropic.AsyncAnthropic()
+        if client is None:
+            if missing_key("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+                client = offline_twin("AnthropicProvider", model, "ANTHROPIC_API_KEY", "Anthropic").anthropic_client()
+            else:
+                client = anthropic.AsyncAnthropic()
+        self.client = client
         self._sdk = anthropic
 
     def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from segue.contracts import ProviderRequest
 from segue.providers._cache import BreakpointPaths
 from segue.providers._common import Assembler, SdkDriver
+from segue.providers._offline import missing_key, offline_twin
 from segue.wire import openai_chat as wire
 from segue.wire.breakpoints import CHAT_TTLS, CacheMode, check_mode
 from segue.wire.common import ParsedResponse, WireRequest
@@ -50,7 +51,8 @@ class OpenAIChatProvider(ChatCompletionsDriver):
       stable head, last replayed message, newest message; never the trailing runtime-state fragment). `catalog`
       answers which paths those are (default: `Catalog.load()` on first use).
     - `client`: an `openai.AsyncOpenAI`; by default one is built for `base_url` with OPENAI_API_KEY (local
-      servers without authentication need no key).
+      servers without authentication need no key). With no `base_url` and neither OPENAI_API_KEY nor
+      OPENAI_BASE_URL set, the driver talks to segue's offline twin and warns once.
     """
 
     requires_stable_reasoning_prefix = False
@@ -75,6 +77,8 @@ class OpenAIChatProvider(ChatCompletionsDriver):
         self.model = model
         self.vendor = vendor
         self.cache = BreakpointPaths(vendor, catalog, mode=cache_mode, ttl=CHAT_TTLS[0])
+        if client is None and base_url is None and missing_key("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+            client = offline_twin("OpenAIChatProvider", model, "OPENAI_API_KEY", "OpenAI").openai_client()
         if client is None:
             # Self-hosted servers usually run without authentication; the client still insists on some key.
             key = os.environ.get("OPENAI_API_KEY") or ("unused" if base_url else None)

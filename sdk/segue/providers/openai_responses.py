@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from segue.contracts import ProviderRequest
 from segue.providers._cache import BreakpointPaths
 from segue.providers._common import Assembler, SdkDriver
+from segue.providers._offline import missing_key, offline_twin
 from segue.wire import openai_responses as wire
 from segue.wire.breakpoints import RESPONSES_TTLS, CacheMode, CacheTTL, check_mode, check_ttl
 from segue.wire.common import ParsedResponse, WireRequest
@@ -35,7 +36,8 @@ class OpenAIResponsesProvider(SdkDriver):
       paths cache prefixes automatically and get neither.
     - `catalog`: the `segue.catalog.Catalog` that answers which paths are breakpoint caches (default:
       `Catalog.load()` on first use).
-    - `client`: an `openai.AsyncOpenAI`; by default one is built from OPENAI_API_KEY.
+    - `client`: an `openai.AsyncOpenAI`; by default one is built from OPENAI_API_KEY. With neither that nor
+      OPENAI_BASE_URL set, the driver talks to segue's offline twin and warns once.
 
     `ProviderRequest(prewarm=True)` sends `prompt_cache_options.prewarm` (breakpoint caches only): the prompt is
     cached, nothing is generated.
@@ -66,7 +68,12 @@ class OpenAIResponsesProvider(SdkDriver):
         self.reasoning = dict(reasoning) if reasoning is not None else None
         self.store = store
         self.cache = BreakpointPaths(self.vendor, catalog, mode=cache_mode, ttl=cache_ttl)
-        self.client = client if client is not None else openai.AsyncOpenAI()
+        if client is None:
+            if missing_key("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+                client = offline_twin("OpenAIResponsesProvider", model, "OPENAI_API_KEY", "OpenAI").openai_client()
+            else:
+                client = openai.AsyncOpenAI()
+        self.client = client
         self._sdk = openai
 
     def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
