@@ -10,8 +10,10 @@ from segue.contracts import ServingPath
 from segue.conversation import ZERO_USAGE
 from segue.generated import (
     Message,
+    PendingApproval,
     PrefixDescriptor,
     ReplaySummary,
+    RunCost,
     RunEvent,
     RunEventType,
     RunResult,
@@ -23,6 +25,8 @@ from segue.generated import (
 from segue.notes import RunNotes
 from segue.run.plan import RunPlan
 from segue.run.request import RunRequest
+from segue.run_text import replay_text
+from segue.usage import cache_parts
 
 
 @attrs.define(kw_only=True)
@@ -46,6 +50,9 @@ class RunState:
     #: Per (path, the replayed runs whose reasoning it keeps): each replayed message as fitted to that path, so the
     #: prefix is fitted once per run, not once per request.
     fitted: dict[tuple[ServingPath, frozenset[str]], dict[int, tuple[Message, Message]]] = attrs.Factory(dict)
+    cost: RunCost | None = None  # the calls so far, priced from the catalog (segue.catalog.costs)
+    #: ((vendor, model), body) of the run's latest request, for the cache notes of the next one on that path.
+    last_request: tuple[tuple[str, str], dict[str, Any]] | None = None
 
     def stored_messages(self) -> list[Message]:
         """This run's messages as they are stored: with the fragments the layout keeps (appendOnly)."""
@@ -55,7 +62,13 @@ class RunState:
         prefix = self.plan.prefix
         return layout.with_kept_fragments([*prefix, *self.own])[len(prefix) :]
 
-    def result(self, status: RunStatus, answer: str | None = None, error: str | None = None) -> RunResult:
+    def result(
+        self,
+        status: RunStatus,
+        answer: str | None = None,
+        error: str | None = None,
+        pending: list[PendingApproval] | None = None,
+    ) -> RunResult:
         return RunResult(
             run_id=self.run_id,
             status=status,
@@ -65,6 +78,11 @@ class RunState:
             replay=self.replay,
             error=error,
             notes=self.notes.as_list() or None,
+            cached_share=cache_parts(self.usage).read_share,
+            cost=self.cost,
+            replay_text=replay_text(self.replay) if self.replay is not None else None,
+            pending_approvals=pending,
+            retry_of=self.request.retry_of,
         )
 
 
