@@ -7,8 +7,12 @@ one RUN_ERROR event) before anything is written.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any, Literal
+import asyncio
+import atexit
+import functools
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from segue.catalog import Catalog
 from segue.contracts import Provider
@@ -27,6 +31,39 @@ from segue.store.run_store import RunStore
 from segue.tools import Tool, as_tools
 
 _VALIDATION_ERRORS = (ReplayRunError, InputError, IdempotencyConflictError)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_A = TypeVar("_A", bound="Agent")
+_runners = threading.local()
+
+
+def _blocking(method: Callable[Concatenate[_A, _P], Coroutine[Any, Any, _R]]) -> Callable[Concatenate[_A, _P], _R]:
+    """The blocking twin of an async method, for scripts and notebooks without an event loop of their own.
+
+    Calls in one thread share one event loop (an asyncio.Runner kept per thread), so the SDK clients a provider
+    holds keep their connections between calls, as they would under one `asyncio.run`."""
+
+    @functools.wraps(method)
+    def call(self: _A, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        name = f"{method.__name__}_sync"
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise RuntimeError(
+                f"Agent.{name}() cannot run inside a running event loop (a notebook cell, an async function); "
+                f"use `await agent.{method.__name__}(...)` there instead"
+            )
+        runner = getattr(_runners, "runner", None)
+        if runner is None:
+            runner = _runners.runner = asyncio.Runner()
+            atexit.register(runner.close)
+        return runner.run(method(self, *args, **kwargs))
+
+    call.__name__ = call.__qualname__ = f"{method.__name__}_sync"
+    call.__doc__ = f"`{method.__name__}` for code without an event loop: the same arguments, blocking until done."
+    return call
 
 
 class Agent:
@@ -132,6 +169,8 @@ class Agent:
         is decided from the catalog before the first call."""
         request = self._pipeline.validate(_arguments(locals()))
         return await _last_result(self._pipeline.run(request, streaming=False))
+
+    run_sync = _blocking(run)
 
     async def stream(
         self,
