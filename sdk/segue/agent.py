@@ -17,8 +17,9 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 from segue.catalog import Catalog
 from segue.contracts import Provider
 from segue.errors import IdempotencyConflictError, InputError, ReplayRunError, RunStateError
-from segue.generated import ContextBlock, Message, RunEvent, RunResult
+from segue.generated import ContextBlock, RunEvent, RunResult
 from segue.guardrails import Guardrail
+from segue.history import HistoryItem
 from segue.layout import LayoutMode, TrailingStateFn
 from segue.providers.base import members
 from segue.run.config import AgentConfig
@@ -150,7 +151,7 @@ class Agent:
         self,
         user_input: str,
         *,
-        history: Sequence[Message | dict[str, Any]] | None = None,
+        history: Sequence[HistoryItem] | None = None,
         context: Sequence[ContextBlock] | None = None,
         runs: Sequence[str] | None = None,
         replay_last: int | Literal["all"] = 0,
@@ -176,7 +177,7 @@ class Agent:
         self,
         user_input: str,
         *,
-        history: Sequence[Message | dict[str, Any]] | None = None,
+        history: Sequence[HistoryItem] | None = None,
         context: Sequence[ContextBlock] | None = None,
         runs: Sequence[str] | None = None,
         replay_last: int | Literal["all"] = 0,

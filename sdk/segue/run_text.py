@@ -18,7 +18,7 @@ def replay_text(summary: ReplaySummary) -> str:
         parts[0] += f" ({full} in full, {text} as question + answer)"
     elif text:
         parts[0] += " as question + answer"
-    if full:
+    if summary.reasoning_kept or summary.reasoning_dropped:
         parts.append(f"reasoning kept for {len(summary.reasoning_kept)}")
     warnings = summary.warnings
     if warnings:

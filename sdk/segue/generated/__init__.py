@@ -5,7 +5,7 @@
 # Schema: schemas/prefix.schema.json (sha256:f5b2c58e57b5a12d52a98a2898d996a98943e6a2d74996ffe866caf98f9a382c)
 # Schema: schemas/protocol.schema.json (sha256:7cf4c092d14d6affbc822cb8644b188d0a8f7a6ceb2e0872569c4c9213bd795d)
 # Schema: schemas/replay.schema.json (sha256:378366fc4d92f02dcafad87cab6d85a8077f127f84da20b42a7585b33f2abdd9)
-# Schema: schemas/runs.schema.json (sha256:0cb21fe4cb97343bd725f4e7b001d1a54ba87098f8fbf10221a7a38802b2175f)
+# Schema: schemas/runs.schema.json (sha256:0df35e90aafc685ba3eb61db6835929588d2fb973b2b35ff4945299a02d7738e)
 # Schema: schemas/serve.schema.json (sha256:5d0dd074a3eec5c3a768a2f2a7f19a26206198340e01f69a9b7885d103ea51d2)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """Generated types: one module per schema file, re-exported here."""
