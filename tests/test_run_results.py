@@ -195,3 +195,12 @@ async def test_segue_sends_a_cache_key_on_openai_responses_so_no_note(sqlite_sto
     agent = Agent(OpenAIResponsesProvider("gpt-5", client=twin.openai_client()), LONG, [lookup], sqlite_store)
     result = await agent.run("Which tables are there?")
     assert not [n for n in result.notes or [] if n.kind == "cache-key-missing"]
+
+
+async def test_an_idempotent_replay_returns_the_same_result_fields(sqlite_store: Any) -> None:
+    twin = Twin()
+    agent = Agent(AnthropicProvider("claude-sonnet-4-6", client=twin.anthropic_client()), LONG, [lookup], sqlite_store)
+    first = await agent.run("Which tables are there?", idempotency_key="k1")
+    again = await agent.run("Which tables are there?", idempotency_key="k1")
+    assert again == first  # cost, cached share, notes, replay text: read back exactly as the run returned them
+    assert again.cost is not None and again.cost.usd is not None and again.cost.usd > 0

@@ -14,6 +14,7 @@ from segue.generated import (
     PrefixDescriptor,
     ReplaySummary,
     RunCost,
+    RunDetail,
     RunEvent,
     RunEventType,
     RunResult,
@@ -84,6 +85,29 @@ class RunState:
             pending_approvals=pending,
             retry_of=self.request.retry_of,
         )
+
+
+def stored_result(run: RunDetail, error: str | None = None) -> RunResult:
+    """The RunResult of a recorded run (an idempotent replay, a stream that could not finish), as the loop would
+    have returned it."""
+    meta = run.meta
+    pending = meta.segue_pending if meta is not None and run.status == "waiting_approval" else None
+    names = (pending.names or {}) if pending is not None else {}
+    return RunResult(
+        run_id=run.run_id,
+        status=run.status,
+        answer=run.answer,
+        usage=run.usage,
+        iterations=len(run.llm_interactions),
+        replay=run.replay,
+        error=run.error or error,
+        notes=(meta.segue_notes if meta is not None else None) or None,
+        cached_share=cache_parts(run.usage).read_share,
+        cost=meta.segue_cost if meta is not None else None,
+        replay_text=replay_text(run.replay) if run.replay is not None else None,
+        pending_approvals=[PendingApproval(call_id=c, name=names.get(c)) for c in pending.calls] if pending else None,
+        retry_of=run.retry_of,
+    )
 
 
 def make_event(
