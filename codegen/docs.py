@@ -1,7 +1,8 @@
 """Generated sections of hand-written docs: the text between two marker lines is a generated file's, verbatim.
 
 docs/protocol.md explains the protocol in prose and carries, between the markers, the method reference that the
-protocol plugin renders from the schema (`protocol.md` in the generated package). `python -m codegen` rewrites
+protocol plugin renders from the schema (`protocol.md` in the generated package); docs/api.md carries the runtime
+types the reference plugin renders (`runtime.md`). `python -m codegen` rewrites
 the section and `python -m codegen --check` reports it stale, so the reference cannot drift from the schema.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 #: Doc (relative to the repository root) -> the generated file (relative to the generated package) it carries.
-SECTIONS = {"docs/protocol.md": "protocol.md"}
+SECTIONS = {"docs/protocol.md": "protocol.md", "docs/api.md": "runtime.md"}
 BEGIN = "<!-- BEGIN GENERATED: {source}. `python -m codegen` writes this section; edit the schema, not this. -->"
 END = "<!-- END GENERATED: {source} -->"
 

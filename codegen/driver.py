@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Protocol
 
-from codegen.plugins import bundle, converter, protocol, python_types, typescript, wire
+from codegen.plugins import bundle, converter, protocol, python_types, reference, typescript, wire
 from codegen.spec import Spec, load_spec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +33,7 @@ class Plugin(Protocol):
 
 
 #: One plugin per output, run in this order (the order only matters for the error naming a path clash).
-PLUGINS: tuple[Plugin, ...] = (python_types, converter, typescript, bundle, wire, protocol)
+PLUGINS: tuple[Plugin, ...] = (python_types, converter, typescript, bundle, wire, protocol, reference)
 #: Sub-folders of the generated package that make up the bundle for clients in other languages.
 EXPORTED = ("schemas/", "typescript/")
 

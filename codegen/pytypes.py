@@ -195,3 +195,17 @@ def _ts_base(e: TypeExpr) -> str:
         case "union":
             return " | ".join(ts_type(m) for m in e.members)
     raise AssertionError(e.kind)
+
+
+def field_table(t: NamedType) -> str:
+    """An object type's fields as a Markdown table (types as in the TypeScript declarations; `?`: optional)."""
+    rows = ["| field | type | description |", "|---|---|---|"]
+    for f in t.fields:
+        name = f.json_name if f.required else f"{f.json_name}?"
+        rows.append(f"| `{name}` | `{md_cell(ts_type(f.type))}` | {md_cell(f.description or '')} |")
+    return "\n".join(rows)
+
+
+def md_cell(text: str) -> str:
+    """Text for one Markdown table cell: one line, pipes escaped (also inside code spans, as GFM requires)."""
+    return " ".join(text.split()).replace("|", "\\|")

@@ -40,8 +40,9 @@ def test_list_shows_only_the_tenants_runs(runs: SampleRuns, capsys: pytest.Captu
     assert lines[0].split()[:3] == ["RUN", "STATUS", "TENANT"]
     assert [line.split()[0] for line in lines[1:]] == [runs.edited, runs.third, runs.second, runs.first]
     assert runs.other_tenant not in out
-    # The continued_from column links each run to the one before it.
-    assert lines[1].split()[-1] == runs.third
+    # The continued_from column links each run to the one before it; the question column shows its input.
+    assert lines[1][lines[0].index("CONTINUES") :].split()[0] == runs.third
+    assert lines[1][lines[0].index("QUESTION") :] == "Where is order 44?"
 
     code, out, _ = run_cli(capsys, "runs", "list", "--db", runs.url, "--tenant", "globex")
     assert code == 0 and [line.split()[0] for line in out.splitlines()[1:]] == [runs.other_tenant]

@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "codegen.plugins.bundle": 6,
     "codegen.plugins.wire": 6,
     "codegen.plugins.protocol": 6,
+    "codegen.plugins.reference": 6,
     "codegen.driver": 7,
     "codegen.docs": 7,
     "codegen.golden": 8,

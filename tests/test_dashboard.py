@@ -71,8 +71,8 @@ def test_run_list_shows_this_tenants_runs(runs: SampleRuns, store: RunStore) -> 
     assert runs.other_tenant not in page.text
     assert 'name="tenant"' not in page.text  # the tenant filter is for admins only
     assert "tenant default" in page.text
-    # cost: no pricing known -> a labelled dash
-    assert 'title="no pricing known for this model">—</td>' in page.text
+    # cost: the scripted vendor has no catalog prices -> a dash titled with the reason recorded with the run
+    assert re.search(r'<td class="num cost" title="unknown: no prices: [^"]*scripted[^"]*">—</td>', page.text)
     assert f'href="/conversations/{runs.third}"' in page.text
 
 

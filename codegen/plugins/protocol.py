@@ -20,7 +20,7 @@ from typing import Any
 from codegen.emit import header, imports_by_module, render
 from codegen.method_table import CANCEL_METHOD, KEYWORD, Protocol
 from codegen.model import Model, NamedType, referenced_names
-from codegen.pytypes import ts_type
+from codegen.pytypes import field_table, md_cell, ts_type
 from codegen.spec import Spec
 
 #: Template -> the file it renders, relative to the generated package.
@@ -90,7 +90,7 @@ def reference(protocol: Protocol, model: Model) -> str:
         external_types=external,
         fields=fields,
         table=_table,
-        cell=_cell,
+        cell=md_cell,
         ts_type=ts_type,
         arrow=lambda direction: _ARROWS[direction],
         error_ref=lambda name: f"{name} ({codes[name]})",
@@ -101,18 +101,7 @@ _ARROWS = {"clientToServer": "client → server", "serverToClient": "server → 
 
 
 def _table(t: NamedType) -> str:
-    if not t.fields:
-        return "No fields: send `{}`."
-    rows = ["| field | type | description |", "|---|---|---|"]
-    for f in t.fields:
-        name = f.json_name if f.required else f"{f.json_name}?"
-        rows.append(f"| `{name}` | `{_cell(ts_type(f.type))}` | {_cell(f.description or '')} |")
-    return "\n".join(rows)
-
-
-def _cell(text: str) -> str:
-    """Text for one Markdown table cell: one line, pipes escaped (also inside code spans, as GFM requires)."""
-    return " ".join(text.split()).replace("|", "\\|")
+    return field_table(t) if t.fields else "No fields: send `{}`."
 
 
 def _name(t: NamedType) -> str:

@@ -7,14 +7,19 @@ one RUN_ERROR event) before anything is written.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any, Literal
+import asyncio
+import atexit
+import functools
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from segue.catalog import Catalog
 from segue.contracts import Provider
 from segue.errors import IdempotencyConflictError, InputError, ReplayRunError, RunStateError, ToolSourceError
-from segue.generated import ContextBlock, Message, RunEvent, RunResult
+from segue.generated import ContextBlock, RunEvent, RunResult
 from segue.guardrails import Guardrail
+from segue.history import HistoryItem
 from segue.layout import LayoutMode, TrailingStateFn
 from segue.providers.base import members
 from segue.run.config import AgentConfig
@@ -30,6 +35,39 @@ from segue.tools import Tool, ToolSource, as_tools
 
 #: Refusals before a run row exists: on stream() they arrive as one RUN_ERROR event.
 _VALIDATION_ERRORS = (ReplayRunError, InputError, IdempotencyConflictError, ToolSourceError)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_A = TypeVar("_A", bound="Agent")
+_runners = threading.local()
+
+
+def _blocking(method: Callable[Concatenate[_A, _P], Coroutine[Any, Any, _R]]) -> Callable[Concatenate[_A, _P], _R]:
+    """The blocking twin of an async method, for scripts and notebooks without an event loop of their own.
+
+    Calls in one thread share one event loop (an asyncio.Runner kept per thread), so the SDK clients a provider
+    holds keep their connections between calls, as they would under one `asyncio.run`."""
+
+    @functools.wraps(method)
+    def call(self: _A, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        name = f"{method.__name__}_sync"
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise RuntimeError(
+                f"Agent.{name}() cannot run inside a running event loop (a notebook cell, an async function); "
+                f"use `await agent.{method.__name__}(...)` there instead"
+            )
+        runner = getattr(_runners, "runner", None)
+        if runner is None:
+            runner = _runners.runner = asyncio.Runner()
+            atexit.register(runner.close)
+        return runner.run(method(self, *args, **kwargs))
+
+    call.__name__ = call.__qualname__ = f"{method.__name__}_sync"
+    call.__doc__ = f"`{method.__name__}` for code without an event loop: the same arguments, blocking until done."
+    return call
 
 
 class Agent:
@@ -137,7 +175,7 @@ class Agent:
         self,
         user_input: str,
         *,
-        history: Sequence[Message | dict[str, Any]] | None = None,
+        history: Sequence[HistoryItem] | None = None,
         context: Sequence[ContextBlock] | None = None,
         runs: Sequence[str] | None = None,
         replay_last: int | Literal["all"] = 0,
@@ -157,11 +195,13 @@ class Agent:
         request = self._pipeline.validate(_arguments(locals()))
         return await _last_result(self._pipeline.run(request, streaming=False))
 
+    run_sync = _blocking(run)
+
     async def stream(
         self,
         user_input: str,
         *,
-        history: Sequence[Message | dict[str, Any]] | None = None,
+        history: Sequence[HistoryItem] | None = None,
         context: Sequence[ContextBlock] | None = None,
         runs: Sequence[str] | None = None,
         replay_last: int | Literal["all"] = 0,

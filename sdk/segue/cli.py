@@ -32,6 +32,7 @@ DB_ENV = "SEGUE_DB"
 DEFAULT_DB = "sqlite:///segue.db"
 DEFAULT_TENANT = "default"
 _STATUSES: tuple[str, ...] = get_args(RunStatus)
+_MAX_CHAIN = 200  # runs `runs show` adds up for "conversation so far"
 
 if TYPE_CHECKING:  # imported lazily at run time, so `segue --help` stays quick
     from segue.store.run_store import RunStore
@@ -115,9 +116,14 @@ def _runs_list(args: argparse.Namespace) -> int:
         raise CommandError(f"no runs for {_who(args)} matching the filters{_tenant_hint(args, tenants)}", EXIT_PROBLEM)
     if args.json:
         return EXIT_OK
+    from segue.dashboard.views import money, run_cost
     from segue.usage import cache_parts
 
-    headers = ["RUN", "STATUS", "TENANT", "AGENT", "MODEL", "STARTED", "INPUT", "OUTPUT", "CACHE READ", "CONTINUES"]
+    price = _catalog_cost()
+    headers = [
+        "RUN", "STATUS", "TENANT", "AGENT", "MODEL", "STARTED", "INPUT", "OUTPUT", "CACHE READ", "COST", "CONTINUES",
+        "QUESTION",
+    ]  # fmt: skip
     rows = [
         [
             r.run_id,
@@ -129,11 +135,13 @@ def _runs_list(args: argparse.Namespace) -> int:
             count(r.usage.input_tokens),
             count(r.usage.output_tokens),
             share(cache_parts(r.usage).read_share),
+            money(run_cost(r, price)[0]),
             r.continued_from or "",
+            clean(r.question or "", 60),
         ]
         for r in runs
     ]
-    colours = [[None, Style.STATUS.get(r.status, "magenta"), *([None] * 8)] for r in runs]
+    colours = [[None, Style.STATUS.get(r.status, "magenta"), *([None] * 10)] for r in runs]
     print(table(headers, rows, colours))
     return EXIT_OK
 
@@ -141,11 +149,35 @@ def _runs_list(args: argparse.Namespace) -> int:
 def _runs_show(args: argparse.Namespace) -> int:
     with _store(args) as store:
         run = _get_run(store, args, args.run_id)
-    if args.json:
-        _print_json(get_converter().unstructure(run, RunDetail))
-    else:
-        print(show_text(run))
+        if args.json:
+            _print_json(get_converter().unstructure(run, RunDetail))
+            return EXIT_OK
+        chain = _conversation_so_far(store, args, run)
+    from segue.dashboard.views import money, run_cost, totals
+
+    price = _catalog_cost()
+    usd, where = run_cost(run, price)
+    facts = [f"cost: {money(usd)} ({clean(where)})"]
+    if len(chain) > 1:
+        t = totals(chain, price)
+        facts.append(
+            f"conversation so far: {t.runs} runs, input {count(t.usage.input_tokens)}, output "
+            f"{count(t.usage.output_tokens)}, cache read {count(t.usage.cache_read_tokens)} ({t.read_share}), "
+            f"cost {t.cost}"
+        )
+    print(show_text(run, facts))
     return EXIT_OK
+
+
+def _conversation_so_far(store: RunStore, args: argparse.Namespace, run: RunDetail) -> list[RunDetail]:
+    """The run and the runs it continued from, oldest first (as far as this tenant can read them)."""
+    chain = [run]
+    while (earlier := chain[0].continued_from) and len(chain) < _MAX_CHAIN:
+        found = store.get_run(earlier, **_scope(args))
+        if found is None or any(r.run_id == found.run_id for r in chain):
+            break
+        chain.insert(0, found)
+    return chain
 
 
 def _runs_explain(args: argparse.Namespace) -> int:

@@ -102,7 +102,8 @@ def _usage_line(u: Usage) -> str:
     )
 
 
-def show_text(run: RunDetail) -> str:
+def show_text(run: RunDetail, facts: Sequence[str] = ()) -> str:
+    """The text form of `segue runs show`; `facts` are lines the caller adds after the usage (cost, totals)."""
     from segue.explain import is_fragment_text
     from segue.generated import TextBlock
     from segue.usage import cache_parts
@@ -123,6 +124,7 @@ def show_text(run: RunDetail) -> str:
         f"input: {clean(run.input, 200)}",
         f"answer: {clean(run.answer or '—', 200)}",
         f"usage: {_usage_line(run.usage)}",
+        *facts,
     ]
     layout = run.meta.segue_layout if run.meta is not None else None
     if layout is not None:

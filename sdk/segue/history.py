@@ -30,7 +30,7 @@ import logging
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeAlias
 
 import attrs
 from cattrs import transform_error
@@ -56,6 +56,17 @@ from segue.generated.wire import openrouter as openrouter_wire
 from segue.wire.common import Unknown
 
 log = logging.getLogger("segue.history")
+
+
+class SdkMessage(Protocol):
+    """A vendor SDK's response object (a pydantic model): read through its `model_dump()`."""
+
+    def model_dump(self) -> dict[str, Any]: ...
+
+
+#: One `history=` item, as type checkers see it: a segue Message, any message dict (the SDKs' TypedDicts such as
+#: Anthropic `MessageParam` or OpenAI `ChatCompletionMessageParam` included), or an SDK response object.
+HistoryItem: TypeAlias = Message | Mapping[str, Any] | SdkMessage
 
 ACCEPTED = (
     "history= takes segue Messages (or their JSON), {'role': 'user' | 'assistant', 'content': str}, Anthropic "

@@ -66,6 +66,13 @@ class Catalog:
         self._vendors: dict[str, Vendor] = {k: r.value for k, r in rows["vendors"].items()}
         self._rows: dict[tuple[str, str, str], ModelVendor] = {k: r.value for k, r in rows["model_vendors"].items()}
         self._left_out: dict[tuple[str, str], LeftOutModel] = {k: r.value for k, r in rows["left_out"].items()}
+        #: (file, row pointer) -> the row's notes (sources and dates), for a value's provenance.
+        self._row_notes: dict[tuple[str, str], str] = {
+            (r.file, r.pointer): r.raw["notes"]
+            for table in rows.values()
+            for r in table.values()
+            if isinstance(r.raw.get("notes"), str)
+        }
         self._aliases: dict[str, str] = {a: mid for mid, r in rows["models"].items() for a in r.raw.get("aliases", [])}
         self._table: dict[tuple[str, str | None], Resolved] = {}
         self._unlisted: dict[tuple[str, str | None], Resolved] = {}
@@ -252,6 +259,13 @@ class Catalog:
     def cost(self, usage: Usage, model: str, vendor: str | None = None) -> float:
         """Dollars for `usage` on a serving path, from the catalog pricing (CatalogLookupError when unknown)."""
         return self.resolve(model, vendor).cost(usage)
+
+    def row_notes(self, source: Source) -> str | None:
+        """The notes (sources, the date the numbers were read) of the catalog row a value came from."""
+        return next(
+            (n for (f, p), n in self._row_notes.items() if f == source.file and source.pointer.startswith(p + "/")),
+            None,
+        )
 
     def explain(self, model: str, vendor: str | None = None) -> list[ExplainedKey]:
         return self.resolve(model, vendor).explain()

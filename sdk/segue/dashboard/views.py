@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import attrs
 
+from segue.conversation import ZERO_USAGE, add_usage
 from segue.explain import (
     IterationExplanation,
     explain_run,
@@ -25,6 +26,7 @@ from segue.generated import (
     ImageBlock,
     LayoutMeta,
     ReasoningBlock,
+    RunCost,
     RunDetail,
     RunSummary,
     TextBlock,
@@ -32,6 +34,7 @@ from segue.generated import (
     ToolResultBlock,
     Usage,
 )
+from segue.run_text import question
 from segue.usage import cache_parts
 from segue.wire import stored
 from segue.wire.common import Unknown
@@ -55,6 +58,34 @@ def _cost(cost: CostFn, usage: Usage, model: str, vendor: str | None) -> float |
     except (LookupError, ValueError):
         # A pricing source without a price for this path (e.g. the catalog's CatalogError) means "unknown".
         return None
+
+
+def recorded_cost(run: RunSummary | RunDetail) -> RunCost | None:
+    """The cost segue recorded with the run (each call priced on the path that served it), if it did."""
+    if isinstance(run, RunSummary):
+        return run.cost
+    return run.meta.segue_cost if run.meta is not None else None
+
+
+def run_cost(run: RunSummary | RunDetail, cost: CostFn) -> tuple[float | None, str]:
+    """(dollars or None, where the figure came from): the cost recorded with the run (each call priced from the
+    catalog on the path that served it); else `cost` applied to the run's summed usage; else unknown, and why."""
+    recorded = recorded_cost(run)
+    if recorded is not None and recorded.usd is not None:
+        sources = "; ".join(_source(p) for p in recorded.prices)
+        return recorded.usd, f"priced when the run was recorded, from {sources}" if sources else "no provider call"
+    usd = _cost(cost, run.usage, run.model, run.vendor)
+    if usd is not None:
+        return usd, "priced by the dashboard's cost function from the run's total usage"
+    if recorded is not None:
+        return None, f"unknown: {recorded.missing}"
+    return None, "no pricing known for this model"
+
+
+def _source(p: Any) -> str:
+    where = f"{p.file}#{p.pointer}" if p.file else "no catalog entry"
+    note = f" ({p.note})" if p.note else ""
+    return f"{p.model}{'@' + p.vendor if p.vendor else ''}: {where}{note}"
 
 
 def money(value: float | None) -> str:
@@ -84,10 +115,13 @@ class RunRow:
     output_tokens: int
     read_share: str
     cost: str
+    cost_title: str
     continued_from: str | None
+    question: str
 
 
 def run_row(run: RunSummary | RunDetail, cost: CostFn) -> RunRow:
+    usd, where = run_cost(run, cost)
     return RunRow(
         run_id=run.run_id,
         status=run.status,
@@ -99,8 +133,40 @@ def run_row(run: RunSummary | RunDetail, cost: CostFn) -> RunRow:
         input_tokens=run.usage.input_tokens,
         output_tokens=run.usage.output_tokens,
         read_share=share(cache_parts(run.usage).read_share),
-        cost=money(_cost(cost, run.usage, run.model, run.vendor)),
+        cost=money(usd),
+        cost_title=where,
         continued_from=run.continued_from,
+        question=question(run.input) if isinstance(run, RunDetail) else run.question or "",
+    )
+
+
+@attrs.frozen(kw_only=True)
+class Totals:
+    """A conversation's runs added up: tokens, the cached share of their input, and the cost."""
+
+    runs: int
+    usage: Usage
+    read_share: str
+    cost: str
+    cost_title: str
+
+
+def totals(runs: Sequence[RunSummary | RunDetail], cost: CostFn) -> Totals:
+    usage, usd, unknown = ZERO_USAGE, 0.0, []
+    for run in runs:
+        usage = add_usage(usage, run.usage)
+        each, where = run_cost(run, cost)
+        if each is None:
+            unknown.append(f"{run.run_id} ({where})")
+        else:
+            usd += each
+    title = f"no total: no price for run {unknown[0]}" if unknown else f"the sum of {len(runs)} runs' costs"
+    return Totals(
+        runs=len(runs),
+        usage=usage,
+        read_share=share(cache_parts(usage).read_share),
+        cost="—" if unknown else money(usd),
+        cost_title=title,
     )
 
 
@@ -274,6 +340,15 @@ class RunView:
     replay_runs: list[ReplayRunView]
     other_warnings: list[tuple[str, str, str]]
 
+    @property
+    def earlier(self) -> list[MessageView]:
+        """Messages that came before this run's own (replayed or history): folded below its question."""
+        return [m for m in self.messages if m.origin != "new"]
+
+    @property
+    def own(self) -> list[MessageView]:
+        return [m for m in self.messages if m.origin == "new"]
+
 
 def run_view(run: RunDetail, previous: RunDetail | None, cost: CostFn) -> RunView:
     explanation = explain_run(run, previous)
@@ -354,6 +429,7 @@ class ChainLink:
 @attrs.frozen(kw_only=True)
 class ChainView:
     links: list[ChainLink]
+    totals: Totals
     truncated_before: str | None  # an earlier run exists but is not readable here (or the chain was too long)
     branches: list[str]  # other runs that continued from a run of this chain
 
@@ -377,4 +453,6 @@ def chain_view(
                 current=run.run_id == current,
             )
         )
-    return ChainView(links=links, truncated_before=truncated_before, branches=list(branches))
+    return ChainView(
+        links=links, totals=totals(chain, cost), truncated_before=truncated_before, branches=list(branches)
+    )

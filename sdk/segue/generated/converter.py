@@ -5,7 +5,7 @@
 # Schema: schemas/prefix.schema.json (sha256:f5b2c58e57b5a12d52a98a2898d996a98943e6a2d74996ffe866caf98f9a382c)
 # Schema: schemas/protocol.schema.json (sha256:7cf4c092d14d6affbc822cb8644b188d0a8f7a6ceb2e0872569c4c9213bd795d)
 # Schema: schemas/replay.schema.json (sha256:378366fc4d92f02dcafad87cab6d85a8077f127f84da20b42a7585b33f2abdd9)
-# Schema: schemas/runs.schema.json (sha256:4b43660ac672129978ec5ea1adb2af45e12015c35b4c6e15867e2aa5a68ad1a5)
+# Schema: schemas/runs.schema.json (sha256:0df35e90aafc685ba3eb61db6835929588d2fb973b2b35ff4945299a02d7738e)
 # Schema: schemas/serve.schema.json (sha256:08bf1f3ed74684bd0df5ac5c70b994d061d17cfbe7b2f619e5f41f8cef41d087)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """The one cattrs converter for every generated type: tagged unions dispatch on their tag, None is omitted."""
@@ -107,6 +107,9 @@ CLASSES: tuple[type, ...] = (
     replay.ReplayWarning,
     replay.ReplaySummary,
     runs.RunResult,
+    runs.RunCost,
+    runs.PriceSource,
+    runs.PendingApproval,
     runs.RunNote,
     runs.ContextBlock,
     runs.StoredRequest,

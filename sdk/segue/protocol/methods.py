@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from segue.explain import breaks, explain_run
-from segue.generated import RunDetail, RunEvent, RunResult, RunSummary, ToolCallBlock
+from segue.generated import RunDetail, RunEvent, RunSummary, ToolCallBlock
 from segue.generated.protocol import (
     CatalogExplainParams,
     CatalogExplainResult,
@@ -48,7 +48,7 @@ from segue.protocol.config import AgentEntry, ServeApp
 from segue.protocol.errors import RpcError
 from segue.protocol.rpc import Handler, RequestContext, invalid_params
 from segue.run.request import run_arguments, run_id_of
-from segue.run.state import make_event
+from segue.run.state import make_event, stored_result
 from segue.store.records import DEFAULT_TENANT
 
 
@@ -244,14 +244,7 @@ class Methods:
             stored = None
         if stored is not None:
             ctx.run_status = stored.status
-            result = RunResult(
-                run_id=stored.run_id,
-                status=stored.status,
-                usage=stored.usage,
-                iterations=len(stored.llm_interactions),
-                replay=stored.replay,
-                error=stored.error or error,
-            )
+            result = stored_result(stored, error)
         meta = {"error_type": type(e).__name__, "status": "cancelled" if cancelled else "error"}
         event = make_event(
             "RUN_ERROR", ctx.run_id, result.iterations if result else 0, error=error, result=result, meta=meta

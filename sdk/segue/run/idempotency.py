@@ -14,7 +14,7 @@ from segue.errors import IdempotencyConflictError
 from segue.generated import Message, RunEvent, RunResult, get_converter
 from segue.hashing import canonical_hash
 from segue.run.request import RunRequest
-from segue.run.state import make_event
+from segue.run.state import make_event, stored_result
 from segue.store.run_store import RunStore
 
 
@@ -55,16 +55,7 @@ class Idempotency:
             raise IdempotencyConflictError(key)
         detail = await asyncio.to_thread(self.store.get_run, run_id, tenant_id=request.tenant_id)
         assert detail is not None
-        return RunResult(
-            run_id=detail.run_id,
-            status=detail.status,
-            answer=detail.answer,
-            usage=detail.usage,
-            iterations=len(detail.llm_interactions),
-            replay=detail.replay,
-            error=detail.error,
-            notes=(detail.meta.segue_notes if detail.meta is not None else None) or None,
-        )
+        return stored_result(detail)
 
 
 def replayed_event(existing: RunResult) -> RunEvent:

@@ -12,10 +12,15 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 
+import attrs
+
+from segue.cache_notes import cache_notes
+from segue.catalog import CatalogError
+from segue.catalog.costs import add_call
 from segue.contracts import REPLAYED_META_KEY, ProviderRequest, ProviderResponse, StreamDone, WirePrefix
 from segue.conversation import add_usage, answer_text, tool_calls
 from segue.errors import ProviderError, SegueError
-from segue.generated import LlmInteraction, Message, PendingCalls, RunEvent
+from segue.generated import LlmInteraction, Message, PendingApproval, PendingCalls, RunCost, RunEvent
 from segue.layout import RuntimeState
 from segue.run.config import AgentConfig
 from segue.run.guard import Guard
@@ -33,6 +38,7 @@ class Loop:
         self.recorder = recorder
         self.tools = tools
         self.guard = guard
+        self.catalog = agent.catalog
 
     async def run(self, state: RunState, *, streaming: bool, resumed: bool = False) -> AsyncIterator[RunEvent]:
         """Iterate until an answer, a pause or a limit. `resumed`: the run was paused; if its first call fails, it
@@ -99,6 +105,7 @@ class Loop:
         latency = (time.perf_counter() - started) * 1000
         assistant = Message(role="assistant", content=list(response.message.content))
         state.usage = add_usage(state.usage, response.usage)
+        response = self._priced(state, response)
         served = observe(state, request, response, iteration)
         state.own.append(assistant)
         interaction = LlmInteraction(
@@ -114,7 +121,9 @@ class Loop:
         calls = tool_calls(assistant)
         if calls and any(self.tools.needs_approval(state, c) for c in calls):
             await self.recorder.record(state, iteration, interaction, [], served)
-            pending = PendingCalls(iteration=iteration, calls=[c.id for c in calls])
+            pending = PendingCalls(
+                iteration=iteration, calls=[c.id for c in calls], names={c.id: c.name for c in calls}
+            )
             await self.recorder.finish(state, "waiting_approval", None, None, pending)
             state.ended = True
             for c in calls:
@@ -129,7 +138,9 @@ class Loop:
                 "RUN_PAUSED",
                 state.run_id,
                 iteration,
-                result=state.result("waiting_approval"),
+                result=state.result(
+                    "waiting_approval", pending=[PendingApproval(call_id=c.id, name=c.name) for c in calls]
+                ),
                 meta={"pending": pending.calls},
             )
             return
@@ -173,6 +184,23 @@ class Loop:
         except BaseException as e:
             chat.fail(e, kind=e.kind if isinstance(e, ProviderError) else None)
             raise
+
+    def _priced(self, state: RunState, response: ProviderResponse) -> ProviderResponse:
+        """Add the call's cost to the run's, and what kept it from the cache to the notes the response brings."""
+        try:
+            catalog = self.catalog()
+            path = catalog.resolve(response.model, response.vendor)
+        except CatalogError as e:
+            state.cost = RunCost(missing=f"no prices: {e}", prices=state.cost.prices if state.cost else [])
+            return response
+        state.cost = add_call(state.cost, catalog, response.model, response.vendor, response.usage)
+        previous = state.last_request
+        same_path = previous is not None and previous[0] == (response.vendor, response.model)
+        found = cache_notes(
+            path, response.request_body, response.usage, previous[1] if same_path and previous else None
+        )
+        state.last_request = ((response.vendor, response.model), response.request_body)
+        return attrs.evolve(response, notes=[*response.notes, *found]) if found else response
 
     async def _stream(self, state: RunState, request: ProviderRequest) -> AsyncIterator[RunEvent | ProviderResponse]:
         """The streamed call: its text and reasoning deltas as events, then the response."""

@@ -196,6 +196,7 @@ class Pipeline:
             pii=dict((stored.private or {}).get("pii", {})),
             descriptor=stored.meta.segue_prefix,
             notes=RunNotes(stored.meta.segue_notes or []),
+            cost=stored.meta.segue_cost,
             persisted=list(own),
             trace=trace,
         )

@@ -120,6 +120,7 @@ class Recorder:
             segue_pending=pending,
             segue_notes=state.notes.as_list() or None,
             segue_replay=state.replay,
+            segue_cost=state.cost,
             segue_layout=layout.meta() if layout is not None else None,
         )
         await asyncio.to_thread(

@@ -19,6 +19,8 @@ to each path; the response says which path served. Everything that describes the
 
 from __future__ import annotations
 
+import logging
+
 import attrs
 
 from segue.contracts import (
@@ -30,8 +32,11 @@ from segue.contracts import (
     without_replayed_reasoning,
 )
 from segue.generated import Message, PrefixDescriptor, ReplaySummary, ReplayWarning, RunMeta, ServedPath
+from segue.notes import ONCE_PER_RUN
 from segue.prefix_rule import drop_kept, log, path_cause
 from segue.run.state import RunState
+
+cache_log = logging.getLogger("segue.cache")
 
 #: Warning causes that say why a run's reasoning was dropped (the others are about tools and the budget).
 _DROP_CAUSES = frozenset(
@@ -82,8 +87,8 @@ def observe(state: RunState, request: ProviderRequest, response: ProviderRespons
         if run_id is not None and state.replay is not None:
             warning = ReplayWarning(run_id=run_id, cause="vendor-dropped", message=f"reasoning dropped: {note.message}")
             state.replay = drop_kept(state.replay, {run_id: warning})
-        else:
-            state.notes.add(note, iteration)
+        elif state.notes.add(note, iteration) and note.kind in ONCE_PER_RUN:
+            cache_log.warning("run %s: %s", state.run_id, note.message)  # a cache note: once per run
     layout = state.plan.layout
     if layout is not None:
         layout.observe_served(

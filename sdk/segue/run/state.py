@@ -10,8 +10,11 @@ from segue.contracts import ServingPath, WirePrefix
 from segue.conversation import ZERO_USAGE
 from segue.generated import (
     Message,
+    PendingApproval,
     PrefixDescriptor,
     ReplaySummary,
+    RunCost,
+    RunDetail,
     RunEvent,
     RunEventType,
     RunResult,
@@ -23,7 +26,9 @@ from segue.generated import (
 from segue.notes import RunNotes
 from segue.run.plan import RunPlan
 from segue.run.request import RunRequest
+from segue.run_text import replay_text
 from segue.telemetry import RunTrace
+from segue.usage import cache_parts
 
 
 @attrs.define(kw_only=True)
@@ -51,6 +56,9 @@ class RunState:
     #: The prefix as it goes on the wire (set with the first request): the wires build it once per run.
     prefix: WirePrefix | None = None
     replay_end: int | None = None  # the index of the last replayed message on the wire (set with `prefix`)
+    cost: RunCost | None = None  # the calls so far, priced from the catalog (segue.catalog.costs)
+    #: ((vendor, model), body) of the run's latest request, for the cache notes of the next one on that path.
+    last_request: tuple[tuple[str, str], dict[str, Any]] | None = None
 
     def stored_messages(self) -> list[Message]:
         """This run's messages as they are stored: with the fragments the layout keeps (appendOnly)."""
@@ -60,7 +68,13 @@ class RunState:
         prefix = self.plan.prefix
         return layout.with_kept_fragments([*prefix, *self.own])[len(prefix) :]
 
-    def result(self, status: RunStatus, answer: str | None = None, error: str | None = None) -> RunResult:
+    def result(
+        self,
+        status: RunStatus,
+        answer: str | None = None,
+        error: str | None = None,
+        pending: list[PendingApproval] | None = None,
+    ) -> RunResult:
         return RunResult(
             run_id=self.run_id,
             status=status,
@@ -70,7 +84,35 @@ class RunState:
             replay=self.replay,
             error=error,
             notes=self.notes.as_list() or None,
+            cached_share=cache_parts(self.usage).read_share,
+            cost=self.cost,
+            replay_text=replay_text(self.replay) if self.replay is not None else None,
+            pending_approvals=pending,
+            retry_of=self.request.retry_of,
         )
+
+
+def stored_result(run: RunDetail, error: str | None = None) -> RunResult:
+    """The RunResult of a recorded run (an idempotent replay, a stream that could not finish), as the loop would
+    have returned it."""
+    meta = run.meta
+    pending = meta.segue_pending if meta is not None and run.status == "waiting_approval" else None
+    names = (pending.names or {}) if pending is not None else {}
+    return RunResult(
+        run_id=run.run_id,
+        status=run.status,
+        answer=run.answer,
+        usage=run.usage,
+        iterations=len(run.llm_interactions),
+        replay=run.replay,
+        error=run.error or error,
+        notes=(meta.segue_notes if meta is not None else None) or None,
+        cached_share=cache_parts(run.usage).read_share,
+        cost=meta.segue_cost if meta is not None else None,
+        replay_text=replay_text(run.replay) if run.replay is not None else None,
+        pending_approvals=[PendingApproval(call_id=c, name=names.get(c)) for c in pending.calls] if pending else None,
+        retry_of=run.retry_of,
+    )
 
 
 def make_event(

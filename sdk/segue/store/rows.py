@@ -12,6 +12,7 @@ from segue.errors import StoreError
 from segue.generated import (
     LlmInteraction,
     Message,
+    PendingApproval,
     RunDetail,
     RunMeta,
     RunStatus,
@@ -22,8 +23,10 @@ from segue.generated import (
     get_converter,
 )
 from segue.hashing import message_json
+from segue.run_text import question, replay_text
 from segue.store.models import AgentRun
 from segue.store.records import StoredRun
+from segue.usage import cache_parts
 
 
 def loads(text: str | None, where: str) -> Any:
@@ -136,6 +139,7 @@ def summary_from_row(row: AgentRun) -> RunSummary:
     conv = get_converter()
     meta = read_meta(row.meta, f"agent_runs.meta of run {row.id}")
     metadata = loads(row.metadata, f"agent_runs.metadata of run {row.id}")
+    usage = conv.structure(loads(row.usage, f"agent_runs.usage of run {row.id}"), Usage)
     return RunSummary(
         run_id=row.id,
         status=cast(RunStatus, row.status),
@@ -145,12 +149,26 @@ def summary_from_row(row: AgentRun) -> RunSummary:
         vendor=row.vendor or None,
         created_at=row.created_at,
         finished_at=row.finished_at,
-        usage=conv.structure(loads(row.usage, f"agent_runs.usage of run {row.id}"), Usage),
+        usage=usage,
         continued_from=row.continued_from,
         replay=meta.segue_replay,
         metadata=metadata or None,
         error=row.error,
+        question=question(row.input),
+        cached_share=cache_parts(usage).read_share,
+        cost=meta.segue_cost,
+        replay_text=replay_text(meta.segue_replay) if meta.segue_replay is not None else None,
+        pending_approvals=_pending(meta) if row.status == "waiting_approval" else None,
+        retry_of=row.retry_of,
     )
+
+
+def _pending(meta: RunMeta) -> list[PendingApproval] | None:
+    pending = meta.segue_pending
+    if pending is None:
+        return None
+    names = pending.names or {}
+    return [PendingApproval(call_id=c, name=names.get(c)) for c in pending.calls]
 
 
 def detail_from_rows(

@@ -90,7 +90,8 @@ class RunStore:
                 self.migrated_from = migrations.migrate(self.db, self.models, shown)
         except pw.ImproperlyConfigured as e:
             raise StoreError(
-                f"cannot open the run store at {shown}: {e}; install it with pip install 'segue[postgres]'"
+                f"cannot open the run store at {shown}: the PostgreSQL driver (psycopg2) is not installed "
+                f"({str(e).rstrip('.')}); install it with pip install 'segue[postgres]'"
             ) from None
         except pw.PeeweeException as e:
             self.db.dispose()

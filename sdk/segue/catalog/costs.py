@@ -1,0 +1,55 @@
+"""What a run cost: each provider call priced on the path that served it, with where the prices came from.
+
+A call whose price the catalog does not know leaves the whole run without a dollar figure (`RunCost.missing`
+says which price): a partial sum would read as the run's cost and be wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from segue.catalog.errors import CatalogError
+from segue.catalog.resolver import Catalog
+from segue.generated import PriceSource, RunCost, Usage
+
+
+def price_source(catalog: Catalog, model: str, vendor: str | None) -> PriceSource:
+    """The catalog entry that prices a serving path (its file, JSON pointer, layer and that row's notes)."""
+    try:
+        resolved = catalog.resolve(model, vendor)
+    except CatalogError:
+        return PriceSource(model=model, vendor=vendor)
+    src = resolved.source("pricing", "input")
+    if src is None:
+        return PriceSource(model=resolved.model, vendor=resolved.vendor)
+    return PriceSource(
+        model=resolved.model,
+        vendor=resolved.vendor,
+        file=src.file,
+        pointer=src.pointer.rsplit("/", 1)[0],
+        layer=src.layer,
+        note=catalog.row_notes(src),
+    )
+
+
+def add_call(cost: RunCost | None, catalog: Catalog, model: str, vendor: str | None, usage: Usage) -> RunCost:
+    """`cost` (None: nothing yet) with one more provider call priced on the path that served it. Once a price is
+    unknown, usd stays absent for the run and `missing` names the first price that was."""
+    cost = cost or RunCost(usd=0.0, prices=[])
+    source = price_source(catalog, model, vendor)
+    prices = cost.prices if source in cost.prices else [*cost.prices, source]
+    if cost.usd is None:
+        return RunCost(missing=cost.missing, prices=prices)
+    try:
+        usd = cost.usd + catalog.cost(usage, model, vendor)
+    except (CatalogError, ValueError) as e:
+        return RunCost(missing=str(e), prices=prices)
+    return RunCost(usd=usd, prices=prices)
+
+
+def run_cost(catalog: Catalog, calls: Iterable[tuple[str, str | None, Usage]]) -> RunCost:
+    """The cost of (model, vendor, usage) calls, e.g. a stored run's llm_interactions."""
+    cost = RunCost(usd=0.0, prices=[])
+    for model, vendor, usage in calls:
+        cost = add_call(cost, catalog, model, vendor, usage)
+    return cost
