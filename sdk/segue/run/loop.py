@@ -178,20 +178,7 @@ class Loop:
             )
             fragment = plan.layout.fragment_for(state.iteration, runtime)
             messages = plan.layout.lay_out(messages, fragment, state.iteration)
-        replayed = [i for i, m in enumerate(messages) if m.meta and m.meta.get(REPLAYED_META_KEY)]
-        messages, alternatives = fit(state, messages)
-        return ProviderRequest(
-            system=plan.config.system,
-            stable_head=plan.config.stable_head,
-            messages=messages,
-            tools=plan.config.definitions,
-            replay_end=replayed[-1] if replayed else None,
-            model=state.request.params.model,
-            vendor=state.request.params.vendor,
-            cache_key=state.request.tenant_id,
-            replay_path=plan.path if plan.summaries else None,
-            replay_alternatives=alternatives,
-        )
+        return provider_request(state, messages)
 
     async def _pause_again(self, state: RunState, message: str) -> AsyncIterator[RunEvent]:
         """The first call after a resume failed: the run waits again, with its tool results kept and no call
@@ -219,3 +206,25 @@ class Loop:
             result=state.result("error", error=message),
             meta={"error_type": error_type},
         )
+
+
+def provider_request(state: RunState, messages: list[Message], *, prewarm: bool = False) -> ProviderRequest:
+    """The provider request for `messages` (laid out already): the run's system prompt, stable head and tools,
+    the messages fitted to each serving path, the breakpoint after the replayed runs, the run's overrides.
+    Agent.prewarm sends the same for the prefix alone (segue.run.prewarm)."""
+    plan = state.plan
+    replayed = [i for i, m in enumerate(messages) if m.meta and m.meta.get(REPLAYED_META_KEY)]
+    messages, alternatives = fit(state, messages)
+    return ProviderRequest(
+        system=plan.config.system,
+        stable_head=plan.config.stable_head,
+        messages=messages,
+        tools=plan.config.definitions,
+        replay_end=replayed[-1] if replayed else None,
+        model=state.request.params.model,
+        vendor=state.request.params.vendor,
+        cache_key=state.request.tenant_id,
+        prewarm=prewarm,
+        replay_path=plan.path if plan.summaries else None,
+        replay_alternatives=alternatives,
+    )

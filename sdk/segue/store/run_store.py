@@ -17,7 +17,6 @@ import json
 import logging
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any, cast
 
 import peewee as pw
@@ -38,7 +37,8 @@ from segue.hashing import canonical_json
 from segue.store import migrations
 from segue.store.connection import DEFAULT_RECONNECT_SECONDS, Units, open_database, read_only_fallback, redact
 from segue.store.models import Bound
-from segue.store.records import DEFAULT_TENANT, MAX_OFFSET, TERMINAL, IdempotencyKeyTaken, NewRun, StoredRun
+from segue.store.prewarms import Prewarms
+from segue.store.records import DEFAULT_TENANT, MAX_OFFSET, TERMINAL, IdempotencyKeyTaken, NewRun, StoredRun, utc_now
 from segue.store.rows import (
     MessageCache,
     MetaCache,
@@ -50,10 +50,6 @@ from segue.store.rows import (
 from segue.store.text import decode
 
 DEFAULT_URL = "sqlite:///segue.db"
-
-
-def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class RunStore:
@@ -79,6 +75,7 @@ class RunStore:
         self._metas = MetaCache()
         self.is_sqlite = isinstance(self.db, pw.SqliteDatabase)
         self._units = Units(self.db, self.url, reconnect_seconds=reconnect_seconds)
+        self.prewarms = Prewarms(self.models, self._units)
         shown = redact(self.url)
         #: The schema version found when a writer opened the store (before migrating); None for readers.
         self.migrated_from: int | None = None
