@@ -21,6 +21,7 @@ import pytest
 
 from segue import Agent, RunStore
 from segue.catalog import Catalog
+from segue.cli import main
 from segue.contracts import ProviderRequest, ProviderResponse, StreamEvent
 from segue.errors import InputError, ProviderError, ReplayRunError
 from segue.providers import AnthropicProvider, OpenAIResponsesProvider
@@ -291,3 +292,21 @@ async def test_a_vendor_failure_raises_and_records_nothing() -> None:
     with pytest.raises(ProviderError, match="overloaded"):
         await agent.prewarm()
     assert store.prewarms.list() == [] and store.list_runs() == []
+
+
+async def test_segue_runs_show_says_a_prewarm_is_not_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    store = RunStore(url)
+    agent = make_agent("openai", Twin(), store)
+    first = await agent.run("Which tables are there?", tenant_id="acme")
+    warm = await agent.prewarm(runs=[first.run_id], tenant_id="acme")
+    store.close()
+
+    assert main(["runs", "show", warm.prewarm_id, "--db", url, "--tenant", "acme"]) == 1
+    said = capsys.readouterr().err
+    assert f"{warm.prewarm_id} is a prewarm, not a run: openai/gpt-5.6-sol" in said
+    assert f"for the runs {first.run_id}" in said and "Traceback" not in said
+    assert main(["runs", "show", warm.prewarm_id, "--db", url, "--tenant", "globex"]) == 1
+    assert f"no run {warm.prewarm_id!r} for tenant 'globex'" in capsys.readouterr().err
+    assert main(["runs", "list", "--db", url, "--tenant", "acme", "--json"]) == 0
+    assert [r["run_id"] for r in json.loads(capsys.readouterr().out)] == [first.run_id]

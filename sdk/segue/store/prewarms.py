@@ -51,10 +51,12 @@ class Prewarms:
 
         self._units.write(work, idempotent=False)
 
-    def get(self, prewarm_id: str, *, tenant_id: str = DEFAULT_TENANT) -> PrewarmRecord | None:
-        """The prewarm, or None if absent or another tenant's."""
+    def get(
+        self, prewarm_id: str, *, tenant_id: str = DEFAULT_TENANT, all_tenants: bool = False
+    ) -> PrewarmRecord | None:
+        """The prewarm, or None if absent or another tenant's (`all_tenants=True`: for operators, as get_run)."""
         row = self._units.read(lambda: self._rows.get_or_none(self._rows.id == prewarm_id))
-        if row is None or row.tenant_id != tenant_id:
+        if row is None or (not all_tenants and row.tenant_id != tenant_id):
             return None
         return _record(row)
 
