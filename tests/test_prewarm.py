@@ -9,6 +9,7 @@ each value with its vendor source.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 from collections.abc import AsyncIterator
@@ -310,3 +311,16 @@ async def test_segue_runs_show_says_a_prewarm_is_not_a_run(tmp_path: Path, capsy
     assert f"no run {warm.prewarm_id!r} for tenant 'globex'" in capsys.readouterr().err
     assert main(["runs", "list", "--db", url, "--tenant", "acme", "--json"]) == 0
     assert [r["run_id"] for r in json.loads(capsys.readouterr().out)] == [first.run_id]
+
+
+async def test_the_docs_example_runs_offline_as_printed(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/replay.md "Pre-warming the next turn": its block runs as pasted (top-level await) and prints what its
+    comments say."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "replay.md").read_text()
+    section = page[page.index("## Pre-warming the next turn") :]
+    block = section[section.index("```python\n") + len("```python\n") : section.index("```\n", 10)]
+    code = compile(block, "docs/replay.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    await eval(code, {})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["anthropic claude-sonnet-4-6 1411 0", "$0.00534", "99% of its first request read from the cache"]
+    assert "anthropic claude-sonnet-4-6 1411 0" in block and "$0.00534" in block and "# 99%" in block
