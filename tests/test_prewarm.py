@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import attrs
 import openai
 import pytest
 
@@ -25,6 +26,7 @@ from segue.catalog import Catalog
 from segue.cli import main
 from segue.contracts import ProviderRequest, ProviderResponse, StreamEvent
 from segue.errors import InputError, ProviderError, ReplayRunError
+from segue.generated import PrewarmParams
 from segue.providers import AnthropicProvider, OpenAIResponsesProvider
 from segue.twin import Twin, sample_db
 from segue.wire.anthropic import PREWARM_TURN
@@ -324,3 +326,15 @@ async def test_the_docs_example_runs_offline_as_printed(capsys: pytest.CaptureFi
     lines = capsys.readouterr().out.splitlines()
     assert lines == ["anthropic claude-sonnet-4-6 1411 0", "$0.00534", "99% of its first request read from the cache"]
     assert "anthropic claude-sonnet-4-6 1411 0" in block and "$0.00534" in block and "# 99%" in block
+
+
+def test_prewarm_takes_the_next_runs_arguments_with_the_same_defaults() -> None:
+    """PrewarmParams (the protocol schema) is the one list of what a prewarm takes: Agent.prewarm's keyword
+    arguments are its fields, and each has Agent.run's annotation and default, since they mean the same run."""
+    prewarm = inspect.signature(Agent.prewarm).parameters
+    run = inspect.signature(Agent.run).parameters
+    fields = {f.name for f in attrs.fields(PrewarmParams)} - {"agent"}
+    assert set(prewarm) - {"self"} == fields
+    for name in fields:
+        assert prewarm[name].kind is inspect.Parameter.KEYWORD_ONLY
+        assert (prewarm[name].annotation, prewarm[name].default) == (run[name].annotation, run[name].default), name

@@ -15,11 +15,11 @@ from collections.abc import AsyncIterator
 from segue.contracts import REPLAYED_META_KEY, ProviderRequest, ProviderResponse, StreamDone
 from segue.conversation import add_usage, answer_text, tool_calls
 from segue.errors import ProviderError, SegueError
-from segue.generated import LlmInteraction, Message, PendingCalls, RunEvent
+from segue.generated import Message, PendingCalls, RunEvent
 from segue.layout import RuntimeState
 from segue.run.config import AgentConfig
 from segue.run.guard import Guard
-from segue.run.recorder import Recorder
+from segue.run.recorder import Recorder, interaction_of
 from segue.run.serving import fit, observe
 from segue.run.state import RunState, make_event
 from segue.run.tools import ToolRunner
@@ -101,16 +101,7 @@ class Loop:
         state.usage = add_usage(state.usage, response.usage)
         served = observe(state, request, response, iteration)
         state.own.append(assistant)
-        interaction = LlmInteraction(
-            iteration=iteration,
-            vendor=response.vendor,
-            model=response.model,
-            provider_request=response.request_body,
-            request_headers=response.request_headers or None,
-            provider_response=response.response_body,
-            usage=response.usage,
-            latency_ms=latency,
-        )
+        interaction = interaction_of(response, iteration, latency)
         calls = tool_calls(assistant)
         if calls and any(self.tools.needs_approval(state, c) for c in calls):
             await self.recorder.record(state, iteration, interaction, [], served)

@@ -26,6 +26,7 @@ from segue.generated import LlmInteraction, PrewarmResult
 from segue.run.config import AgentConfig
 from segue.run.loop import provider_request
 from segue.run.plan import Planner, RunPlan
+from segue.run.recorder import interaction_of
 from segue.run.request import RunRequest
 from segue.run.state import RunState
 from segue.wire.common import WireError
@@ -54,16 +55,7 @@ class Prewarmer:
             response = await self.agent.provider.complete(call)
         except WireError as e:  # the driver's wire has no documented way, though the catalog row says there is
             raise InputError(f"prewarm on {plan.path.label()}: {e}") from e
-        interaction = LlmInteraction(
-            iteration=1,
-            vendor=response.vendor,
-            model=response.model,
-            provider_request=response.request_body,
-            request_headers=response.request_headers or None,
-            provider_response=response.response_body,
-            usage=response.usage,
-            latency_ms=(time.perf_counter() - started) * 1000,
-        )
+        interaction = interaction_of(response, 1, (time.perf_counter() - started) * 1000)
         runs = list(request.knobs.runs) if request.knobs is not None else []
         store = self.agent.store
         if store is not None:

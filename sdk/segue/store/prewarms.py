@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from segue.generated import LlmInteraction, PrewarmRecord, Usage, get_converter
+from segue.generated import LlmInteraction, PrewarmRecord
 from segue.store.connection import Units
 from segue.store.models import Bound
 from segue.store.records import DEFAULT_TENANT, utc_now
-from segue.store.rows import loads
+from segue.store.rows import interaction_columns, interaction_from_row, loads
 
 
 class Prewarms:
@@ -27,29 +27,17 @@ class Prewarms:
 
     def record(self, prewarm_id: str, *, agent: str, tenant_id: str, runs: list[str], call: LlmInteraction) -> None:
         """The prewarm and its call, in one row, stamped now."""
-        usage = get_converter().unstructure(call.usage, Usage)
-
-        def work() -> None:
-            self._rows.insert(
+        self._units.write(
+            lambda: self._rows.insert(
                 id=prewarm_id,
                 tenant_id=tenant_id,
                 agent_name=agent,
                 runs=json.dumps(runs),
-                vendor=call.vendor,
-                model=call.model,
-                provider_request=json.dumps(call.provider_request, ensure_ascii=False),
-                request_headers=json.dumps(call.request_headers) if call.request_headers else None,
-                provider_response=(
-                    json.dumps(call.provider_response, ensure_ascii=False)
-                    if call.provider_response is not None
-                    else None
-                ),
-                usage=json.dumps(usage),
-                latency_ms=call.latency_ms,
                 created_at=utc_now(),
-            ).execute()
-
-        self._units.write(work, idempotent=False)
+                **interaction_columns(call),
+            ).execute(),
+            idempotent=False,
+        )
 
     def get(
         self, prewarm_id: str, *, tenant_id: str = DEFAULT_TENANT, all_tenants: bool = False
@@ -69,22 +57,11 @@ class Prewarms:
 
 def _record(row: Any) -> PrewarmRecord:
     where = f"prewarms {row.id}"
-    conv = get_converter()
-    interaction = LlmInteraction(
-        iteration=1,
-        vendor=row.vendor,
-        model=row.model,
-        provider_request=loads(row.provider_request, where),
-        request_headers=loads(row.request_headers, where),
-        provider_response=loads(row.provider_response, where),
-        usage=conv.structure(loads(row.usage, where), Usage),
-        latency_ms=row.latency_ms,
-    )
     return PrewarmRecord(
         prewarm_id=row.id,
         agent=row.agent_name,
         tenant_id=row.tenant_id,
         runs=list(loads(row.runs, where)),
         created_at=row.created_at,
-        interaction=interaction,
+        interaction=interaction_from_row(row, where, iteration=1, error=None),
     )

@@ -43,6 +43,7 @@ from segue.store.rows import (
     MessageCache,
     MetaCache,
     detail_from_rows,
+    interaction_columns,
     stored_runs,
     summary_from_row,
     write_meta,
@@ -197,21 +198,9 @@ class RunStore:
             self._insert_traces(run_id, first_index, iteration, traces)
             if interaction is not None:
                 self.models.LlmInteractionRow.insert(
-                    run_id=run_id,
-                    iteration=interaction.iteration,
-                    vendor=interaction.vendor,
-                    model=interaction.model,
-                    provider_request=json.dumps(interaction.provider_request, ensure_ascii=False),
-                    request_headers=json.dumps(interaction.request_headers) if interaction.request_headers else None,
-                    provider_response=(
-                        json.dumps(interaction.provider_response, ensure_ascii=False)
-                        if interaction.provider_response is not None
-                        else None
-                    ),
-                    usage=json.dumps(conv.unstructure(interaction.usage, Usage)),
-                    latency_ms=interaction.latency_ms,
-                    error=interaction.error,
-                ).execute()
+                    run_id=run_id, iteration=interaction.iteration, error=interaction.error,
+                    **interaction_columns(interaction),
+                ).execute()  # fmt: skip
             if tool_calls:
                 self.models.ToolCallRow.insert_many(
                     [
