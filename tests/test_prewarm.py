@@ -338,3 +338,11 @@ def test_prewarm_takes_the_next_runs_arguments_with_the_same_defaults() -> None:
     for name in fields:
         assert prewarm[name].kind is inspect.Parameter.KEYWORD_ONLY
         assert (prewarm[name].annotation, prewarm[name].default) == (run[name].annotation, run[name].default), name
+
+
+async def test_nothing_to_warm_is_refused() -> None:
+    twin = Twin()
+    agent = Agent(AnthropicProvider("claude-sonnet-4-6", client=twin.anthropic_client()))
+    with pytest.raises(InputError, match=r"sends nothing before its user message .* nothing to warm"):
+        await agent.prewarm()
+    assert not twin.exchanges

@@ -49,6 +49,12 @@ class Prewarmer:
         state = RunState(run_id=str(ULID()), request=request, plan=plan, own=[], replay=plan.summary)
         # The prefix laid out as iteration 1 lays it out, without the user message and the fragment that follow it.
         prefix = plan.layout.lay_out(plan.prefix, None, 1) if plan.layout is not None else list(plan.prefix)
+        config = plan.config
+        if not (config.system or config.stable_head or config.definitions or prefix):
+            raise InputError(
+                "prewarm: the next run sends nothing before its user message (no prompt, tools, stable context, "
+                "history or runs=), so there is nothing to warm"
+            )
         call = provider_request(state, prefix, prewarm=True)
         started = time.perf_counter()
         try:
