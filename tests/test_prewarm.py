@@ -346,3 +346,23 @@ async def test_nothing_to_warm_is_refused() -> None:
     with pytest.raises(InputError, match=r"sends nothing before its user message .* nothing to warm"):
         await agent.prewarm()
     assert not twin.exchanges
+
+
+@pytest.mark.parametrize("layout", ["auto", "appendOnly", "replace"])
+async def test_the_prefix_is_the_next_runs_with_a_trailing_state_layout(layout: Any) -> None:
+    """The replayed runs carry their runtime-state fragments as their layout kept them; the prewarm lays them out as
+    the next run's first iteration does (kept, escaped or left out), and stops before the user message."""
+    twin, store = Twin(), RunStore("sqlite:///:memory:")
+    provider = OpenAIResponsesProvider("gpt-5.6-sol", client=twin.openai_client())
+    agent = Agent(
+        provider, PROMPT, TOOLS, store, trailing_state=lambda s: f"step {s.iteration}", trailing_state_layout=layout
+    )
+    first = await agent.run("Which tables are there?")
+    await agent.prewarm(runs=[first.run_id], replay_last="all")
+    sent = twin.exchanges[-1].request
+    nxt = await agent.run("How many customers?", runs=[first.run_id], replay_last="all")
+    detail = store.get_run(nxt.run_id)
+    assert detail is not None
+    then = detail.llm_interactions[0].provider_request
+    assert sent["input"] == then["input"][: len(sent["input"])]
+    assert [i.get("role") for i in then["input"][len(sent["input"]) :]] == ["user", "user"], "question, fragment"
