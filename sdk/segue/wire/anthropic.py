@@ -89,12 +89,12 @@ def build_request(
                 "binds replayed thinking only through thinking.block_binding, which needs thinking enabled or adaptive",
             )
         )
-    if request.prewarm and (not messages or messages[-1]["role"] != g.ROLES[USER]):
+    if request.prewarm and (not messages or g.parse_message(messages[-1]).role != g.ROLES[USER]):
         # The prefix of a run ends where its user message will go (after an answer, or at the start). The Messages
         # API takes at least one message and treats a trailing assistant turn as a prefill to continue, so a
         # prewarm ends with a placeholder user turn, after every breakpoint (it is not in `anchors`): the cache
         # entries written are exactly the prefix's.
-        messages.append({"role": g.ROLES[USER], "content": [g.content_block(TextBlock(text=PREWARM_TURN))]})
+        messages.append(g.message(role=g.ROLES[USER], content=[g.content_block(TextBlock(text=PREWARM_TURN))]))
     headers: dict[str, str] = {}
     config: Any = None  # the app's own thinking configuration, sent as given (plus block binding)
     if thinking is not None:
