@@ -49,6 +49,7 @@ def test_the_dispatch_table_is_the_schemas_method_table() -> None:
             "run",
             "retry",
             "resume",
+            "prewarm",
             "runs/list",
             "runs/get",
             "runs/explain",
@@ -86,12 +87,13 @@ def test_the_dispatch_table_is_the_schemas_method_table() -> None:
         "TENANT_NOT_ALLOWED": -32007,
         "UNSUPPORTED_PROTOCOL_VERSION": -32009,
         "SERVER_BUSY": -32010,
+        "PROVIDER_FAILED": -32011,
         "REQUEST_CANCELLED": -32800,
     }
     # IdempotencyConflict was -32002 in protocol 1.0, before LSP's ServerNotInitialized took that code: a session
     # that speaks 1.0 still receives -32002 for it.
     assert LEGACY_CODES == {ErrorCode.IDEMPOTENCY_CONFLICT: {"1.0": -32002}}
-    assert PROTOCOL_VERSION == SCHEMA["protocol"]["version"] == "1.1"
+    assert PROTOCOL_VERSION == SCHEMA["protocol"]["version"] == "1.2"
     assert {n for n, m in METHODS.items() if m.since == "1.0"} == {
         "run",
         "retry",
@@ -196,9 +198,9 @@ BAD_TABLES: dict[str, tuple[dict[str, Any], str, str]] = {
         "'version' is a required property",
     ),
     "since_after_the_tables_version": (
-        _edit(lambda s: _methods(s)["agents/list"].update(since="1.2")),
+        _edit(lambda s: _methods(s)["agents/list"].update(since="1.3")),
         "#/protocol/methods/agents~1list/since",
-        "since 1.2 is after the table's version 1.1",
+        "since 1.3 is after the table's version 1.2",
     ),
     "legacy_code_taken_in_that_version": (
         _edit(lambda s: s["protocol"]["errors"]["IdempotencyConflict"].update(legacy_codes={"1.0": -32001})),
@@ -206,9 +208,9 @@ BAD_TABLES: dict[str, tuple[dict[str, Any], str, str]] = {
         "in protocol 1.0, code -32001 is already 'ReplayRunError'",
     ),
     "legacy_code_for_the_current_version": (
-        _edit(lambda s: s["protocol"]["errors"]["IdempotencyConflict"].update(legacy_codes={"1.1": -32002})),
-        "#/protocol/errors/IdempotencyConflict/legacy_codes/1.1",
-        "a legacy code is for a version from since (1.0) to before the table's version (1.1)",
+        _edit(lambda s: s["protocol"]["errors"]["IdempotencyConflict"].update(legacy_codes={"1.2": -32002})),
+        "#/protocol/errors/IdempotencyConflict/legacy_codes/1.2",
+        "a legacy code is for a version from since (1.0) to before the table's version (1.2)",
     ),
     "keyword_below_top_level": (
         _edit(lambda s: s["$defs"]["RunParams"].update(protocol={})),

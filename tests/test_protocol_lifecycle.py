@@ -68,7 +68,9 @@ def test_initialize_says_what_the_server_is_and_what_the_session_may_do(tmp_path
         assert result["server_info"] == {"name": "segue", "version": package_version()}
         capabilities = result["capabilities"]
         from_client = [n for n, m in METHODS.items() if m.direction in ("clientToServer", "both")]
-        assert capabilities["methods"] == from_client
+        # A 1.1 session is offered 1.1's methods, and no feature whose method is newer.
+        assert capabilities["methods"] == [n for n in from_client if METHODS[n].since in ("1.0", "1.1")]
+        assert "prewarm" not in capabilities["methods"] and capabilities["features"] == []
         assert capabilities["notifications"] == ["$/cancelRequest", "run/event"]
         assert capabilities["server_requests"] == ["tool/call"]
         assert (capabilities["transport"], capabilities["tool_calls"]) == ("stdio", "request")
@@ -92,12 +94,12 @@ def test_versions_are_negotiated_within_the_major_version(tmp_path: Path) -> Non
         for asked in ("2.0", "0.9", "1.0"):
             refused = client.call("initialize", {"protocol_version": asked})
             assert code_of(refused) == -32009, refused
-            assert refused["error"]["data"] == {"requested": asked, "supported": ["1.1"]}
+            assert refused["error"]["data"] == {"requested": asked, "supported": ["1.1", "1.2"]}
             assert f"initialize asked for protocol {asked}" in refused["error"]["message"]
             # Nothing changed: the session is still uninitialized.
             assert code_of(client.call("agents/list", {})) == -32002
         # A later minor version of the same major: the server answers with what it speaks.
-        assert client.call("initialize", {"protocol_version": "1.7"})["result"]["protocol_version"] == "1.1"
+        assert client.call("initialize", {"protocol_version": "1.7"})["result"]["protocol_version"] == "1.2"
         assert client.call("agents/list", {})["result"]["agents"]
 
 

@@ -235,7 +235,24 @@ def test_version_one_databases_are_migrated(tmp_path: Path) -> None:
     reopened = RunStore(url)
     from segue.store import migrations
 
-    assert migrations.current_version(reopened.db, reopened.models) == migrations.LATEST == 3
+    assert migrations.current_version(reopened.db, reopened.models) == migrations.LATEST == 4
+
+
+def test_version_three_databases_get_the_prewarms_table(tmp_path: Path) -> None:
+    """Store schema 4 adds `prewarms` (Agent.prewarm's calls, kept apart from the runs) to a version-3 store."""
+
+    url = f"sqlite:///{tmp_path}/old.db"
+    RunStore(url).close()
+    old = RunStore(url)
+    old.db.execute_sql("DROP TABLE prewarms")
+    old.db.execute_sql("DELETE FROM segue_schema_version WHERE version > 3")
+    old.close()
+    with pytest.raises(StoreError, match="schema version 3"):
+        RunStore(url, read_only=True)
+    reopened = RunStore(url)
+    assert reopened.migrated_from == 3
+    assert reopened.db.table_exists("prewarms") and reopened.prewarms.list(tenant_id="t1") == []
+    reopened.close()
 
 
 def test_stored_usage_moves_to_per_ttl_writes(tmp_path: Path) -> None:
@@ -259,7 +276,7 @@ def test_stored_usage_moves_to_per_ttl_writes(tmp_path: Path) -> None:
     store.db.execute_sql("DELETE FROM segue_schema_version WHERE version > 2")
     store.close()
     reopened = RunStore(url)
-    assert migrations.current_version(reopened.db, reopened.models) == 3
+    assert migrations.current_version(reopened.db, reopened.models) == migrations.LATEST
     detail = reopened.get_run(rid, tenant_id="t1")
     assert detail is not None
     for read in (detail.usage, detail.llm_interactions[0].usage):

@@ -1,4 +1,4 @@
-"""Agent and SingleCall: the public API (run / stream / retry / resume).
+"""Agent and SingleCall: the public API (run / stream / retry / resume / prewarm).
 
 An Agent holds its settings (segue.run.config.AgentConfig) and the run pipeline built on them
 (segue.run.pipeline): every call validates its arguments first, so bad input raises (or, on a stream, arrives as
@@ -17,7 +17,7 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 from segue.catalog import Catalog
 from segue.contracts import Provider
 from segue.errors import IdempotencyConflictError, InputError, ReplayRunError, RunStateError, ToolSourceError
-from segue.generated import ContextBlock, RunEvent, RunResult
+from segue.generated import ContextBlock, PrewarmResult, RunEvent, RunResult
 from segue.guardrails import Guardrail
 from segue.history import HistoryItem
 from segue.layout import LayoutMode, TrailingStateFn
@@ -221,6 +221,29 @@ class Agent:
                 yield event
         except _VALIDATION_ERRORS as e:
             yield _validation_event(e)
+
+    async def prewarm(
+        self,
+        *,
+        history: Sequence[HistoryItem] | None = None,
+        context: Sequence[ContextBlock] | None = None,
+        runs: Sequence[str] | None = None,
+        replay_last: int | Literal["all"] = 0,
+        replay_reasoning: bool = True,
+        replay_budget_tokens: int | None = None,
+        tenant_id: str = DEFAULT_TENANT,
+        model: str | None = None,
+        vendor: str | None = None,
+    ) -> PrewarmResult:
+        """Warm the vendor's prompt cache for the next turn: send exactly what `run(text, ...)` with the same
+        arguments will send before its user message, asking the vendor to cache it and generate nothing, so that
+        run reads it from the cache. Recorded as a prewarm (`store.prewarms`), never as a run.
+
+        Bad input, unknown or unfinished runs and another tenant's runs raise as `run` would, before anything is
+        sent; a serving path whose catalog row does not say `llm.cache_prewarm` raises InputError naming it; a
+        vendor failure raises ProviderError. Nothing is recorded unless the vendor answered."""
+        request = self._pipeline.validate_prewarm(_arguments(locals()))
+        return await self._pipeline.prewarmer.prewarm(request)
 
     async def retry(self, run_id: str, *, tenant_id: str = DEFAULT_TENANT) -> RunResult:
         """Run a finished run again as a new run (retry_of=run_id), with the same input, history, context,

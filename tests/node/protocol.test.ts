@@ -157,6 +157,7 @@ async function scenario(client: Connection, transport: "stdio" | "http"): Promis
   assert.equal(capabilities.tool_calls, transport === "stdio" ? "request" : "resume");
   assert.ok(capabilities.methods.includes("agents/get") && capabilities.methods.includes("runs/explain"));
   assert.ok(capabilities.limits.max_message_bytes > 0);
+  assert.deepEqual(capabilities.features, ["prewarm"]);
   assert.equal(capabilities.limits.http !== undefined, transport === "http");
   await client.notify("initialized", {});
   await rejects(client.request("initialize", { protocol_version: PROTOCOL_VERSION }), "InvalidRequest");
@@ -207,7 +208,16 @@ async function scenario(client: Connection, transport: "stdio" | "http"): Promis
   const two = await turn("How many customers per country?", [one.result.run_id]);
   assert.match(answerOf(two), /^Customers per country:/);
   assert.deepEqual(two.result.replay?.runs_full, [one.result.run_id]);
-  const three = await turn("How many orders are there?", [one.result.run_id, two.result.run_id]);
+  // Warm the cache for the third turn while the user types: the prefix that turn sends before its question.
+  const conversation = [one.result.run_id, two.result.run_id];
+  const warm = await client.request("prewarm", { agent: "analyst", runs: conversation, replay_last: "all" });
+  assert.deepEqual(
+    [warm.result.vendor, warm.result.model, warm.result.runs],
+    ["anthropic", "claude-sonnet-4-6", conversation],
+  );
+  assert.equal(warm.result.usage.output_tokens, 0);
+  await rejects(client.request("prewarm", { agent: "analyst", runs: [UNKNOWN_RUN] }), "ReplayRunError");
+  const three = await turn("How many orders are there?", conversation);
   assert.equal(answerOf(three), "Orders:\n- orders: 220");
   // list_tables ran once, in this client: turns 2 and 3 replay its result.
   assert.equal(clientToolRuns.length - ranBefore, 1);

@@ -157,6 +157,11 @@ class Resolved:
         """Only a literal true counts: null, absent, "yes" or 1 all read as False."""
         return self.get("llm", "prefix_prompt_cache") is True
 
+    @property
+    def cache_prewarm(self) -> bool:
+        """Whether the vendor documents warming this path's cache without generating (only a literal true)."""
+        return self.get("llm", "cache_prewarm") is True
+
     cache_kind = _LlmKey(str)
     cache_min_tokens = _LlmKey(int)
     cache_increment_tokens = _LlmKey(int)

@@ -26,6 +26,8 @@ from segue.generated.protocol import (
     IdempotencyConflictData,
     InputErrorData,
     PendingToolCall,
+    PrewarmParams,
+    PrewarmResponse,
     ReplayRunErrorData,
     ResumeParams,
     RetryParams,
@@ -63,6 +65,7 @@ class Methods:
             "run": self.run,
             "retry": self.retry,
             "resume": self.resume,
+            "prewarm": self.prewarm,
             "runs/list": self.runs_list,
             "runs/get": self.runs_get,
             "runs/explain": self.runs_explain,
@@ -107,6 +110,13 @@ class Methods:
             p.run_id, approved=approved, tool_results=tool_results, tenant_id=p.tenant_id or DEFAULT_TENANT
         )
         return await self._consume(ctx, entry, events, emit=p.events is not False, tenant_id=p.tenant_id)
+
+    async def prewarm(self, ctx: RequestContext, p: PrewarmParams) -> PrewarmResponse:
+        entry = self.entry(p.agent, ctx)
+        arguments = {f.name: getattr(p, f.name) for f in attrs.fields(PrewarmParams) if f.name != "agent"}
+        # Unset fields take Agent.prewarm's defaults, as unset RunParams fields take Agent.run's.
+        result = await entry.agent.prewarm(**{k: v for k, v in arguments.items() if v is not None})
+        return PrewarmResponse(result=result)
 
     async def runs_list(self, ctx: RequestContext, p: RunsListParams) -> RunsListResult:
         limit, offset = p.limit or 50, p.offset or 0

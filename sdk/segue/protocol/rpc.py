@@ -27,7 +27,14 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
 from segue.catalog import CatalogError
-from segue.errors import IdempotencyConflictError, InputError, ReplayRunError, RunStateError, StoreError
+from segue.errors import (
+    IdempotencyConflictError,
+    InputError,
+    ProviderError,
+    ReplayRunError,
+    RunStateError,
+    StoreError,
+)
 from segue.generated import RunStatus, get_converter
 from segue.generated.protocol import (
     CancelParams,
@@ -35,6 +42,7 @@ from segue.generated.protocol import (
     InputErrorData,
     InvalidParamsData,
     ParamError,
+    ProviderFailedData,
     ReplayRunErrorData,
     RequestId,
     RequestInFlightData,
@@ -438,6 +446,8 @@ def error_from_exception(e: Exception) -> RpcError:
         return RpcError(ErrorCode.TENANT_NOT_ALLOWED, str(e), TenantNotAllowedData(tenant_id=e.tenant))
     if isinstance(e, StoreError):
         return RpcError(ErrorCode.INTERNAL_ERROR, f"the run store failed: {e}")
+    if isinstance(e, ProviderError):  # only prewarm raises it: a run's vendor failure is a result with status error
+        return RpcError(ErrorCode.PROVIDER_FAILED, str(e), ProviderFailedData(vendor=e.vendor, kind=e.kind))
     log.exception("internal error while serving a request", exc_info=e)
     return RpcError(ErrorCode.INTERNAL_ERROR, f"internal error: {type(e).__name__}: {e}")
 

@@ -20,11 +20,11 @@ from segue.catalog.costs import add_call
 from segue.contracts import REPLAYED_META_KEY, ProviderRequest, ProviderResponse, StreamDone, WirePrefix
 from segue.conversation import add_usage, answer_text, tool_calls
 from segue.errors import ProviderError, SegueError
-from segue.generated import LlmInteraction, Message, PendingApproval, PendingCalls, RunCost, RunEvent
+from segue.generated import Message, PendingApproval, PendingCalls, RunCost, RunEvent
 from segue.layout import RuntimeState
 from segue.run.config import AgentConfig
 from segue.run.guard import Guard
-from segue.run.recorder import Recorder
+from segue.run.recorder import Recorder, interaction_of
 from segue.run.serving import fit, observe
 from segue.run.state import RunState, make_event
 from segue.run.tools import ToolRunner
@@ -108,16 +108,7 @@ class Loop:
         response = self._priced(state, response)
         served = observe(state, request, response, iteration)
         state.own.append(assistant)
-        interaction = LlmInteraction(
-            iteration=iteration,
-            vendor=response.vendor,
-            model=response.model,
-            provider_request=response.request_body,
-            request_headers=response.request_headers or None,
-            provider_response=response.response_body,
-            usage=response.usage,
-            latency_ms=latency,
-        )
+        interaction = interaction_of(response, iteration, latency)
         calls = tool_calls(assistant)
         if calls and any(self.tools.needs_approval(state, c) for c in calls):
             await self.recorder.record(state, iteration, interaction, [], served)
@@ -232,27 +223,7 @@ class Loop:
             )
             fragment = plan.layout.fragment_for(state.iteration, runtime)
             messages = plan.layout.lay_out(messages, fragment, state.iteration)
-        messages, alternatives = fit(state, messages)
-        prefix = state.prefix
-        if prefix is None:  # the first request: the prefix as it goes on the wire, the same on every request
-            view = plan.view
-            length = len(plan.prefix) if view is None else sum(view(m) is not None for m in plan.prefix)
-            prefix = state.prefix = WirePrefix(length)
-            replayed = [i for i, m in enumerate(messages[:length]) if m.meta and m.meta.get(REPLAYED_META_KEY)]
-            state.replay_end = replayed[-1] if replayed else None
-        return ProviderRequest(
-            system=plan.config.system,
-            stable_head=plan.config.stable_head,
-            messages=messages,
-            tools=plan.config.tools.definitions,
-            replay_end=state.replay_end,
-            model=state.request.params.model,
-            vendor=state.request.params.vendor,
-            cache_key=state.request.tenant_id,
-            replay_path=plan.path if plan.summaries else None,
-            replay_alternatives=alternatives,
-            prefix=prefix,
-        )
+        return provider_request(state, messages)
 
     async def _pause_again(self, state: RunState, message: str) -> AsyncIterator[RunEvent]:
         """The first call after a resume failed: the run waits again, with its tool results kept and no call
@@ -292,3 +263,32 @@ def _answered(chat: ChatTrace, response: ProviderResponse) -> None:
             response_id=response_id(response.response_body),
             message=response.message,
         )
+
+
+def provider_request(state: RunState, messages: list[Message], *, prewarm: bool = False) -> ProviderRequest:
+    """The provider request for `messages` (laid out already): the run's system prompt, stable head and tools,
+    the messages fitted to each serving path, the breakpoint after the replayed runs, the run's overrides.
+    Agent.prewarm sends the same for the prefix alone (segue.run.prewarm), as its one request."""
+    plan = state.plan
+    messages, alternatives = fit(state, messages)
+    prefix = state.prefix
+    if prefix is None:  # the first request: the prefix as it goes on the wire, the same on every request
+        view = plan.view
+        length = len(plan.prefix) if view is None else sum(view(m) is not None for m in plan.prefix)
+        prefix = state.prefix = WirePrefix(length)
+        replayed = [i for i, m in enumerate(messages[:length]) if m.meta and m.meta.get(REPLAYED_META_KEY)]
+        state.replay_end = replayed[-1] if replayed else None
+    return ProviderRequest(
+        system=plan.config.system,
+        stable_head=plan.config.stable_head,
+        messages=messages,
+        tools=plan.config.tools.definitions,
+        replay_end=state.replay_end,
+        model=state.request.params.model,
+        vendor=state.request.params.vendor,
+        cache_key=state.request.tenant_id,
+        prewarm=prewarm,
+        replay_path=plan.path if plan.summaries else None,
+        replay_alternatives=alternatives,
+        prefix=None if prewarm else prefix,
+    )

@@ -6,7 +6,8 @@
       -> record the run row (recorder.py)
       -> loop (loop.py: per iteration lay out, call, observe who served (serving.py), record, run tools (tools.py))
 
-retry builds its request from the run's RunMeta and goes through the same steps; resume re-plans a paused run the
+retry builds its request from the run's RunMeta and goes through the same steps; a prewarm (prewarm.py) validates
+and plans like the run it warms for, lays out its prefix and sends only that; resume re-plans a paused run the
 same way, claims it, runs the calls it waited on, and continues the loop. Nothing is written before the request
 is validated and planned: a refusal changes nothing.
 
@@ -36,8 +37,9 @@ from segue.run.guard import Guard
 from segue.run.idempotency import Idempotency, fingerprint_of, replayed_event
 from segue.run.loop import Loop
 from segue.run.plan import Planner
+from segue.run.prewarm import Prewarmer
 from segue.run.recorder import Recorder
-from segue.run.request import RunRequest, validate
+from segue.run.request import RunRequest, validate, validate_prewarm
 from segue.run.resume import arguments_of, decisions_for, load_own_run, pending_calls, still_sent
 from segue.run.state import RunState, make_event
 from segue.run.tools import ToolRunner
@@ -58,9 +60,13 @@ class Pipeline:
         self.recorder = Recorder(agent)
         self.tools = ToolRunner(guard)
         self.loop = Loop(agent, self.recorder, self.tools, guard)
+        self.prewarmer = Prewarmer(agent, self.planner)
 
     def validate(self, arguments: Mapping[str, Any]) -> RunRequest:
         return validate(arguments, self.agent.rules, agent=self.agent.name)
+
+    def validate_prewarm(self, arguments: Mapping[str, Any]) -> RunRequest:
+        return validate_prewarm(arguments, self.agent.rules, agent=self.agent.name)
 
     async def run(self, request: RunRequest, *, streaming: bool) -> AsyncIterator[RunEvent]:
         """A new run for a validated request, as events."""

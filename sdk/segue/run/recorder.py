@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from segue.catalog import CatalogError
+from segue.contracts import ProviderResponse
 from segue.generated import (
     LlmInteraction,
     PendingCalls,
@@ -23,6 +24,20 @@ from segue.generated import (
 from segue.run.config import AgentConfig
 from segue.run.state import RunState
 from segue.store.records import NewRun
+
+
+def interaction_of(response: ProviderResponse, iteration: int, latency_ms: float) -> LlmInteraction:
+    """The record of one provider call: the exact body the vendor received, its answer and usage."""
+    return LlmInteraction(
+        iteration=iteration,
+        vendor=response.vendor,
+        model=response.model,
+        provider_request=response.request_body,
+        request_headers=response.request_headers or None,
+        provider_response=response.response_body,
+        usage=response.usage,
+        latency_ms=latency_ms,
+    )
 
 
 class Recorder:

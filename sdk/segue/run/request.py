@@ -18,7 +18,7 @@ import attrs
 
 from segue.conversation import as_history
 from segue.errors import InputError, ReplayRunError
-from segue.generated import ContextBlock, Message, ReplayKnobs, RunParams, get_converter
+from segue.generated import ContextBlock, Message, PrewarmParams, ReplayKnobs, RunParams, get_converter
 from segue.hashing import canonical_json
 from segue.store.records import DEFAULT_TENANT
 
@@ -29,6 +29,9 @@ MAX_METADATA_CHARS = 65_536
 MAX_ID_CHARS = 200
 #: RunParams fields that are about the transport, not the run: the protocol's agent name and event switch.
 TRANSPORT_FIELDS = frozenset({"agent", "events"})
+#: RunParams.input of a prewarm's request (RunParams requires one): never sent, recorded or fingerprinted, since a
+#: prewarm stops before the user message.
+PREWARM_INPUT = "(prewarm: no user message)"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$", re.IGNORECASE)
 
@@ -95,11 +98,7 @@ def validate(arguments: Mapping[str, Any], rules: Rules, *, agent: str) -> RunRe
     expected = {f.name for f in attrs.fields(RunParams)} - TRANSPORT_FIELDS - {"input"} | {"user_input"}
     if set(arguments) != expected:
         raise TypeError(f"run arguments must be exactly {sorted(expected)}, got {sorted(arguments)}")
-    user_input, tenant_id = arguments["user_input"], arguments["tenant_id"]
-    idempotency_key, model, vendor = arguments["idempotency_key"], arguments["model"], arguments["vendor"]
-    metadata, context, history = arguments["metadata"], arguments["context"], arguments["history"]
-    runs, replay_last = arguments["runs"], arguments["replay_last"]
-    replay_reasoning, replay_budget_tokens = arguments["replay_reasoning"], arguments["replay_budget_tokens"]
+    user_input = arguments["user_input"]
     if not isinstance(user_input, str) or not user_input.strip():
         raise InputError(f"user_input must be a non-empty string, got {user_input!r:.80}")
     if len(user_input) > rules.max_input_chars:
@@ -108,6 +107,28 @@ def validate(arguments: Mapping[str, Any], rules: Rules, *, agent: str) -> RunRe
             "send large documents as files or tool results, or raise Agent(max_input_chars=...)"
         )
     check_text("user_input", user_input)
+    return _validate(arguments, rules, agent)
+
+
+def validate_prewarm(arguments: Mapping[str, Any], rules: Rules, *, agent: str) -> RunRequest:
+    """The request for Agent.prewarm(**arguments): the arguments of the next run that decide its prefix (every
+    PrewarmParams field but `agent`), checked as that run's would be. Its `params.input` is PREWARM_INPUT: a prewarm
+    sends everything before the user message and nothing after it."""
+    expected = {f.name for f in attrs.fields(PrewarmParams)} - {"agent"}
+    if set(arguments) != expected:
+        raise TypeError(f"prewarm arguments must be exactly {sorted(expected)}, got {sorted(arguments)}")
+    return _validate(
+        {**arguments, "user_input": PREWARM_INPUT, "idempotency_key": None, "metadata": None}, rules, agent
+    )
+
+
+def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequest:
+    """Every argument but the user input (checked by the caller)."""
+    user_input, tenant_id = arguments["user_input"], arguments["tenant_id"]
+    idempotency_key, model, vendor = arguments["idempotency_key"], arguments["model"], arguments["vendor"]
+    metadata, context, history = arguments["metadata"], arguments["context"], arguments["history"]
+    runs, replay_last = arguments["runs"], arguments["replay_last"]
+    replay_reasoning, replay_budget_tokens = arguments["replay_reasoning"], arguments["replay_budget_tokens"]
     if not isinstance(tenant_id, str) or not tenant_id:
         raise InputError(f"tenant_id must be a non-empty string, got {tenant_id!r}")
     _check_id("tenant_id", tenant_id)

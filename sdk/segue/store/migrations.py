@@ -18,7 +18,7 @@ from segue.store.models import Bound
 
 
 def _v1(db: pw.Database, models: Bound) -> None:
-    db.create_tables(models.all)
+    db.create_tables([t for t in models.all if t is not models.PrewarmRow])
 
 
 def _v2(db: pw.Database, models: Bound) -> None:
@@ -52,8 +52,13 @@ def _usage_by_ttl(usage: dict[str, Any]) -> dict[str, Any]:
     return usage
 
 
+def _v4(db: pw.Database, models: Bound) -> None:
+    """The prewarms table (Agent.prewarm): a prewarm's provider call is recorded apart from the runs."""
+    db.create_tables([models.PrewarmRow])
+
+
 #: version -> migration that produces it, in order.
-MIGRATIONS: list[tuple[int, Callable[[pw.Database, Bound], None]]] = [(1, _v1), (2, _v2), (3, _v3)]
+MIGRATIONS: list[tuple[int, Callable[[pw.Database, Bound], None]]] = [(1, _v1), (2, _v2), (3, _v3), (4, _v4)]
 LATEST = MIGRATIONS[-1][0]
 
 

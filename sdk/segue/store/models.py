@@ -116,7 +116,36 @@ class RunTag(BaseModel):
         indexes = ((("key", "value"), False),)
 
 
-ALL_MODELS: list[type[BaseModel]] = [SchemaVersion, AgentRun, ReactTrace, LlmInteractionRow, ToolCallRow, RunTag]
+class PrewarmRow(BaseModel):
+    """One prewarm (Agent.prewarm): its provider call, kept apart from the runs so that it is never listed,
+    replayed or counted as one."""
+
+    id = CharField(primary_key=True, max_length=26)  # ULID
+    tenant_id = CharField(max_length=200, index=True)
+    agent_name = CharField(max_length=200)
+    runs = TextField(default="[]")  # the replayed run ids whose prefix was warmed, JSON
+    vendor = CharField(max_length=100)
+    model = CharField(max_length=200)
+    provider_request = TextField()
+    request_headers = TextField(null=True)
+    provider_response = TextField(null=True)
+    usage = TextField()
+    latency_ms = pw.DoubleField()
+    created_at = CharField(max_length=32, index=True)
+
+    class Meta:
+        table_name = "prewarms"
+
+
+ALL_MODELS: list[type[BaseModel]] = [
+    SchemaVersion,
+    AgentRun,
+    ReactTrace,
+    LlmInteractionRow,
+    ToolCallRow,
+    RunTag,
+    PrewarmRow,
+]
 
 
 class Bound:
@@ -134,6 +163,7 @@ class Bound:
         self.LlmInteractionRow = sub(LlmInteractionRow)
         self.ToolCallRow = sub(ToolCallRow)
         self.RunTag = sub(RunTag)
+        self.PrewarmRow = sub(PrewarmRow)
         self.all: list[Any] = [
             self.SchemaVersion,
             self.AgentRun,
@@ -141,4 +171,5 @@ class Bound:
             self.LlmInteractionRow,
             self.ToolCallRow,
             self.RunTag,
+            self.PrewarmRow,
         ]

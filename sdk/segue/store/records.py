@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import attrs
@@ -13,6 +14,11 @@ DEFAULT_TENANT = "default"
 TERMINAL: frozenset[str] = frozenset({"success", "error", "cancelled", "max_iterations"})
 #: list_runs pages no further than this (SQLite's and PostgreSQL's LIMIT / OFFSET are 64-bit).
 MAX_OFFSET = 1_000_000_000
+
+
+def utc_now() -> str:
+    """A row's timestamp: ISO 8601 UTC with microseconds, so that text order is time order."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @attrs.frozen(kw_only=True)

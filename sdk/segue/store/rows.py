@@ -176,7 +176,6 @@ def detail_from_rows(
 ) -> RunDetail:
     """RunDetail from its run row, its meta, and its trace, llm_interactions and tool_calls rows."""
     run_id = row.id
-    conv = get_converter()
     summary = summary_from_row(row)
     traces = [
         Trace(index=t[2], iteration=t[3], message=message_from_row(run_id, t[2], t[4], t[5], t[6])) for t in trace_rows
@@ -202,18 +201,7 @@ def detail_from_rows(
         meta=meta,
         traces=traces,
         llm_interactions=[
-            LlmInteraction(
-                iteration=c.iteration,
-                vendor=c.vendor,
-                model=c.model,
-                provider_request=loads(c.provider_request, f"llm_interactions {c.id}"),
-                request_headers=loads(c.request_headers, "request_headers") if c.request_headers else None,
-                provider_response=loads(c.provider_response, "provider_response") if c.provider_response else None,
-                usage=conv.structure(loads(c.usage, "usage"), Usage),
-                latency_ms=c.latency_ms,
-                error=c.error,
-            )
-            for c in calls
+            interaction_from_row(c, f"llm_interactions {c.id}", iteration=c.iteration, error=c.error) for c in calls
         ],
         tool_calls=[
             ToolCallRecord(
@@ -260,4 +248,34 @@ def stored_runs(rows: list[tuple[Any, ...]], messages: MessageCache, metas: Meta
             hash_items=HashItems(items[run_id]),
         )
         for run_id, head in heads.items()
+    }
+
+
+def interaction_from_row(row: Any, where: str, *, iteration: int, error: str | None) -> LlmInteraction:
+    """A provider call from the columns `interaction_columns` wrote (llm_interactions, prewarms)."""
+    return LlmInteraction(
+        iteration=iteration,
+        vendor=row.vendor,
+        model=row.model,
+        provider_request=loads(row.provider_request, where),
+        request_headers=loads(row.request_headers, "request_headers") if row.request_headers else None,
+        provider_response=loads(row.provider_response, "provider_response") if row.provider_response else None,
+        usage=get_converter().structure(loads(row.usage, "usage"), Usage),
+        latency_ms=row.latency_ms,
+        error=error,
+    )
+
+
+def interaction_columns(call: LlmInteraction) -> dict[str, Any]:
+    """The columns a provider call is stored in (llm_interactions, prewarms): JSON text for the bodies."""
+    return {
+        "vendor": call.vendor,
+        "model": call.model,
+        "provider_request": json.dumps(call.provider_request, ensure_ascii=False),
+        "request_headers": json.dumps(call.request_headers) if call.request_headers else None,
+        "provider_response": (
+            json.dumps(call.provider_response, ensure_ascii=False) if call.provider_response is not None else None
+        ),
+        "usage": json.dumps(get_converter().unstructure(call.usage, Usage)),
+        "latency_ms": call.latency_ms,
     }

@@ -17,7 +17,6 @@ import json
 import logging
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any, cast
 
 import peewee as pw
@@ -38,11 +37,13 @@ from segue.hashing import canonical_json
 from segue.store import migrations
 from segue.store.connection import DEFAULT_RECONNECT_SECONDS, Units, open_database, read_only_fallback, redact
 from segue.store.models import Bound
-from segue.store.records import DEFAULT_TENANT, MAX_OFFSET, TERMINAL, IdempotencyKeyTaken, NewRun, StoredRun
+from segue.store.prewarms import Prewarms
+from segue.store.records import DEFAULT_TENANT, MAX_OFFSET, TERMINAL, IdempotencyKeyTaken, NewRun, StoredRun, utc_now
 from segue.store.rows import (
     MessageCache,
     MetaCache,
     detail_from_rows,
+    interaction_columns,
     stored_runs,
     summary_from_row,
     write_meta,
@@ -50,10 +51,6 @@ from segue.store.rows import (
 from segue.store.text import decode
 
 DEFAULT_URL = "sqlite:///segue.db"
-
-
-def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class RunStore:
@@ -79,6 +76,7 @@ class RunStore:
         self._metas = MetaCache()
         self.is_sqlite = isinstance(self.db, pw.SqliteDatabase)
         self._units = Units(self.db, self.url, reconnect_seconds=reconnect_seconds)
+        self.prewarms = Prewarms(self.models, self._units)
         shown = redact(self.url)
         #: The schema version found when a writer opened the store (before migrating); None for readers.
         self.migrated_from: int | None = None
@@ -201,21 +199,9 @@ class RunStore:
             self._insert_traces(run_id, first_index, iteration, traces)
             if interaction is not None:
                 self.models.LlmInteractionRow.insert(
-                    run_id=run_id,
-                    iteration=interaction.iteration,
-                    vendor=interaction.vendor,
-                    model=interaction.model,
-                    provider_request=json.dumps(interaction.provider_request, ensure_ascii=False),
-                    request_headers=json.dumps(interaction.request_headers) if interaction.request_headers else None,
-                    provider_response=(
-                        json.dumps(interaction.provider_response, ensure_ascii=False)
-                        if interaction.provider_response is not None
-                        else None
-                    ),
-                    usage=json.dumps(conv.unstructure(interaction.usage, Usage)),
-                    latency_ms=interaction.latency_ms,
-                    error=interaction.error,
-                ).execute()
+                    run_id=run_id, iteration=interaction.iteration, error=interaction.error,
+                    **interaction_columns(interaction),
+                ).execute()  # fmt: skip
             if tool_calls:
                 self.models.ToolCallRow.insert_many(
                     [

@@ -13,7 +13,8 @@ they go. Rules it enforces:
 - with replayed thinking on the wire and thinking enabled, the binding-controls beta is requested with
   `prefix_mismatch_behavior="drop_block"`, so a stale block is dropped (and reported) instead of failing the call;
 - a prewarm request sends `max_tokens: 0` ("Set to `0` to populate the prompt cache without generating a
-  response", the pinned SDK's `max_tokens` docstring), with the same breakpoints as a normal request;
+  response", the pinned SDK's `max_tokens` docstring), with the same breakpoints as a normal request, and a
+  placeholder user turn after them when its messages would otherwise end with an answer (or be empty);
 - with thinking off (no `thinking`, or `{"type": "disabled"}`) thinking blocks are left off, with a note: binding
   controls live inside the enabled / adaptive thinking configuration only (the pinned SDK's
   `BetaThinkingConfigDisabledParam` has nothing but `type`), so a stale block could not be dropped and would fail
@@ -47,6 +48,8 @@ WIRE = "anthropic"
 #: ReasoningBlock.vendor of the blocks this wire replays.
 REASONING_VENDOR = "anthropic"
 CacheTTL = Literal["5m", "1h"]
+#: The user turn a prewarm ends with when its prefix does not end with one (see build_request).
+PREWARM_TURN = "(cache prewarm: nothing to answer)"
 
 
 def thinking_on(thinking: Mapping[str, Any] | None) -> bool:
@@ -88,6 +91,12 @@ def build_request(
                 "binds replayed thinking only through thinking.block_binding, which needs thinking enabled or adaptive",
             )
         )
+    if request.prewarm and (not messages or g.parse_message(messages[-1]).role != g.ROLES[USER]):
+        # The prefix of a run ends where its user message will go (after an answer, or at the start). The Messages
+        # API takes at least one message and treats a trailing assistant turn as a prefill to continue, so a
+        # prewarm ends with a placeholder user turn, after every breakpoint (it is not in `anchors`): the cache
+        # entries written are exactly the prefix's.
+        messages.append(g.message(role=g.ROLES[USER], content=[g.content_block(TextBlock(text=PREWARM_TURN))]))
     headers: dict[str, str] = {}
     config: Any = None  # the app's own thinking configuration, sent as given (plus block binding)
     if thinking is not None:

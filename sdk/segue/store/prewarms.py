@@ -1,0 +1,67 @@
+"""Recorded prewarms (Agent.prewarm): one provider call each, in their own table.
+
+A prewarm is not a run: it has no user message and no answer, so it must never be listed among a tenant's runs,
+replayed by `runs=` or counted in a conversation's chain. Its call is kept whole all the same (the exact body the
+vendor received, the answer, the usage), like a run's, so its cost shows up where costs are read. Reads are scoped
+by tenant like every run read.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from segue.generated import LlmInteraction, PrewarmRecord
+from segue.store.connection import Units
+from segue.store.models import Bound
+from segue.store.records import DEFAULT_TENANT, utc_now
+from segue.store.rows import interaction_columns, interaction_from_row, loads
+
+
+class Prewarms:
+    """The prewarms of one RunStore (`store.prewarms`)."""
+
+    def __init__(self, models: Bound, units: Units) -> None:
+        self._rows = models.PrewarmRow
+        self._units = units
+
+    def record(self, prewarm_id: str, *, agent: str, tenant_id: str, runs: list[str], call: LlmInteraction) -> None:
+        """The prewarm and its call, in one row, stamped now."""
+        self._units.write(
+            lambda: self._rows.insert(
+                id=prewarm_id,
+                tenant_id=tenant_id,
+                agent_name=agent,
+                runs=json.dumps(runs),
+                created_at=utc_now(),
+                **interaction_columns(call),
+            ).execute(),
+            idempotent=False,
+        )
+
+    def get(
+        self, prewarm_id: str, *, tenant_id: str = DEFAULT_TENANT, all_tenants: bool = False
+    ) -> PrewarmRecord | None:
+        """The prewarm, or None if absent or another tenant's (`all_tenants=True`: for operators, as get_run)."""
+        row = self._units.read(lambda: self._rows.get_or_none(self._rows.id == prewarm_id))
+        if row is None or (not all_tenants and row.tenant_id != tenant_id):
+            return None
+        return _record(row)
+
+    def list(self, *, tenant_id: str = DEFAULT_TENANT, limit: int = 50) -> list[PrewarmRecord]:
+        """This tenant's prewarms, newest first."""
+        rows = self._rows
+        query = rows.select().where(rows.tenant_id == tenant_id).order_by(rows.id.desc()).limit(limit)
+        return [_record(r) for r in self._units.read(lambda: list(query))]
+
+
+def _record(row: Any) -> PrewarmRecord:
+    where = f"prewarms {row.id}"
+    return PrewarmRecord(
+        prewarm_id=row.id,
+        agent=row.agent_name,
+        tenant_id=row.tenant_id,
+        runs=list(loads(row.runs, where)),
+        created_at=row.created_at,
+        interaction=interaction_from_row(row, where, iteration=1, error=None),
+    )
