@@ -33,6 +33,7 @@ TIERS: list[tuple[str, list[str]]] = [
             "segue.skills",
             "segue.guardrails",
             "segue.tools",
+            "segue.json_types",
         ],
     ),
     (

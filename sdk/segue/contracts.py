@@ -36,6 +36,31 @@ class ServingPath:
         return f"{self.vendor}/{self.model}"
 
 
+#: The tool a serving path without native structured output (catalog llm.structured_output not `json_schema`) is
+#: offered instead: its arguments are the final answer.
+FINAL_ANSWER_TOOL = "final_answer"
+
+
+@attrs.frozen(kw_only=True)
+class OutputFormat:
+    """A structured-output request as every wire needs it: the format's name, its JSON Schema (canonical: the same
+    type gives the same bytes), and whether the schema fits OpenAI's strict mode."""
+
+    name: str
+    schema: Mapping[str, Any]
+    strict: bool
+
+    def as_tool(self) -> ToolDefinition:
+        """The final-answer tool for paths whose catalog row names no native mechanism."""
+        return ToolDefinition(
+            name=FINAL_ANSWER_TOOL,
+            description=f"Give your final answer ({self.name}) by calling this tool once, with the answer as its "
+            "arguments, instead of answering in text.",
+            parameters=dict(self.schema),
+            strict=self.strict or None,
+        )
+
+
 @attrs.frozen(kw_only=True)
 class ProviderNote:
     """Something a driver or Failover reports about one call besides the answer (see RunNoteKind).
@@ -77,6 +102,9 @@ class ProviderRequest:
     replay_path: ServingPath | None = None
     #: The same messages fitted to the other paths a Failover may serve (they differ only in replayed reasoning).
     replay_alternatives: Mapping[ServingPath, list[Message]] = attrs.field(factory=dict)
+    #: Structured output: drivers send it through the serving path's native mechanism, or offer it as the
+    #: FINAL_ANSWER_TOOL where the catalog names none (segue.providers._output).
+    output: OutputFormat | None = None
 
 
 @attrs.frozen(kw_only=True)

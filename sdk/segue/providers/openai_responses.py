@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from segue.contracts import ProviderRequest
 from segue.providers._cache import BreakpointPaths
 from segue.providers._common import Assembler, SdkDriver
+from segue.providers._output import OutputPaths
 from segue.wire import openai_responses as wire
 from segue.wire.breakpoints import RESPONSES_TTLS, CacheMode, CacheTTL, check_mode, check_ttl
 from segue.wire.common import ParsedResponse, WireRequest
@@ -66,14 +67,17 @@ class OpenAIResponsesProvider(SdkDriver):
         self.reasoning = dict(reasoning) if reasoning is not None else None
         self.store = store
         self.cache = BreakpointPaths(self.vendor, catalog, mode=cache_mode, ttl=cache_ttl)
+        self.output = OutputPaths(self.vendor, catalog)
         self.client = client if client is not None else openai.AsyncOpenAI()
         self._sdk = openai
 
     def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
         model = self._model(request)
+        request, output = self.output.split(request, model)
         return wire.build_request(
             request,
             model=model,
+            output=output,
             reasoning=self.reasoning,
             store=self.store,
             cache_key_prefix=self.cache_key_prefix,

@@ -18,6 +18,7 @@ from segue.contracts import Provider
 from segue.generated import ToolDefinition, get_converter
 from segue.guardrails import Guardrail
 from segue.hashing import canonical_hash
+from segue.json_types import format_hash
 from segue.layout import LayoutMode, LayoutPolicy, TrailingStateFn
 from segue.prefix_rule import CurrentPrefix
 from segue.providers.base import first_member, serving_paths
@@ -89,6 +90,7 @@ class AgentConfig:
         stable_head = render_stable_head(request.context)
         paths = serving_paths(self.provider, model=request.params.model, vendor=request.params.vendor)
         system_hash = canonical_hash({"system": self.system, "stable_head": stable_head})
+        output_hash = format_hash(request.output.format) if request.output is not None else None
         prefixes = [
             CurrentPrefix(
                 vendor=p.vendor,
@@ -97,6 +99,7 @@ class AgentConfig:
                 tools_hash=self.tools_hash,
                 tool_hashes=self.tool_hashes,
                 reasoning_vendor=p.reasoning_vendor,
+                output_hash=output_hash,
             )
             for p in paths
         ]

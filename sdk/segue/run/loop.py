@@ -15,10 +15,11 @@ from collections.abc import AsyncIterator
 from segue.contracts import REPLAYED_META_KEY, ProviderRequest, ProviderResponse, StreamDone
 from segue.conversation import add_usage, answer_text, tool_calls
 from segue.errors import ProviderError, SegueError
-from segue.generated import LlmInteraction, Message, PendingCalls, RunEvent
+from segue.generated import LlmInteraction, Message, PendingCalls, RunEvent, RunMeta, ToolCallBlock
 from segue.layout import RuntimeState
 from segue.run.config import AgentConfig
 from segue.run.guard import Guard
+from segue.run.output import check_call, check_text, failure, final_call, repair_message
 from segue.run.recorder import Recorder
 from segue.run.serving import fit, observe
 from segue.run.state import RunState, make_event
@@ -112,6 +113,11 @@ class Loop:
             latency_ms=latency,
         )
         calls = tool_calls(assistant)
+        final = final_call(state.request.output, calls)
+        if final is not None or (state.request.output is not None and not calls):
+            async for event in self._output(state, interaction, served, assistant, calls, final):
+                yield event
+            return
         if calls and any(self.tools.needs_approval(state, c) for c in calls):
             await self.recorder.record(state, iteration, interaction, [], served)
             pending = PendingCalls(iteration=iteration, calls=[c.id for c in calls])
@@ -147,6 +153,51 @@ class Loop:
         for event in done.events:
             yield event
         await self.recorder.record(state, iteration, interaction, done.records, served)
+
+    async def _output(
+        self,
+        state: RunState,
+        interaction: LlmInteraction,
+        served: RunMeta | None,
+        assistant: Message,
+        calls: list[ToolCallBlock],
+        final: ToolCallBlock | None,
+    ) -> AsyncIterator[RunEvent]:
+        """A final answer when the run asked for structured output: success with the value, a repair turn, or an
+        error result naming the JSON path (segue.run.output)."""
+        spec = state.request.output
+        assert spec is not None
+        iteration = state.iteration
+        if final is not None:
+            checked = check_call(spec, final, calls)
+        else:
+            checked = check_text(spec, self.guard.restore(answer_text(assistant), state.pii))
+        state.own.extend(checked.messages)
+        if checked.error is None:
+            await self.recorder.record(state, iteration, interaction, [], served)
+            await self.recorder.finish(state, "success", checked.answer, None)
+            state.ended = True
+            result = state.result("success", checked.answer, output=checked.value)
+            yield make_event("RUN_COMPLETED", state.run_id, iteration, result=result)
+            return
+        if state.repairs < state.request.repairs and iteration < self.max_iterations:
+            state.repairs += 1
+            if final is None:
+                state.own.append(repair_message(checked.error))
+            await self.recorder.record(state, iteration, interaction, [], served)
+            return
+        await self.recorder.record(state, iteration, interaction, [], served)
+        message = failure(spec, checked.error, state.repairs)
+        await self.recorder.finish(state, "error", checked.answer, message)
+        state.ended = True
+        yield make_event(
+            "RUN_ERROR",
+            state.run_id,
+            iteration,
+            error=message,
+            result=state.result("error", checked.answer, error=message),
+            meta={"error_type": "OutputValidationError"},
+        )
 
     async def _stream(self, state: RunState, request: ProviderRequest) -> AsyncIterator[RunEvent | ProviderResponse]:
         """The streamed call: its text and reasoning deltas as events, then the response."""
@@ -191,6 +242,7 @@ class Loop:
             cache_key=state.request.tenant_id,
             replay_path=plan.path if plan.summaries else None,
             replay_alternatives=alternatives,
+            output=state.request.output.format if state.request.output is not None else None,
         )
 
     async def _pause_again(self, state: RunState, message: str) -> AsyncIterator[RunEvent]:

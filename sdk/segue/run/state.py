@@ -46,6 +46,7 @@ class RunState:
     #: Per (path, the replayed runs whose reasoning it keeps): each replayed message as fitted to that path, so the
     #: prefix is fitted once per run, not once per request.
     fitted: dict[tuple[ServingPath, frozenset[str]], dict[int, tuple[Message, Message]]] = attrs.Factory(dict)
+    repairs: int = 0  # structured output: repair turns used so far
 
     def stored_messages(self) -> list[Message]:
         """This run's messages as they are stored: with the fragments the layout keeps (appendOnly)."""
@@ -55,7 +56,9 @@ class RunState:
         prefix = self.plan.prefix
         return layout.with_kept_fragments([*prefix, *self.own])[len(prefix) :]
 
-    def result(self, status: RunStatus, answer: str | None = None, error: str | None = None) -> RunResult:
+    def result(
+        self, status: RunStatus, answer: str | None = None, error: str | None = None, output: Any = None
+    ) -> RunResult:
         return RunResult(
             run_id=self.run_id,
             status=status,
@@ -65,6 +68,7 @@ class RunState:
             replay=self.replay,
             error=error,
             notes=self.notes.as_list() or None,
+            output=output,
         )
 
 

@@ -19,7 +19,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from segue.contracts import ProviderNote, ProviderRequest
+from segue.contracts import OutputFormat, ProviderNote, ProviderRequest
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from segue.generated.wire import openai_responses as g
 from segue.wire.breakpoints import BreakpointCache, mark
@@ -35,7 +35,12 @@ from segue.wire.common import (
 )
 
 if TYPE_CHECKING:
-    from openai.types.responses import ResponseInputImageParam, ResponseInputItemParam, ResponseInputTextParam
+    from openai.types.responses import (
+        ResponseInputImageParam,
+        ResponseInputItemParam,
+        ResponseInputTextParam,
+        ResponseTextConfigParam,
+    )
 
     Part = ResponseInputTextParam | ResponseInputImageParam
 
@@ -54,8 +59,10 @@ def build_request(
     cache_key_prefix: str | None,
     breakpoints: BreakpointCache | None = None,
     stream: bool = False,
+    output: OutputFormat | None = None,
 ) -> WireRequest:
-    """The Responses body for one canonical request; `breakpoints` when the serving path is a breakpoint cache."""
+    """The Responses body for one canonical request; `breakpoints` when the serving path is a breakpoint cache;
+    `output`: structured output as `text.format` (json_schema)."""
     if request.prewarm and breakpoints is None:
         raise WireError(
             f"prewarm: {model!r} is not a breakpoint cache in the catalog (llm.cache_kind), and the Responses API "
@@ -86,6 +93,7 @@ def build_request(
         instructions=instructions,
         input=items,
         tools=[g.tool(t) for t in request.tools] or None,
+        text=_text_format(output) if output is not None else None,
         reasoning=None if reasoning is None else dict(reasoning),
         store=store,
         prompt_cache_key=cache_key(cache_key_prefix, request.cache_key),
@@ -94,6 +102,12 @@ def build_request(
         stream=stream,
     )
     return WireRequest(body=dict(body), notes=notes)
+
+
+def _text_format(output: OutputFormat) -> ResponseTextConfigParam:
+    return {
+        "format": {"type": "json_schema", "name": output.name, "schema": dict(output.schema), "strict": output.strict}
+    }
 
 
 def _developer(text: str, fixed: list[Any]) -> ResponseInputItemParam:
