@@ -114,7 +114,7 @@ class OutputSpec:
         try:
             value = json.loads(text)
         except ValueError as e:
-            return None, f"the answer is not JSON ({e}); answer with only a JSON value matching the schema"
+            return None, f"at $: the answer is not JSON ({e}); answer with only a JSON value matching the schema"
         return self.check(value)
 
     def check(self, value: Any) -> tuple[Any, str | None]:

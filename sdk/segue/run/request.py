@@ -184,7 +184,7 @@ def _output(output_type: Any, repairs: Any, rules: Rules) -> tuple[OutputSpec | 
     if output_type is None:
         return rules.output, repairs
     spec = output_spec(output_type)
-    if rules.output is not None and spec.format == rules.output.format:
+    if rules.output is not None and spec.schema == rules.output.schema:
         return rules.output, repairs
     return spec, repairs
 
