@@ -91,7 +91,7 @@ def test_the_dispatch_table_is_the_schemas_method_table() -> None:
     # IdempotencyConflict was -32002 in protocol 1.0, before LSP's ServerNotInitialized took that code: a session
     # that speaks 1.0 still receives -32002 for it.
     assert LEGACY_CODES == {ErrorCode.IDEMPOTENCY_CONFLICT: {"1.0": -32002}}
-    assert PROTOCOL_VERSION == SCHEMA["protocol"]["version"] == "1.1"
+    assert PROTOCOL_VERSION == SCHEMA["protocol"]["version"] == "1.2"
     assert {n for n, m in METHODS.items() if m.since == "1.0"} == {
         "run",
         "retry",
@@ -196,9 +196,9 @@ BAD_TABLES: dict[str, tuple[dict[str, Any], str, str]] = {
         "'version' is a required property",
     ),
     "since_after_the_tables_version": (
-        _edit(lambda s: _methods(s)["agents/list"].update(since="1.2")),
+        _edit(lambda s: _methods(s)["agents/list"].update(since="1.3")),
         "#/protocol/methods/agents~1list/since",
-        "since 1.2 is after the table's version 1.1",
+        "since 1.3 is after the table's version 1.2",
     ),
     "legacy_code_taken_in_that_version": (
         _edit(lambda s: s["protocol"]["errors"]["IdempotencyConflict"].update(legacy_codes={"1.0": -32001})),
@@ -206,9 +206,9 @@ BAD_TABLES: dict[str, tuple[dict[str, Any], str, str]] = {
         "in protocol 1.0, code -32001 is already 'ReplayRunError'",
     ),
     "legacy_code_for_the_current_version": (
-        _edit(lambda s: s["protocol"]["errors"]["IdempotencyConflict"].update(legacy_codes={"1.1": -32002})),
-        "#/protocol/errors/IdempotencyConflict/legacy_codes/1.1",
-        "a legacy code is for a version from since (1.0) to before the table's version (1.1)",
+        _edit(lambda s: s["protocol"]["errors"]["IdempotencyConflict"].update(legacy_codes={"1.2": -32002})),
+        "#/protocol/errors/IdempotencyConflict/legacy_codes/1.2",
+        "a legacy code is for a version from since (1.0) to before the table's version (1.2)",
     ),
     "keyword_below_top_level": (
         _edit(lambda s: s["$defs"]["RunParams"].update(protocol={})),

@@ -71,7 +71,7 @@ def test_initialize_is_tied_to_the_session(tmp_path: Path) -> None:
         body = json.dumps(rpc(3, "initialize", INITIALIZE)).encode()
         conn.request("POST", "/rpc", body, {"Content-Type": "application/json", "Segue-Session": "s1"})
         answer = conn.getresponse()
-        assert answer.getheader("Segue-Protocol-Version") == "1.1"
+        assert answer.getheader("Segue-Protocol-Version") == "1.2"
         capabilities = json.loads(answer.read())["result"]["capabilities"]
         conn.close()
         assert (capabilities["transport"], capabilities["tool_calls"], capabilities["server_requests"]) == (

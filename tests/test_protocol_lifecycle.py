@@ -92,12 +92,12 @@ def test_versions_are_negotiated_within_the_major_version(tmp_path: Path) -> Non
         for asked in ("2.0", "0.9", "1.0"):
             refused = client.call("initialize", {"protocol_version": asked})
             assert code_of(refused) == -32009, refused
-            assert refused["error"]["data"] == {"requested": asked, "supported": ["1.1"]}
+            assert refused["error"]["data"] == {"requested": asked, "supported": ["1.1", "1.2"]}
             assert f"initialize asked for protocol {asked}" in refused["error"]["message"]
             # Nothing changed: the session is still uninitialized.
             assert code_of(client.call("agents/list", {})) == -32002
         # A later minor version of the same major: the server answers with what it speaks.
-        assert client.call("initialize", {"protocol_version": "1.7"})["result"]["protocol_version"] == "1.1"
+        assert client.call("initialize", {"protocol_version": "1.7"})["result"]["protocol_version"] == "1.2"
         assert client.call("agents/list", {})["result"]["agents"]
 
 
