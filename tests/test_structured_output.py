@@ -355,3 +355,22 @@ async def test_retry_keeps_the_agents_type(tmp_path: Path) -> None:
     first = await agent.run("Customers in DE?")
     again = await agent.retry(first.run_id)
     assert isinstance(again.output, Count) and again.output.customers == 12
+
+
+# -- the protocol ----------------------------------------------------------------------------------------------
+
+
+def test_output_type_over_the_protocol_is_a_json_schema_and_output_plain_json(tmp_path: Path) -> None:
+    from protocol_harness import stdio_server, twin_agent, write_config
+
+    config = write_config(tmp_path / "agents.json", [twin_agent([], store=f"sqlite:///{tmp_path}/runs.db")])
+    with stdio_server(config) as client:
+        answer = client.call("run", {"agent": "analyst", "input": "How many customers?", "output_type": COUNT_SCHEMA})
+        result = answer["result"]["result"]
+        assert result["status"] == "success"
+        assert set(result["output"]) == {"country", "customers"} and isinstance(result["output"]["customers"], int)
+        assert json.loads(result["answer"]) == result["output"]
+        bad = client.call("run", {"agent": "analyst", "input": "How many?", "output_type": {"type": "array"}})
+        assert "output_type must describe a JSON object" in bad["error"]["message"]
+        assert client.call("runs/list", {})["result"]["runs"][0]["status"] == "success"  # only the good run
+        assert len(client.call("runs/list", {})["result"]["runs"]) == 1
