@@ -116,8 +116,8 @@ def reasoning_verdict(
     if d.output_hash != current.output_hash:
         return (
             "output-schema",
-            "reasoning dropped: the structured-output schema (output_type) changed since the run, and the vendor "
-            "puts it in the prefix the reasoning was produced under",
+            "reasoning dropped: the structured-output schema (output_type) changed since the run; the model was "
+            "shown the format with the prefix the reasoning was produced under",
         )
     if d.seed != seed:
         if earlier_drop is not None:
