@@ -374,3 +374,16 @@ def test_output_type_over_the_protocol_is_a_json_schema_and_output_plain_json(tm
         assert "output_type must describe a JSON object" in bad["error"]["message"]
         assert client.call("runs/list", {})["result"]["runs"][0]["status"] == "success"  # only the good run
         assert len(client.call("runs/list", {})["result"]["runs"]) == 1
+
+
+async def test_an_idempotent_repeat_returns_the_value_and_a_new_schema_is_a_new_request(tmp_path: Path) -> None:
+    from segue.errors import IdempotencyConflictError
+
+    twin = Twin(policy=ScriptedPolicy(['{"country": "DE", "customers": 12}']))
+    store = RunStore(f"sqlite:///{tmp_path}/runs.db")
+    agent = Agent(AnthropicProvider("claude-sonnet-4-6", client=twin.anthropic_client()), store=store)
+    first = await agent.run("Customers in DE?", output_type=Count, idempotency_key="k1")
+    again = await agent.run("Customers in DE?", output_type=Count, idempotency_key="k1")
+    assert again.run_id == first.run_id and again.output == Count("DE", 12)
+    with pytest.raises(IdempotencyConflictError):
+        await agent.run("Customers in DE?", output_type=Reading, idempotency_key="k1")

@@ -9,6 +9,7 @@ and vendor override, and the agent's configuration (AgentConfig.config_hash); no
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from segue.errors import IdempotencyConflictError
 from segue.generated import Message, RunEvent, RunResult, get_converter
@@ -34,6 +35,8 @@ def fingerprint_of(request: RunRequest, config_hash: str) -> str:
             "model": params.model,
             "vendor": params.vendor,
             "agent": config_hash,
+            # Only when set, so the fingerprints of requests without structured output stay what they were.
+            **({"output": request.output.hash, "output_repairs": request.repairs} if request.output else {}),
         }
     )
 
@@ -64,7 +67,15 @@ class Idempotency:
             replay=detail.replay,
             error=detail.error,
             notes=(detail.meta.segue_notes if detail.meta is not None else None) or None,
+            output=_output(request, detail.status, detail.answer),
         )
+
+
+def _output(request: RunRequest, status: str, answer: str | None) -> Any:
+    """A structured run's value, read again from its stored answer (the value itself is the app's type)."""
+    if request.output is None or status != "success" or answer is None:
+        return None
+    return request.output.read(answer)[0]
 
 
 def replayed_event(existing: RunResult) -> RunEvent:

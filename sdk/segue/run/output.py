@@ -72,9 +72,11 @@ def check_call(spec: OutputSpec, final: ToolCallBlock, calls: Sequence[ToolCallB
 
 
 def repair_text(error: str) -> str:
+    # The loop does not know which mechanism the driver used (a Failover's members may differ), so the text
+    # names both: a model offered the final-answer tool that answered in text is pointed back to it.
     return (
         f"The answer does not match the required JSON Schema: {error}. Answer again with only JSON that matches "
-        "the schema."
+        f"the schema (if you were offered the {FINAL_ANSWER_TOOL} tool, call it with that JSON as its arguments)."
     )
 
 
