@@ -8,41 +8,22 @@ name is written here: an app changes the answer with a catalog layer.
 
 from __future__ import annotations
 
-import logging
-
 import attrs
 
-from segue.catalog import Catalog, CatalogError
 from segue.contracts import OutputFormat, ProviderRequest
-
-log = logging.getLogger("segue.providers")
+from segue.providers._cache import CatalogRows
 
 
 class OutputPaths:
     """Per driver: `split(request, model)` is the request as the wire builds it (with the final-answer tool added
     where the path has no native mechanism) and the format to send natively (None: none)."""
 
-    def __init__(self, vendor: str, catalog: Catalog | None) -> None:
-        self.vendor = vendor
-        self._catalog = catalog
-        self._known: dict[str, bool] = {}
-
-    @property
-    def catalog(self) -> Catalog:
-        if self._catalog is None:
-            self._catalog = Catalog.load()
-        return self._catalog
+    def __init__(self, rows: CatalogRows) -> None:
+        self.rows = rows
 
     def native(self, model: str) -> bool:
-        if model not in self._known:
-            try:
-                resolved = self.catalog.resolve(model, self.vendor)
-            except CatalogError as e:
-                log.warning("no catalog entry for %s@%s (%s); structured output goes as a tool", model, self.vendor, e)
-                self._known[model] = False
-            else:
-                self._known[model] = resolved.get("llm", "structured_output") == "json_schema"
-        return self._known[model]
+        resolved = self.rows.resolve(model)
+        return resolved is not None and resolved.get("llm", "structured_output") == "json_schema"
 
     def split(self, request: ProviderRequest, model: str) -> tuple[ProviderRequest, OutputFormat | None]:
         output = request.output

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from segue.contracts import ProviderRequest
+from segue.providers._cache import CatalogRows
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers._output import OutputPaths
 from segue.wire import anthropic as wire
@@ -58,7 +59,7 @@ class AnthropicProvider(SdkDriver):
         self.reasoning_vendor = wire.REASONING_VENDOR if wire.thinking_on(self.thinking) else None
         self.max_tokens = max_tokens
         self.client = client if client is not None else anthropic.AsyncAnthropic()
-        self.output = OutputPaths(self.vendor, catalog)
+        self.output = OutputPaths(CatalogRows(self.vendor, catalog))
         self._sdk = anthropic
 
     def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:

@@ -76,7 +76,7 @@ class OpenAIChatProvider(ChatCompletionsDriver):
         self.model = model
         self.vendor = vendor
         self.cache = BreakpointPaths(vendor, catalog, mode=cache_mode, ttl=CHAT_TTLS[0])
-        self.output = OutputPaths(vendor, catalog)
+        self.output = OutputPaths(self.cache.rows)
         if client is None:
             # Self-hosted servers usually run without authentication; the client still insists on some key.
             key = os.environ.get("OPENAI_API_KEY") or ("unused" if base_url else None)

@@ -67,7 +67,7 @@ class OpenAIResponsesProvider(SdkDriver):
         self.reasoning = dict(reasoning) if reasoning is not None else None
         self.store = store
         self.cache = BreakpointPaths(self.vendor, catalog, mode=cache_mode, ttl=cache_ttl)
-        self.output = OutputPaths(self.vendor, catalog)
+        self.output = OutputPaths(self.cache.rows)
         self.client = client if client is not None else openai.AsyncOpenAI()
         self._sdk = openai
 

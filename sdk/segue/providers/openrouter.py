@@ -73,7 +73,7 @@ class OpenRouterProvider(ChatCompletionsDriver):
         self.reasoning = dict(reasoning) if reasoning is not None else None
         self.cache_ttl = cache_ttl
         self.cache = BreakpointPaths(self.vendor, catalog, mode=cache_mode, ttl=CHAT_TTLS[0])
-        self.output = OutputPaths(self.vendor, catalog)
+        self.output = OutputPaths(self.cache.rows)
         # Anthropic models bind replayed reasoning signatures to the prefix, as on Anthropic's own API.
         self.requires_stable_reasoning_prefix = model.startswith("anthropic/")
         if client is None:
