@@ -223,7 +223,6 @@ async def test_anthropic_falls_back_to_a_final_answer_tool_where_the_catalog_nam
             "description": "Give your final answer (Count) by calling this tool once, with the answer as its "
             "arguments, instead of answering in text.",
             "input_schema": COUNT_SCHEMA,
-            "strict": True,
         }
     ]
     assert result.status == "success" and result.output == Count("DE", 12)

@@ -57,7 +57,8 @@ class OutputFormat:
             description=f"Give your final answer ({self.name}) by calling this tool once, with the answer as its "
             "arguments, instead of answering in text.",
             parameters=dict(self.schema),
-            strict=self.strict or None,
+            # Not `strict`: the paths that get this tool lack the vendor's structured outputs, and on Anthropic
+            # strict tool use is part of that same feature. The answer is validated and repaired instead.
         )
 
 

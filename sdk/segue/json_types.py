@@ -40,17 +40,21 @@ _TYPES_HINT = (
     "use str, int, float, bool, None, list[...], dict[str, ...], Literal[...], a union of them, or an attrs class, "
     "dataclass or TypedDict of them"
 )
+_TOOL_TYPES_HINT = "use str, int, float, bool, list[...], dict[str, ...], Literal[...] or a union of them"
 _converter = cattrs.Converter()
 #: What `output_type=` takes: a class (attrs, dataclass, TypedDict) or a JSON Schema dict.
 OutputType = type | Mapping[str, Any]
 
 
-def json_schema_for(annotation: Any, where: str) -> dict[str, Any]:
-    """The JSON Schema of a type annotation; TypeError naming `where` for a type JSON cannot describe."""
-    return _schema(annotation, where, ())
+def json_schema_for(annotation: Any, where: str, *, records: bool = False) -> dict[str, Any]:
+    """The JSON Schema of a type annotation; TypeError naming `where` for a type JSON cannot describe.
+
+    `records`: attrs classes, dataclasses and TypedDicts become closed objects (structured output converts the
+    answer back to them). Tools take plain JSON arguments, so for them a class is refused as before."""
+    return _schema(annotation, where, (), records)
 
 
-def _schema(annotation: Any, where: str, seen: tuple[type, ...]) -> dict[str, Any]:
+def _schema(annotation: Any, where: str, seen: tuple[type, ...], records: bool) -> dict[str, Any]:
     if annotation is Any:
         return {}
     simple = {str: "string", bool: "boolean", int: "integer", float: "number", type(None): "null"}
@@ -61,16 +65,18 @@ def _schema(annotation: Any, where: str, seen: tuple[type, ...]) -> dict[str, An
     if origin is Literal:
         return {"enum": list(args)}
     if origin in (list, Sequence, tuple, set, frozenset) or annotation in (list, tuple):
-        return {"type": "array", "items": _schema(args[0] if args else Any, where, seen)}
+        return {"type": "array", "items": _schema(args[0] if args else Any, where, seen, records)}
     if origin in (dict, Mapping) or annotation is dict:
-        return {"type": "object", "additionalProperties": _schema(args[1] if len(args) == 2 else Any, where, seen)}
+        value = args[1] if len(args) == 2 else Any
+        return {"type": "object", "additionalProperties": _schema(value, where, seen, records)}
     if origin in (typing.Union, types.UnionType):
-        return {"anyOf": [_schema(a, where, seen) for a in args]}
-    if isinstance(annotation, type) and _is_record(annotation):
+        return {"anyOf": [_schema(a, where, seen, records) for a in args]}
+    if records and isinstance(annotation, type) and _is_record(annotation):
         if annotation in seen:
             raise TypeError(f"{where}: {annotation.__name__} refers to itself; recursive types cannot be described")
         return _record(annotation, where, (*seen, annotation))
-    raise TypeError(f"{where}: cannot describe type {annotation!r} as JSON Schema; {_TYPES_HINT}")
+    hint = _TYPES_HINT if records else _TOOL_TYPES_HINT
+    raise TypeError(f"{where}: cannot describe type {annotation!r} as JSON Schema; {hint}")
 
 
 def _is_record(cls: type) -> bool:
@@ -87,7 +93,7 @@ def _record(cls: type, where: str, seen: tuple[type, ...]) -> dict[str, Any]:
         names = [f.name for f in dataclasses.fields(cls) if f.init]
     else:
         names = list(hints)
-    properties = {n: _schema(hints[n], f"{where}.{n}", seen) for n in names}
+    properties = {n: _schema(hints[n], f"{where}.{n}", seen, True) for n in names}
     return {"type": "object", "properties": properties, "required": names, "additionalProperties": False}
 
 
@@ -145,7 +151,7 @@ def output_spec(output_type: Any) -> OutputSpec:
         target = None
     elif isinstance(output_type, type) and _is_record(output_type):
         try:
-            schema = json_schema_for(output_type, f"output_type {output_type.__name__}")
+            schema = json_schema_for(output_type, f"output_type {output_type.__name__}", records=True)
         except (TypeError, NameError) as e:
             raise InputError(str(e)) from None
         name, target = output_type.__name__, output_type

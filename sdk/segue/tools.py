@@ -219,7 +219,7 @@ def parameters_schema(fn: Callable[..., Any], descriptions: Mapping[str, str] | 
         if param.kind is param.POSITIONAL_ONLY:
             raise TypeError(f"tool {fn.__name__}: argument {param.name!r} is positional-only; models pass keywords")
         annotation = hints.get(param.name, Any)
-        schema = json_schema_for(annotation, f"{fn.__name__}({param.name})")
+        schema = json_schema_for(annotation, f"tool argument {fn.__name__}({param.name})")
         if descriptions and param.name in descriptions:
             schema["description"] = descriptions[param.name]
         if param.default is param.empty:
