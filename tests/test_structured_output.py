@@ -2,7 +2,7 @@
 
 Every driver is exercised through its official SDK client on the twin, and the exact body each vendor receives is
 asserted (and checked against the SDK's request TypedDicts): the native mechanism where the catalog says the path
-takes it (`llm.structured_output: json_schema`), the final-answer tool elsewhere. Then: a valid answer converted to
+takes it (`llm.structured_output: native`), the final-answer tool elsewhere. Then: a valid answer converted to
 the app's type, an invalid one repaired once and then refused with the JSON path, a schema change between turns
 dropping replayed reasoning with cause `output-schema`, and the same type giving byte-identical schemas across
 processes.

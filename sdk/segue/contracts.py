@@ -36,7 +36,7 @@ class ServingPath:
         return f"{self.vendor}/{self.model}"
 
 
-#: The tool a serving path without native structured output (catalog llm.structured_output not `json_schema`) is
+#: The tool a serving path without native structured output (catalog llm.structured_output not `native`) is
 #: offered instead: its arguments are the final answer.
 FINAL_ANSWER_TOOL = "final_answer"
 

@@ -1,6 +1,6 @@
 """Which structured-output mechanism a serving path uses: the catalog's answer, looked up once per model.
 
-`llm.structured_output: "json_schema"` on the resolved path means the wire's native JSON-schema output (the wire
+`llm.structured_output: "native"` on the resolved path means the wire's native JSON-schema output (the wire
 module spells it: Anthropic `output_config.format`, Responses `text.format`, Chat Completions `response_format`);
 anything else (absent, null, `tool`) means the final-answer tool, which every wire with tools takes. No model
 name is written here: an app changes the answer with a catalog layer.
@@ -23,7 +23,7 @@ class OutputPaths:
 
     def native(self, model: str) -> bool:
         resolved = self.rows.resolve(model)
-        return resolved is not None and resolved.get("llm", "structured_output") == "json_schema"
+        return resolved is not None and resolved.get("llm", "structured_output") == "native"
 
     def split(self, request: ProviderRequest, model: str) -> tuple[ProviderRequest, OutputFormat | None]:
         output = request.output

@@ -89,5 +89,5 @@ def failure(spec: OutputSpec, error: str, repairs: int) -> str:
     return (
         f"the final answer does not match output_type {spec.format.name!r} {error}, after {repairs} repair "
         "turn(s); raise output_repairs, simplify the schema, or use a model whose catalog row says "
-        "llm.structured_output 'json_schema'"
+        "llm.structured_output 'native'"
     )

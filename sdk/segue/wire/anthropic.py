@@ -101,7 +101,7 @@ def build_request(
         system=list(system) or None,
         messages=messages,
         tools=[g.tool(t) for t in request.tools] or None,
-        output_config={"format": {"type": "json_schema", "schema": dict(output.schema)}} if output else None,
+        output_config=g.output_format(schema=output.schema) if output is not None else None,
         thinking=config,
         stream=stream,
     )

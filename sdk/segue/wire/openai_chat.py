@@ -85,10 +85,8 @@ def build_request(
 
 
 def response_format(output: OutputFormat) -> ResponseFormatJSONSchema:
-    return {
-        "type": "json_schema",
-        "json_schema": {"name": output.name, "schema": dict(output.schema), "strict": output.strict},
-    }
+    """Structured output on Chat Completions (and OpenRouter)."""
+    return g.json_schema_format(name=output.name, schema=output.schema, strict=output.strict)
 
 
 def refuse_prewarm(request: ProviderRequest, wire: str) -> None:

@@ -39,7 +39,6 @@ if TYPE_CHECKING:
         ResponseInputImageParam,
         ResponseInputItemParam,
         ResponseInputTextParam,
-        ResponseTextConfigParam,
     )
 
     Part = ResponseInputTextParam | ResponseInputImageParam
@@ -93,7 +92,9 @@ def build_request(
         instructions=instructions,
         input=items,
         tools=[g.tool(t) for t in request.tools] or None,
-        text=_text_format(output) if output is not None else None,
+        text_format=None
+        if output is None
+        else g.text_format(name=output.name, schema=output.schema, strict=output.strict),
         reasoning=None if reasoning is None else dict(reasoning),
         store=store,
         prompt_cache_key=cache_key(cache_key_prefix, request.cache_key),
@@ -102,12 +103,6 @@ def build_request(
         stream=stream,
     )
     return WireRequest(body=dict(body), notes=notes)
-
-
-def _text_format(output: OutputFormat) -> ResponseTextConfigParam:
-    return {
-        "format": {"type": "json_schema", "name": output.name, "schema": dict(output.schema), "strict": output.strict}
-    }
 
 
 def _developer(text: str, fixed: list[Any]) -> ResponseInputItemParam:
