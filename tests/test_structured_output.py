@@ -229,31 +229,34 @@ async def test_anthropic_falls_back_to_a_final_answer_tool_where_the_catalog_nam
     assert result.answer == '{"country":"DE","customers":12}'
 
 
-async def test_openai_responses_sends_text_format_json_schema_strict() -> None:
+RESPONSES_TEXT: ResponseTextConfigParam = {
+    "format": {"type": "json_schema", "name": "Count", "schema": COUNT_SCHEMA, "strict": True}
+}
+CHAT_FORMAT: ResponseFormatJSONSchema = {
+    "type": "json_schema",
+    "json_schema": {"name": "Count", "schema": COUNT_SCHEMA, "strict": True},
+}
+
+
+@pytest.mark.parametrize(
+    ("driver", "sdk_type", "key", "expected"),
+    [
+        (OpenAIResponsesProvider, ResponseCreateParamsNonStreaming, "text", RESPONSES_TEXT),
+        (OpenAIChatProvider, CompletionCreateParamsNonStreaming, "response_format", CHAT_FORMAT),
+    ],
+    ids=["responses text.format", "chat response_format"],
+)
+async def test_openai_wires_send_their_json_schema_format_strict(
+    driver: Any, sdk_type: Any, key: str, expected: Any
+) -> None:
     twin = Twin(policy=ScriptedPolicy(['{"country": "DE", "customers": 7}']))
-    agent = Agent(OpenAIResponsesProvider("gpt-4.1-mini", client=twin.openai_client()), "You count.")
-    result = await agent.run("Customers in DE?", output_type=Count)
+    result = await Agent(driver("gpt-4.1-mini", client=twin.openai_client()), "You count.").run(
+        "Customers in DE?", output_type=Count
+    )
     body = last_body(twin)
-    assert_typed(body, ResponseCreateParamsNonStreaming)
-    expected: ResponseTextConfigParam = {
-        "format": {"type": "json_schema", "name": "Count", "schema": COUNT_SCHEMA, "strict": True}
-    }
-    assert body["text"] == expected
+    assert_typed(body, sdk_type)
+    assert body[key] == expected
     assert result.output == Count("DE", 7)
-
-
-async def test_chat_completions_sends_response_format() -> None:
-    twin = Twin(policy=ScriptedPolicy(['{"country": "DE", "customers": 5}']))
-    agent = Agent(OpenAIChatProvider("gpt-4.1-mini", client=twin.openai_client()), "You count.")
-    result = await agent.run("Customers in DE?", output_type=Count)
-    body = last_body(twin)
-    assert_typed(body, CompletionCreateParamsNonStreaming)
-    expected: ResponseFormatJSONSchema = {
-        "type": "json_schema",
-        "json_schema": {"name": "Count", "schema": COUNT_SCHEMA, "strict": True},
-    }
-    assert body["response_format"] == expected
-    assert result.output == Count("DE", 5)
 
 
 async def test_openrouter_uses_response_format_only_where_the_catalog_says_the_host_takes_it() -> None:
