@@ -43,7 +43,7 @@ def _installed() -> bool:
 
 def _doc_examples() -> list[str]:
     examples = re.findall(r"```ts\n(.+?)```", (REPO / "docs" / "protocol.md").read_text(), flags=re.S)
-    assert len(examples) == 2, "docs/protocol.md has its stdio and its HTTP example"
+    assert len(examples) == 3, "docs/protocol.md has its structured-output, stdio and HTTP examples"
     return examples
 
 

@@ -89,6 +89,10 @@ def named_strategy(name: str, depth: int = 0) -> st.SearchStrategy[Any]:
 
 def field_strategy(f: Field, depth: int) -> st.SearchStrategy[Any]:
     value = expr_strategy(f.type, depth)
+    if f.type.kind == "any" and not f.required:
+        # An optional field of any JSON value (RunResult.output): the converter omits None, so a JSON null there
+        # reads back as absent, which is what it means.
+        return value.filter(lambda v: v is not None)
     return (st.none() | value) if f.type.nullable else value
 
 

@@ -37,6 +37,7 @@ TIERS: list[tuple[str, list[str]]] = [
             "segue.telemetry",
             "segue.mcp",
             "segue.mcp.*",
+            "segue.json_types",
         ],
     ),
     (

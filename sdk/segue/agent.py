@@ -20,6 +20,7 @@ from segue.errors import IdempotencyConflictError, InputError, ReplayRunError, R
 from segue.generated import ContextBlock, PrewarmResult, RunEvent, RunResult
 from segue.guardrails import Guardrail
 from segue.history import HistoryItem
+from segue.json_types import OutputType, output_spec
 from segue.layout import LayoutMode, TrailingStateFn
 from segue.providers.base import members
 from segue.run.config import AgentConfig
@@ -97,7 +98,12 @@ class Agent:
         lease_seconds: float = 300.0,
         max_input_chars: int = DEFAULT_MAX_INPUT_CHARS,
         telemetry: Telemetry | None = None,
+        output_type: OutputType | None = None,
+        output_repairs: int = 1,
     ) -> None:
+        """`output_type` (an attrs class, dataclass, TypedDict or JSON Schema dict) asks every run for a structured
+        answer: `result.output` is the validated value, `result.answer` its text; a run may pass its own.
+        `output_repairs` is how many times an answer that does not match gets the error back to answer again."""
         if not isinstance(provider, Provider):
             raise TypeError(f"provider must implement segue.providers.Provider, got {type(provider).__name__}")
         if not _positive_int(max_iterations):
@@ -127,6 +133,11 @@ class Agent:
         self.trailing_state_layout: LayoutMode = trailing_state_layout
         self._catalog = catalog
         self.system = render_system(prompt, self.skills)
+        if type(output_repairs) is not int or output_repairs < 0:
+            raise ValueError(f"output_repairs must be a whole number >= 0, got {output_repairs!r}")
+        self.output_type = output_type
+        self.output_repairs = output_repairs
+        output = output_spec(output_type) if output_type is not None else None
         self._config = AgentConfig(
             name=name,
             provider=provider,
@@ -144,6 +155,8 @@ class Agent:
                 has_store=store is not None,
                 vendors=tuple(sorted({d.vendor for d in members(provider)})),
                 max_input_chars=max_input_chars,
+                output=output,
+                output_repairs=output_repairs,
             ),
             telemetry=self.telemetry,
         )
@@ -186,12 +199,15 @@ class Agent:
         idempotency_key: str | None = None,
         model: str | None = None,
         vendor: str | None = None,
+        output_type: OutputType | None = None,
+        output_repairs: int | None = None,
     ) -> RunResult:
         """Run to completion (or pause). Bad input raises before anything is written.
 
         `model` overrides the provider's model for this run; `vendor` names the catalog vendor that serves it (one
         of the provider's: with Failover, that vendor's first member is tried first), so the trailing-state layout
-        is decided from the catalog before the first call."""
+        is decided from the catalog before the first call. `output_type` / `output_repairs` override the agent's
+        for this run (structured output: `result.output`)."""
         request = self._pipeline.validate(_arguments(locals()))
         return await _last_result(self._pipeline.run(request, streaming=False))
 
@@ -212,6 +228,8 @@ class Agent:
         idempotency_key: str | None = None,
         model: str | None = None,
         vendor: str | None = None,
+        output_type: OutputType | None = None,
+        output_repairs: int | None = None,
     ) -> AsyncIterator[RunEvent]:
         """The same run as events. Bad input arrives as one RUN_ERROR event and no row is created."""
         arguments = _arguments(locals())
@@ -293,8 +311,20 @@ class SingleCall(Agent):
         skills: Sequence[Skill] = (),
         guardrails: Sequence[Guardrail] = (),
         name: str = "single_call",
+        output_type: OutputType | None = None,
     ) -> None:
-        super().__init__(provider, prompt, (), store, max_iterations=1, skills=skills, guardrails=guardrails, name=name)
+        super().__init__(
+            provider,
+            prompt,
+            (),
+            store,
+            max_iterations=1,
+            skills=skills,
+            guardrails=guardrails,
+            name=name,
+            output_type=output_type,
+            output_repairs=0,
+        )
 
 
 def _validation_event(e: Exception) -> RunEvent:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, get_args
 from urllib.parse import urlparse
 
 from segue._resources import package_version
-from segue.cli_render import Style, clean, count, explain_text, share, show_text, table
+from segue.cli_render import Style, clean, count, explain_text, prewarm_text, share, show_text, table
 from segue.errors import StoreError
 from segue.generated import RunDetail, RunExplanation, RunStatus, RunSummary, SweptRuns, Usage, get_converter
 
@@ -98,13 +98,7 @@ def _get_run(store: RunStore, args: argparse.Namespace, run_id: str) -> RunDetai
     if run is None:
         prewarm = store.prewarms.get(run_id, **_scope(args))
         if prewarm is not None:  # an Agent.prewarm call: it has no traces or answer to show
-            call = prewarm.interaction
-            raise CommandError(
-                f"{run_id} is a prewarm, not a run: {call.vendor}/{call.model} at {prewarm.created_at[:19]}, "
-                f"{call.usage.cache_write_tokens or 0:,} tokens written to the cache for the runs "
-                f"{', '.join(prewarm.runs) or '(none)'}; it has no answer or traces to show",
-                EXIT_PROBLEM,
-            )
+            raise CommandError(prewarm_text(run_id, prewarm), EXIT_PROBLEM)
         hint = "" if args.admin else "; pass --tenant T for another tenant's runs (or --admin)"
         raise CommandError(f"no run {run_id!r} for {_who(args)}: check the run id{hint}", EXIT_PROBLEM)
     return run

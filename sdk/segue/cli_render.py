@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from segue.generated import RunDetail, RunExplanation, Usage
+from segue.generated import PrewarmRecord, RunDetail, RunExplanation, Usage
 
 
 class Style:
@@ -215,3 +215,13 @@ def explain_text(run: RunDetail, explanation: RunExplanation) -> str:
         if it.note:
             out.append(f"     note: {it.note}")
     return "\n".join(out)
+
+
+def prewarm_text(run_id: str, prewarm: PrewarmRecord) -> str:
+    """What `runs show` says of a prewarm's id: it is not a run, and what it warmed."""
+    call = prewarm.interaction
+    return (
+        f"{run_id} is a prewarm, not a run: {call.vendor}/{call.model} at {prewarm.created_at[:19]}, "
+        f"{call.usage.cache_write_tokens or 0:,} tokens written to the cache for the runs "
+        f"{', '.join(prewarm.runs) or '(none)'}; it has no answer or traces to show"
+    )

@@ -66,6 +66,32 @@ class ServingPath:
         return f"{self.vendor}/{self.model}"
 
 
+#: The tool a serving path without native structured output (catalog llm.structured_output not `native`) is
+#: offered instead: its arguments are the final answer.
+FINAL_ANSWER_TOOL = "final_answer"
+
+
+@attrs.frozen(kw_only=True)
+class OutputFormat:
+    """A structured-output request as every wire needs it: the format's name, its JSON Schema (canonical: the same
+    type gives the same bytes), and whether the schema fits OpenAI's strict mode."""
+
+    name: str
+    schema: Mapping[str, Any]
+    strict: bool
+
+    def as_tool(self) -> ToolDefinition:
+        """The final-answer tool for paths whose catalog row names no native mechanism."""
+        return ToolDefinition(
+            name=FINAL_ANSWER_TOOL,
+            description=f"Give your final answer ({self.name}) by calling this tool once, with the answer as its "
+            "arguments, instead of answering in text.",
+            parameters=dict(self.schema),
+            # Not `strict`: the paths that get this tool lack the vendor's structured outputs, and on Anthropic
+            # strict tool use is part of that same feature. The answer is validated and repaired instead.
+        )
+
+
 @attrs.frozen(kw_only=True)
 class ProviderNote:
     """Something a driver or Failover reports about one call besides the answer (see RunNoteKind).
@@ -109,6 +135,9 @@ class ProviderRequest:
     replay_alternatives: Mapping[ServingPath, list[Message]] = attrs.field(factory=dict)
     #: The run's fixed prefix, for wires to build once per run (None: build every message, e.g. a one-off call).
     prefix: WirePrefix | None = attrs.field(default=None, eq=False, repr=False)
+    #: Structured output: drivers send it through the serving path's native mechanism, or offer it as the
+    #: FINAL_ANSWER_TOOL where the catalog names none (segue.providers._output).
+    output: OutputFormat | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -49,6 +49,8 @@ class CurrentPrefix:
     tools_hash: str
     tool_hashes: Mapping[str, str]
     reasoning_vendor: str | None = None
+    #: The structured-output format's hash (None: the request asks for none).
+    output_hash: str | None = None
 
     @property
     def path(self) -> ServingPath:
@@ -111,6 +113,12 @@ def reasoning_verdict(
         return ("system", "reasoning dropped: the system prompt (or skills, or stable context) changed since the run")
     if d.tools_hash != current.tools_hash:
         return ("tools", "reasoning dropped: the tool definitions changed since the run")
+    if d.output_hash != current.output_hash:
+        return (
+            "output-schema",
+            "reasoning dropped: the structured-output schema (output_type) changed since the run; the model was "
+            "shown the format with the prefix the reasoning was produced under",
+        )
     if d.seed != seed:
         if earlier_drop is not None:
             return ("follows", f"reasoning dropped: the messages before it changed, as {earlier_drop}'s was dropped")

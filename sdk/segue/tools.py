@@ -13,10 +13,9 @@ import inspect
 import json
 import re
 import time
-import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, get_args, get_origin, overload
+from typing import Any, overload
 
 import attrs
 from jsonschema import Draft202012Validator
@@ -24,6 +23,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
 from segue.generated import ImageBlock, ToolDefinition, ToolResultBlock
+from segue.json_types import json_schema_for
 
 #: Results longer than this many characters are cut, with a marker saying so (Tool(max_result_chars=...)).
 DEFAULT_MAX_RESULT_CHARS = 100_000
@@ -263,7 +263,7 @@ def parameters_schema(fn: Callable[..., Any], descriptions: Mapping[str, str] | 
         if param.kind is param.POSITIONAL_ONLY:
             raise TypeError(f"tool {fn.__name__}: argument {param.name!r} is positional-only; models pass keywords")
         annotation = hints.get(param.name, Any)
-        schema = json_schema_for(annotation, f"{fn.__name__}({param.name})")
+        schema = json_schema_for(annotation, f"tool argument {fn.__name__}({param.name})")
         if descriptions and param.name in descriptions:
             schema["description"] = descriptions[param.name]
         if param.default is param.empty:
@@ -275,32 +275,3 @@ def parameters_schema(fn: Callable[..., Any], descriptions: Mapping[str, str] | 
     if required:
         out["required"] = required
     return out
-
-
-def json_schema_for(annotation: Any, where: str) -> dict[str, Any]:
-    if annotation is Any:
-        return {}
-    if annotation is str:
-        return {"type": "string"}
-    if annotation is bool:
-        return {"type": "boolean"}
-    if annotation is int:
-        return {"type": "integer"}
-    if annotation is float:
-        return {"type": "number"}
-    if annotation is type(None):
-        return {"type": "null"}
-    origin = get_origin(annotation)
-    args = get_args(annotation)
-    if origin is Literal:
-        return {"enum": list(args)}
-    if origin in (list, Sequence, tuple, set, frozenset) or annotation in (list, tuple):
-        item = args[0] if args else Any
-        return {"type": "array", "items": json_schema_for(item, where)}
-    if origin in (dict, Mapping) or annotation is dict:
-        value = args[1] if len(args) == 2 else Any
-        return {"type": "object", "additionalProperties": json_schema_for(value, where)}
-    if origin in (typing.Union, types.UnionType):
-        return {"anyOf": [json_schema_for(a, where) for a in args]}
-    raise TypeError(f"tool argument {where}: cannot describe type {annotation!r} as JSON Schema; use str, int, "
-                    "float, bool, list[...], dict[str, ...], Literal[...] or a union of them")  # fmt: skip

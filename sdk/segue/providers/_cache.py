@@ -16,18 +16,14 @@ from segue.wire.common import WireError
 log = logging.getLogger("segue.providers")
 
 
-class BreakpointPaths:
-    """Per driver: `for_model(model)` is the request's BreakpointCache, or None when the path has no such cache.
+class CatalogRows:
+    """A driver's serving paths as the catalog resolves them, one lookup per model (None: the catalog cannot
+    resolve it, logged once). `catalog` defaults to `Catalog.load()` on first use; pass one to layer an app's."""
 
-    `catalog` defaults to `Catalog.load()` on first use; pass one to layer an app's catalog.
-    """
-
-    def __init__(self, vendor: str, catalog: Catalog | None, *, mode: CacheMode, ttl: CacheTTL) -> None:
+    def __init__(self, vendor: str, catalog: Catalog | None) -> None:
         self.vendor = vendor
-        self.mode: CacheMode = mode
-        self.ttl: CacheTTL = ttl
         self._catalog = catalog
-        self._known: dict[str, BreakpointCache | None] = {}
+        self._known: dict[str, Resolved | None] = {}
 
     @property
     def catalog(self) -> Catalog:
@@ -35,15 +31,29 @@ class BreakpointPaths:
             self._catalog = Catalog.load()
         return self._catalog
 
-    def for_model(self, model: str) -> BreakpointCache | None:
+    def resolve(self, model: str) -> Resolved | None:
         if model not in self._known:
             try:
-                resolved = self.catalog.resolve(model, self.vendor)
+                self._known[model] = self.catalog.resolve(model, self.vendor)
             except CatalogError as e:
-                log.warning("no catalog entry for %s@%s (%s); sending no cache breakpoints", model, self.vendor, e)
+                log.warning("no catalog entry for %s@%s (%s); using no catalog facts for it", model, self.vendor, e)
                 self._known[model] = None
-            else:
-                self._known[model] = self._breakpoints(resolved)
+        return self._known[model]
+
+
+class BreakpointPaths:
+    """Per driver: `for_model(model)` is the request's BreakpointCache, or None when the path has no such cache."""
+
+    def __init__(self, vendor: str, catalog: Catalog | None, *, mode: CacheMode, ttl: CacheTTL) -> None:
+        self.mode: CacheMode = mode
+        self.ttl: CacheTTL = ttl
+        self.rows = CatalogRows(vendor, catalog)
+        self._known: dict[str, BreakpointCache | None] = {}
+
+    def for_model(self, model: str) -> BreakpointCache | None:
+        if model not in self._known:
+            resolved = self.rows.resolve(model)
+            self._known[model] = self._breakpoints(resolved) if resolved is not None else None
         return self._known[model]
 
     def _breakpoints(self, resolved: Resolved) -> BreakpointCache | None:

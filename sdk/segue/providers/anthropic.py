@@ -6,14 +6,18 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from segue.contracts import ProviderRequest
+from segue.providers._cache import CatalogRows
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers._offline import missing_key, offline_twin
+from segue.providers._output import OutputPaths
 from segue.wire import anthropic as wire
 from segue.wire.common import ParsedResponse, WireRequest
 from segue.wire.streams import AnthropicStream
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
+
+    from segue.catalog import Catalog
 
 
 class AnthropicProvider(SdkDriver):
@@ -26,6 +30,8 @@ class AnthropicProvider(SdkDriver):
       thinking on the wire segue asks for block binding with prefix_mismatch_behavior="drop_block" and reports
       each block the vendor's `input_transformations` says it dropped. With thinking off (None or disabled) no
       thinking is replayed (`reasoning_vendor` is None), because a stale block could not be dropped.
+    - `catalog`: the `segue.catalog.Catalog` that answers which models take structured output natively
+      (`llm.structured_output`; default: `Catalog.load()` on first use).
     - `client`: an `anthropic.AsyncAnthropic`; by default one is built from ANTHROPIC_API_KEY. With neither that
       nor ANTHROPIC_AUTH_TOKEN / ANTHROPIC_BASE_URL set, the driver talks to segue's offline twin and warns once.
     """
@@ -40,6 +46,7 @@ class AnthropicProvider(SdkDriver):
         cache_ttl: wire.CacheTTL | None = "5m",
         thinking: Mapping[str, Any] | None = None,
         max_tokens: int = 4096,
+        catalog: Catalog | None = None,
         client: AsyncAnthropic | None = None,
     ) -> None:
         import anthropic
@@ -59,12 +66,16 @@ class AnthropicProvider(SdkDriver):
             else:
                 client = anthropic.AsyncAnthropic()
         self.client = client
+        self.output = OutputPaths(CatalogRows(self.vendor, catalog))
         self._sdk = anthropic
 
     def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
+        model = self._model(request)
+        request, output = self.output.split(request, model)
         return wire.build_request(
             request,
-            model=self._model(request),
+            model=model,
+            output=output,
             max_tokens=request.max_tokens or self.max_tokens,
             cache_ttl=self.cache_ttl,
             thinking=self.thinking,

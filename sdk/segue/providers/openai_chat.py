@@ -10,6 +10,7 @@ from segue.contracts import ProviderRequest
 from segue.providers._cache import BreakpointPaths
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers._offline import missing_key, offline_twin
+from segue.providers._output import OutputPaths
 from segue.wire import openai_chat as wire
 from segue.wire.breakpoints import CHAT_TTLS, CacheMode, check_mode
 from segue.wire.common import ParsedResponse, WireRequest
@@ -79,6 +80,7 @@ class OpenAIChatProvider(ChatCompletionsDriver):
         self.cache = BreakpointPaths(vendor, catalog, mode=cache_mode, ttl=CHAT_TTLS[0])
         if client is None and base_url is None and missing_key("OPENAI_API_KEY", "OPENAI_BASE_URL"):
             client = offline_twin("OpenAIChatProvider", model, "OPENAI_API_KEY", "OpenAI").openai_client()
+        self.output = OutputPaths(self.cache.rows)
         if client is None:
             # Self-hosted servers usually run without authentication; the client still insists on some key.
             key = os.environ.get("OPENAI_API_KEY") or ("unused" if base_url else None)
@@ -88,8 +90,14 @@ class OpenAIChatProvider(ChatCompletionsDriver):
 
     def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
         model = self._model(request)
+        request, output = self.output.split(request, model)
         return wire.build_request(
-            request, model=model, vendor=self.vendor, breakpoints=self.cache.for_model(model), stream=stream
+            request,
+            model=model,
+            vendor=self.vendor,
+            breakpoints=self.cache.for_model(model),
+            stream=stream,
+            output=output,
         )
 
     def _parse(self, data: Mapping[str, Any], request: ProviderRequest, w: WireRequest) -> ParsedResponse:

@@ -9,6 +9,7 @@ from segue.contracts import ProviderRequest
 from segue.providers._cache import BreakpointPaths
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers._offline import missing_key, offline_twin
+from segue.providers._output import OutputPaths
 from segue.wire import openai_responses as wire
 from segue.wire.breakpoints import RESPONSES_TTLS, CacheMode, CacheTTL, check_mode, check_ttl
 from segue.wire.common import ParsedResponse, WireRequest
@@ -68,6 +69,7 @@ class OpenAIResponsesProvider(SdkDriver):
         self.reasoning = dict(reasoning) if reasoning is not None else None
         self.store = store
         self.cache = BreakpointPaths(self.vendor, catalog, mode=cache_mode, ttl=cache_ttl)
+        self.output = OutputPaths(self.cache.rows)
         if client is None:
             if missing_key("OPENAI_API_KEY", "OPENAI_BASE_URL"):
                 client = offline_twin("OpenAIResponsesProvider", model, "OPENAI_API_KEY", "OpenAI").openai_client()
@@ -78,9 +80,11 @@ class OpenAIResponsesProvider(SdkDriver):
 
     def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
         model = self._model(request)
+        request, output = self.output.split(request, model)
         return wire.build_request(
             request,
             model=model,
+            output=output,
             reasoning=self.reasoning,
             store=self.store,
             cache_key_prefix=self.cache_key_prefix,

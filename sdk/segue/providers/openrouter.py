@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from segue.contracts import ProviderRequest
 from segue.errors import ProviderError
 from segue.providers._cache import BreakpointPaths
+from segue.providers._output import OutputPaths
 from segue.providers.openai_chat import ChatCompletionsDriver
 from segue.wire import openrouter as wire
 from segue.wire.breakpoints import CHAT_TTLS, CacheMode, check_mode
@@ -72,6 +73,7 @@ class OpenRouterProvider(ChatCompletionsDriver):
         self.reasoning = dict(reasoning) if reasoning is not None else None
         self.cache_ttl = cache_ttl
         self.cache = BreakpointPaths(self.vendor, catalog, mode=cache_mode, ttl=CHAT_TTLS[0])
+        self.output = OutputPaths(self.cache.rows)
         # Anthropic models bind replayed reasoning signatures to the prefix, as on Anthropic's own API.
         self.requires_stable_reasoning_prefix = model.startswith("anthropic/")
         if client is None:
@@ -89,9 +91,11 @@ class OpenRouterProvider(ChatCompletionsDriver):
 
     def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
         model = self._model(request)
+        request, output = self.output.split(request, model)
         return wire.build_request(
             request,
             model=model,
+            output=output,
             provider_order=self.provider_order,
             allow_fallbacks=self.allow_fallbacks,
             plugins=self.plugins,

@@ -17,6 +17,7 @@ from segue.context import render_stable_head
 from segue.contracts import Provider
 from segue.guardrails import Guardrail
 from segue.hashing import canonical_hash
+from segue.json_types import format_hash
 from segue.layout import LayoutMode, LayoutPolicy, TrailingStateFn
 from segue.prefix_rule import CurrentPrefix
 from segue.providers.base import first_member, serving_paths
@@ -81,6 +82,7 @@ class AgentConfig:
         stable_head = render_stable_head(request.context)
         paths = serving_paths(self.provider, model=request.params.model, vendor=request.params.vendor)
         system_hash = canonical_hash({"system": self.system, "stable_head": stable_head})
+        output_hash = format_hash(request.output.format) if request.output is not None else None
         prefixes = [
             CurrentPrefix(
                 vendor=p.vendor,
@@ -89,6 +91,7 @@ class AgentConfig:
                 tools_hash=tools.hash,
                 tool_hashes=tools.hashes,
                 reasoning_vendor=p.reasoning_vendor,
+                output_hash=output_hash,
             )
             for p in paths
         ]

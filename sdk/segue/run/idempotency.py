@@ -9,6 +9,9 @@ and vendor override, and the agent's configuration (AgentConfig.config_hash); no
 from __future__ import annotations
 
 import asyncio
+from typing import Any
+
+import attrs
 
 from segue.errors import IdempotencyConflictError
 from segue.generated import Message, RunEvent, RunResult, get_converter
@@ -34,6 +37,8 @@ def fingerprint_of(request: RunRequest, config_hash: str) -> str:
             "model": params.model,
             "vendor": params.vendor,
             "agent": config_hash,
+            # Only when set, so the fingerprints of requests without structured output stay what they were.
+            **({"output": request.output.hash, "output_repairs": request.repairs} if request.output else {}),
         }
     )
 
@@ -55,7 +60,14 @@ class Idempotency:
             raise IdempotencyConflictError(key)
         detail = await asyncio.to_thread(self.store.get_run, run_id, tenant_id=request.tenant_id)
         assert detail is not None
-        return stored_result(detail)
+        return attrs.evolve(stored_result(detail), output=_output(request, detail.status, detail.answer))
+
+
+def _output(request: RunRequest, status: str, answer: str | None) -> Any:
+    """A structured run's value, read again from its stored answer (the value itself is the app's type)."""
+    if request.output is None or status != "success" or answer is None:
+        return None
+    return request.output.read(answer)[0]
 
 
 def replayed_event(existing: RunResult) -> RunEvent:

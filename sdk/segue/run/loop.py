@@ -20,10 +20,20 @@ from segue.catalog.costs import add_call
 from segue.contracts import REPLAYED_META_KEY, ProviderRequest, ProviderResponse, StreamDone, WirePrefix
 from segue.conversation import add_usage, answer_text, tool_calls
 from segue.errors import ProviderError, SegueError
-from segue.generated import Message, PendingApproval, PendingCalls, RunCost, RunEvent
+from segue.generated import (
+    LlmInteraction,
+    Message,
+    PendingApproval,
+    PendingCalls,
+    RunCost,
+    RunEvent,
+    RunMeta,
+    ToolCallBlock,
+)
 from segue.layout import RuntimeState
 from segue.run.config import AgentConfig
 from segue.run.guard import Guard
+from segue.run.output import check_call, check_text, failure, final_call, repair_message
 from segue.run.recorder import Recorder, interaction_of
 from segue.run.serving import fit, observe
 from segue.run.state import RunState, make_event
@@ -110,6 +120,11 @@ class Loop:
         state.own.append(assistant)
         interaction = interaction_of(response, iteration, latency)
         calls = tool_calls(assistant)
+        final = final_call(state.request.output, calls)
+        if final is not None or (state.request.output is not None and not calls):
+            async for event in self._output(state, interaction, served, assistant, calls, final):
+                yield event
+            return
         if calls and any(self.tools.needs_approval(state, c) for c in calls):
             await self.recorder.record(state, iteration, interaction, [], served)
             pending = PendingCalls(
@@ -192,6 +207,51 @@ class Loop:
         )
         state.last_request = ((response.vendor, response.model), response.request_body)
         return attrs.evolve(response, notes=[*response.notes, *found]) if found else response
+
+    async def _output(
+        self,
+        state: RunState,
+        interaction: LlmInteraction,
+        served: RunMeta | None,
+        assistant: Message,
+        calls: list[ToolCallBlock],
+        final: ToolCallBlock | None,
+    ) -> AsyncIterator[RunEvent]:
+        """A final answer when the run asked for structured output: success with the value, a repair turn, or an
+        error result naming the JSON path (segue.run.output)."""
+        spec = state.request.output
+        assert spec is not None
+        iteration = state.iteration
+        if final is not None:
+            checked = check_call(spec, final, calls)
+        else:
+            checked = check_text(spec, self.guard.restore(answer_text(assistant), state.pii))
+        state.own.extend(checked.messages)
+        if checked.error is None:
+            await self.recorder.record(state, iteration, interaction, [], served)
+            await self.recorder.finish(state, "success", checked.answer, None)
+            state.ended = True
+            result = state.result("success", checked.answer, output=checked.value)
+            yield make_event("RUN_COMPLETED", state.run_id, iteration, result=result)
+            return
+        if state.repairs < state.request.repairs and iteration < self.max_iterations:
+            state.repairs += 1
+            if final is None:
+                state.own.append(repair_message(checked.error))
+            await self.recorder.record(state, iteration, interaction, [], served)
+            return
+        await self.recorder.record(state, iteration, interaction, [], served)
+        message = failure(spec, checked.error, state.repairs)
+        await self.recorder.finish(state, "error", checked.answer, message)
+        state.ended = True
+        yield make_event(
+            "RUN_ERROR",
+            state.run_id,
+            iteration,
+            error=message,
+            result=state.result("error", checked.answer, error=message),
+            meta={"error_type": "OutputValidationError"},
+        )
 
     async def _stream(self, state: RunState, request: ProviderRequest) -> AsyncIterator[RunEvent | ProviderResponse]:
         """The streamed call: its text and reasoning deltas as events, then the response."""
@@ -291,4 +351,5 @@ def provider_request(state: RunState, messages: list[Message], *, prewarm: bool 
         replay_path=plan.path if plan.summaries else None,
         replay_alternatives=alternatives,
         prefix=None if prewarm else prefix,
+        output=state.request.output.format if state.request.output is not None else None,
     )

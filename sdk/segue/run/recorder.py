@@ -59,6 +59,8 @@ class Recorder:
                 replay_last=request.replay_last,
                 replay_reasoning=request.replay_reasoning,
                 replay_budget_tokens=params.replay_budget_tokens,
+                output_type=params.output_type,
+                output_repairs=params.output_repairs,
             ),
             segue_replay=state.replay,
         )

@@ -20,6 +20,7 @@ from segue.conversation import as_history
 from segue.errors import InputError, ReplayRunError
 from segue.generated import ContextBlock, Message, PrewarmParams, ReplayKnobs, RunParams, get_converter
 from segue.hashing import canonical_json
+from segue.json_types import OutputSpec, output_spec
 from segue.store.records import DEFAULT_TENANT
 
 DEFAULT_MAX_INPUT_CHARS = 1_000_000
@@ -44,6 +45,9 @@ class Rules:
     has_store: bool
     vendors: tuple[str, ...]
     max_input_chars: int
+    #: The agent's own output_type and repair turns, for runs that do not pass theirs.
+    output: OutputSpec | None = None
+    output_repairs: int = 1
 
 
 @attrs.frozen(kw_only=True)
@@ -54,6 +58,8 @@ class RunRequest:
     params: RunParams
     knobs: ReplayKnobs | None
     retry_of: str | None = None
+    #: Structured output (params.output_type is its schema), None: the answer is text only.
+    output: OutputSpec | None = None
 
     # The fields whose RunParams type is optional only because they have defaults:
     @property
@@ -79,6 +85,11 @@ class RunRequest:
     @property
     def replay_reasoning(self) -> bool:
         return self.params.replay_reasoning is not False
+
+    @property
+    def repairs(self) -> int:
+        """Structured output: repair turns an answer that does not match gets."""
+        return self.params.output_repairs or 0
 
 
 def run_arguments(params: RunParams) -> dict[str, Any]:
@@ -129,6 +140,8 @@ def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequ
     metadata, context, history = arguments["metadata"], arguments["context"], arguments["history"]
     runs, replay_last = arguments["runs"], arguments["replay_last"]
     replay_reasoning, replay_budget_tokens = arguments["replay_reasoning"], arguments["replay_budget_tokens"]
+    # A prewarm takes no output_type of its own: it warms the prefix with the agent's (the format is in it).
+    output, output_repairs = _output(arguments.get("output_type"), arguments.get("output_repairs"), rules)
     if not isinstance(tenant_id, str) or not tenant_id:
         raise InputError(f"tenant_id must be a non-empty string, got {tenant_id!r}")
     _check_id("tenant_id", tenant_id)
@@ -178,8 +191,24 @@ def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequ
         idempotency_key=idempotency_key,
         model=model,
         vendor=vendor,
+        output_type=output.schema if output is not None else None,
+        output_repairs=output_repairs if output is not None else None,
     )
-    return RunRequest(params=params, knobs=knobs)
+    return RunRequest(params=params, knobs=knobs, output=output)
+
+
+def _output(output_type: Any, repairs: Any, rules: Rules) -> tuple[OutputSpec | None, int]:
+    """The run's structured output: its own output_type, else the agent's; a schema dict equal to the agent's
+    (a retry, the protocol) keeps the agent's type, so the value converts the same way."""
+    if repairs is not None and (isinstance(repairs, bool) or not isinstance(repairs, int) or repairs < 0):
+        raise InputError(f"output_repairs must be a whole number >= 0 (repair turns), got {repairs!r:.40}")
+    repairs = rules.output_repairs if repairs is None else repairs
+    if output_type is None:
+        return rules.output, repairs
+    spec = output_spec(output_type)
+    if rules.output is not None and spec.schema == rules.output.schema:
+        return rules.output, repairs
+    return spec, repairs
 
 
 def _context(context: Any) -> list[ContextBlock]:

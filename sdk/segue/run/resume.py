@@ -64,6 +64,8 @@ def arguments_of(stored: StoredRun) -> dict[str, Any]:
         "idempotency_key": None,
         "model": request.model,
         "vendor": request.vendor,
+        "output_type": request.output_type,
+        "output_repairs": request.output_repairs,
     }
 
 

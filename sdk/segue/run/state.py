@@ -59,6 +59,7 @@ class RunState:
     cost: RunCost | None = None  # the calls so far, priced from the catalog (segue.catalog.costs)
     #: ((vendor, model), body) of the run's latest request, for the cache notes of the next one on that path.
     last_request: tuple[tuple[str, str], dict[str, Any]] | None = None
+    repairs: int = 0  # structured output: repair turns used so far
 
     def stored_messages(self) -> list[Message]:
         """This run's messages as they are stored: with the fragments the layout keeps (appendOnly)."""
@@ -74,6 +75,7 @@ class RunState:
         answer: str | None = None,
         error: str | None = None,
         pending: list[PendingApproval] | None = None,
+        output: Any = None,
     ) -> RunResult:
         return RunResult(
             run_id=self.run_id,
@@ -89,6 +91,7 @@ class RunState:
             replay_text=replay_text(self.replay) if self.replay is not None else None,
             pending_approvals=pending,
             retry_of=self.request.retry_of,
+            output=output,
         )
 
 

@@ -15,6 +15,7 @@ from segue.twin.cache import BlockUsage, CacheBlock
 from segue.twin.errors import bad_request
 from segue.twin.signing import check_thinking, prefix_digests, sign_thinking
 from segue.twin.state import Reply, TwinState
+from segue.twin.structured import respond
 from segue.twin.view import AssistantTurn, ConversationView, ToolCall, ToolResult, Turn, tool_spec
 
 VENDOR = "anthropic"
@@ -32,7 +33,7 @@ def handle_messages(state: TwinState, body: Mapping[str, Any], headers: Mapping[
         content: list[dict[str, Any]] = []
         stop_reason, output_tokens = "max_tokens", 0
     else:
-        turn = state.policy.respond(_view(request, messages))
+        turn = respond(state.policy, _view(request, messages))
         content, stop_reason, output_tokens = _render_turn(state, request, turn, digests[-1])
     usage = state.block_cache.account(
         namespace=request.model, blocks=_cache_blocks(request, messages), rules=rules, now=state.clock()
@@ -136,6 +137,7 @@ def _view(request: AnthropicRequest, messages: list[dict[str, Any]]) -> Conversa
         turns=tuple(turns),
         tool_specs=tuple(tool_spec(t["name"], t.get("description"), t.get("input_schema")) for t in request.tools),
         reasoning_enabled=request.thinking_on,
+        output_schema=request.output_schema,
     )
 
 

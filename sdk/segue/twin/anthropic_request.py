@@ -21,6 +21,7 @@ import attrs
 
 from segue.twin.errors import bad_request
 from segue.twin.rules import CacheRules
+from segue.twin.structured import anthropic_schema
 
 BINDING_BETA = "thinking-binding-controls-2026-08-01"
 _THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
@@ -44,6 +45,8 @@ class AnthropicRequest:
     #: `output_config.effort` and `speed`, as sent (None when absent): part of the system-level cache key.
     effort: Any
     speed: Any
+    #: The schema `output_config.format` constrains the answer to (None: free text).
+    output_schema: Mapping[str, Any] | None = None
     drop_block: bool
     binding_requested: bool
     #: TTL name per breakpoint, keyed by path ("tools.0", "system.1", "messages.3.content.2").
@@ -96,6 +99,7 @@ def parse_request(body: Mapping[str, Any], headers: Mapping[str, str], rules_of:
         tool_choice=body.get("tool_choice"),
         effort=(output_config or {}).get("effort"),
         speed=body.get("speed"),
+        output_schema=anthropic_schema(output_config),
         drop_block=drop_block,
         binding_requested=binding,
         breakpoints=breakpoints,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from segue.twin._wire import pieces, sse
 from segue.twin.errors import bad_request
 from segue.twin.openai_cache import CacheOutcome, PromptPiece, item_pieces
@@ -21,6 +23,7 @@ from segue.twin.openai_common import (
     size_turn,
 )
 from segue.twin.state import Reply, TwinState
+from segue.twin.structured import openai_schema, respond
 from segue.twin.view import ConversationView, ToolCall, ToolResult, Turn, tool_spec
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -52,9 +55,9 @@ def handle_chat(state: TwinState, body: Mapping[str, Any]) -> Reply:
         expect(tool.get("function"), (dict,), f"tools[{i}].function", optional=False)
     expect(body.get("stream_options"), (dict,), "stream_options")
 
-    sized = size_turn(
-        state.policy.respond(_view(params, tools, messages)), reasons=params.reasons, max_output=params.max_output
-    )
+    schema = openai_schema(_chat_format(body.get("response_format")), "response_format")
+    turn = respond(state.policy, attrs.evolve(_view(params, tools, messages), output_schema=schema))
+    sized = size_turn(turn, reasons=params.reasons, max_output=params.max_output)
     header = {"response_format": body.get("response_format"), "reasoning_effort": params.effort}
     outcome = cache_outcome(state, params, _pieces(header, tools, messages))
 
@@ -131,6 +134,14 @@ def _check_fields(message: dict[str, Any], i: int) -> None:
         function = expect(call.get("function"), (dict,), f"{where}.function", optional=False)
         expect(function.get("name"), (str,), f"{where}.function.name", optional=False)
         expect(function.get("arguments"), (str,), f"{where}.function.arguments", optional=False)
+
+
+def _chat_format(response_format: Any) -> Any:
+    """Chat's `response_format` nests the format under `json_schema`; the same fields as Responses' text.format."""
+    if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
+        inner = response_format.get("json_schema")
+        return {**inner, "type": "json_schema"} if isinstance(inner, dict) else {"type": "json_schema"}
+    return response_format
 
 
 def _pieces(header: Any, tools: list[Any], messages: list[dict[str, Any]]) -> list[PromptPiece]:

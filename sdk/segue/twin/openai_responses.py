@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from segue.twin._wire import pieces, sse
 from segue.twin.errors import TwinHTTPError, bad_request
 from segue.twin.openai_cache import CacheOutcome, PromptPiece, item_pieces
@@ -30,6 +32,7 @@ from segue.twin.openai_common import (
 )
 from segue.twin.signing import seal, unseal
 from segue.twin.state import Reply, TwinState
+from segue.twin.structured import openai_schema, respond
 from segue.twin.view import ConversationView, ToolCall, ToolResult, Turn, tool_spec
 
 _OUTPUT_KINDS = frozenset({"reasoning", "function_call", "assistant"})
@@ -84,7 +87,8 @@ def handle_responses(state: TwinState, body: Mapping[str, Any]) -> Reply:
     if prewarm:
         sized = SizedTurn(reasoning="", text="", calls=(), reasoning_tokens=0, output_tokens=0, truncated=False)
     else:
-        turn = state.policy.respond(_view(params, instructions, tools, items))
+        schema = openai_schema((body.get("text") or {}).get("format"), "text.format")
+        turn = respond(state.policy, attrs.evolve(_view(params, instructions, tools, items), output_schema=schema))
         sized = size_turn(turn, reasons=params.reasons, max_output=params.max_output)
     header = {"text": body.get("text"), "reasoning_effort": params.effort}
     outcome = cache_outcome(state, params, _pieces(header, tools, instructions, items))

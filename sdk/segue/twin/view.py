@@ -72,6 +72,8 @@ class ConversationView:
     turns: tuple[Turn, ...]
     tool_specs: tuple[ToolSpec, ...]
     reasoning_enabled: bool
+    #: The JSON schema the request's structured-output format constrains the answer to (None: free text).
+    output_schema: Mapping[str, Any] | None = None
 
     @property
     def tools(self) -> tuple[str, ...]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
-from segue.contracts import ProviderNote, ProviderRequest, WirePrefix
+from segue.contracts import OutputFormat, ProviderNote, ProviderRequest, WirePrefix
 from segue.generated import ContentBlock, Message, ReasoningBlock, TextBlock, ToolResultBlock
 from segue.generated.wire import anthropic as g
 from segue.wire.common import (
@@ -65,8 +65,10 @@ def build_request(
     cache_ttl: CacheTTL | None,
     thinking: Mapping[str, Any] | None,
     stream: bool = False,
+    output: OutputFormat | None = None,
 ) -> WireRequest:
-    """The Messages API body (and beta header) for one canonical request."""
+    """The Messages API body (and beta header) for one canonical request; `output`: structured output through
+    `output_config.format` (the driver passes it only where the catalog says the model takes it)."""
     if request.prewarm:
         if cache_ttl is None:
             raise WireError("prewarm needs cache breakpoints, but cache_ttl is None; configure cache_ttl='5m' or '1h'")
@@ -110,6 +112,7 @@ def build_request(
         system=list(system) or None,
         messages=messages,
         tools=[g.tool(t) for t in request.tools] or None,
+        output_config=g.output_format(schema=output.schema) if output is not None else None,
         thinking=config,
         stream=stream,
     )

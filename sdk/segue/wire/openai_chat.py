@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from segue.contracts import ProviderNote, ProviderRequest, WirePrefix
+from segue.contracts import OutputFormat, ProviderNote, ProviderRequest, WirePrefix
 from segue.generated import ContentBlock, Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock, Usage
 from segue.generated.wire import openai_chat as g
 from segue.wire.breakpoints import BreakpointCache, mark
@@ -38,6 +38,7 @@ from segue.wire.openai_responses import cache_key
 
 if TYPE_CHECKING:
     from openai.types.chat.completion_create_params import PromptCacheOptions
+    from openai.types.shared_params import ResponseFormatJSONSchema
 
 WIRE = "openai_chat"
 #: ReasoningBlock.vendor of reasoning parsed from Chat Completions (never replayed).
@@ -56,7 +57,9 @@ def build_request(
     vendor: str,
     breakpoints: BreakpointCache | None = None,
     stream: bool = False,
+    output: OutputFormat | None = None,
 ) -> WireRequest:
+    """The Chat Completions body; `output`: structured output as `response_format` (json_schema)."""
     refuse_prewarm(request, WIRE)
     parts = breakpoints is not None
     messages, anchors = build_messages(request.messages, parts=parts, prefix=request.prefix)
@@ -71,6 +74,7 @@ def build_request(
         model=model,
         messages=messages,
         tools=[g.tool(t) for t in request.tools] or None,
+        response_format=response_format(output) if output is not None else None,
         max_completion_tokens=request.max_tokens if openai else None,
         max_tokens=None if openai else request.max_tokens,
         prompt_cache_key=cache_key(None, request.cache_key) if openai and request.cache_key else None,
@@ -78,6 +82,11 @@ def build_request(
         stream=stream,
     )
     return WireRequest(body=dict(body))
+
+
+def response_format(output: OutputFormat) -> ResponseFormatJSONSchema:
+    """Structured output on Chat Completions (and OpenRouter)."""
+    return g.json_schema_format(name=output.name, schema=output.schema, strict=output.strict)
 
 
 def refuse_prewarm(request: ProviderRequest, wire: str) -> None:

@@ -19,7 +19,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from segue.contracts import ProviderNote, ProviderRequest
+from segue.contracts import OutputFormat, ProviderNote, ProviderRequest
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from segue.generated.wire import openai_responses as g
 from segue.wire.breakpoints import BreakpointCache, mark
@@ -35,7 +35,11 @@ from segue.wire.common import (
 )
 
 if TYPE_CHECKING:
-    from openai.types.responses import ResponseInputImageParam, ResponseInputItemParam, ResponseInputTextParam
+    from openai.types.responses import (
+        ResponseInputImageParam,
+        ResponseInputItemParam,
+        ResponseInputTextParam,
+    )
 
     Part = ResponseInputTextParam | ResponseInputImageParam
 
@@ -54,8 +58,10 @@ def build_request(
     cache_key_prefix: str | None,
     breakpoints: BreakpointCache | None = None,
     stream: bool = False,
+    output: OutputFormat | None = None,
 ) -> WireRequest:
-    """The Responses body for one canonical request; `breakpoints` when the serving path is a breakpoint cache."""
+    """The Responses body for one canonical request; `breakpoints` when the serving path is a breakpoint cache;
+    `output`: structured output as `text.format` (json_schema)."""
     if request.prewarm and breakpoints is None:
         raise WireError(
             f"prewarm: {model!r} is not a breakpoint cache in the catalog (llm.cache_kind), and the Responses API "
@@ -84,6 +90,9 @@ def build_request(
         instructions=instructions,
         input=items,
         tools=[g.tool(t) for t in request.tools] or None,
+        text_format=None
+        if output is None
+        else g.text_format(name=output.name, schema=output.schema, strict=output.strict),
         reasoning=None if reasoning is None else dict(reasoning),
         store=store,
         prompt_cache_key=cache_key(cache_key_prefix, request.cache_key),

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from segue.contracts import ProviderRequest
+from segue.contracts import OutputFormat, ProviderRequest
 from segue.generated import ReasoningBlock
 from segue.generated.wire import openai_chat as g_chat
 from segue.generated.wire import openrouter as g
@@ -46,6 +46,7 @@ def build_request(
     cache_ttl: Literal["5m", "1h"] | None,
     breakpoints: BreakpointCache | None = None,
     stream: bool = False,
+    output: OutputFormat | None = None,
 ) -> WireRequest:
     chat.refuse_prewarm(request, WIRE)
     block_cache = model.startswith("anthropic/") and cache_ttl is not None
@@ -68,6 +69,7 @@ def build_request(
         model=model,
         messages=messages,
         tools=[g.tool(t) for t in request.tools] or None,
+        response_format=chat.response_format(output) if output is not None else None,
         max_tokens=request.max_tokens,
         provider=routing,
         plugins=with_compression_off(plugins),
