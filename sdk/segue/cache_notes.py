@@ -36,8 +36,8 @@ def cache_notes(
         notes.append(
             ProviderNote(
                 kind="cache-below-minimum",
-                message=f"prompt {usage.input_tokens:,} tokens is below {path.model}'s minimum cacheable "
-                f"{minimum:,} tokens, so nothing was cached (the catalog's llm.cache_min_tokens)",
+                message=f"a request's prompt of {usage.input_tokens:,} tokens is below {path.model}'s minimum "
+                f"cacheable {minimum:,} tokens, so that request cached nothing (the catalog's llm.cache_min_tokens)",
             )
         )
     lookback = path.cache_lookback_blocks
