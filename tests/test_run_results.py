@@ -45,9 +45,9 @@ async def test_short_prompt_on_the_twin_gets_one_cache_note_naming_the_minimum(
     note = notes[0]
     prompt = result.usage.input_tokens  # every iteration's prompt is short: the note is kept once, counted per call
     assert note.count == result.iterations >= 2
-    assert note.message.startswith("prompt ")
+    assert note.message.startswith("a request's prompt of ")
     assert "is below claude-sonnet-4-6's minimum cacheable 1,024 tokens" in note.message
-    first = int(note.message.split()[1].replace(",", ""))
+    first = int(note.message.split()[4].replace(",", ""))
     assert 0 < first < 1024 and first < prompt
     logged = [r for r in caplog.records if r.name == "segue.cache"]
     assert len(logged) == 1 and "minimum cacheable 1,024 tokens" in logged[0].getMessage()
