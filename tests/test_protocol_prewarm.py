@@ -79,7 +79,10 @@ def test_prewarm_over_stdio(tmp_path: Path) -> None:
         old = error(client.call("prewarm", {"agent": "analyst"}))
         assert old["code"] == -32002, "before initialize the session speaks 1.0, which has no prewarm"
         init = result(client.call("initialize", {"protocol_version": "1.2"}))
-        assert "prewarm" in init["capabilities"]["methods"] and init["capabilities"]["features"] == ["prewarm"]
+        assert "prewarm" in init["capabilities"]["methods"] and init["capabilities"]["features"] == [
+            "prewarm",
+            "structured-output",
+        ]
         check_prewarm_flow(client.call, tmp_path)
 
 
@@ -102,5 +105,8 @@ def test_prewarm_over_http(tmp_path: Path) -> None:
             return answer
 
         init = result(call("initialize", {"protocol_version": "1.2"}))
-        assert init["capabilities"]["transport"] == "http" and init["capabilities"]["features"] == ["prewarm"]
+        assert init["capabilities"]["transport"] == "http" and init["capabilities"]["features"] == [
+            "prewarm",
+            "structured-output",
+        ]
         check_prewarm_flow(call, tmp_path)

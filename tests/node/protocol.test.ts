@@ -157,7 +157,7 @@ async function scenario(client: Connection, transport: "stdio" | "http"): Promis
   assert.equal(capabilities.tool_calls, transport === "stdio" ? "request" : "resume");
   assert.ok(capabilities.methods.includes("agents/get") && capabilities.methods.includes("runs/explain"));
   assert.ok(capabilities.limits.max_message_bytes > 0);
-  assert.deepEqual(capabilities.features, ["prewarm"]);
+  assert.deepEqual(capabilities.features, ["prewarm", "structured-output"]);
   assert.equal(capabilities.limits.http !== undefined, transport === "http");
   await client.notify("initialized", {});
   await rejects(client.request("initialize", { protocol_version: PROTOCOL_VERSION }), "InvalidRequest");

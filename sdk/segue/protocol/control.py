@@ -41,9 +41,9 @@ Transport = Literal["stdio", "http"]
 #: How long shutdown lets requests in flight finish when its params name no timeout.
 SHUTDOWN_TIMEOUT_SECONDS = 10.0
 #: The methods that start or continue a run are those that may answer ServerBusy: the schema says which.
-#: Each feature a client may look for in `capabilities.features`, and the method that provides it: a session
-#: that speaks a version without the method is not offered the feature.
-FEATURES: dict[ServerFeature, str] = {"prewarm": "prewarm"}
+#: Each feature a client may look for in `capabilities.features`, and the protocol version that brought it (the
+#: `prewarm` method, RunParams.output_type): a session that speaks an older version is not offered the feature.
+FEATURES: dict[ServerFeature, str] = {"prewarm": "1.2", "structured-output": "1.2"}
 RUN_METHODS = frozenset(name for name, m in METHODS.items() if "ServerBusy" in m.errors)
 
 
@@ -118,7 +118,7 @@ class Control:
             tenants=tenants,
             default_tenant=default,
             limits=self.limits,
-            features=[f for f, method in FEATURES.items() if method in sent],
+            features=[f for f, since in FEATURES.items() if version_key(since) <= version],
         )
 
     def initialized(self, session: Session, params: InitializedParams) -> None:
