@@ -350,6 +350,6 @@ def provider_request(state: RunState, messages: list[Message], *, prewarm: bool 
         prewarm=prewarm,
         replay_path=plan.path if plan.summaries else None,
         replay_alternatives=alternatives,
-        prefix=None if prewarm else prefix,
+        prefix=prefix,
         output=state.request.output.format if state.request.output is not None else None,
     )
