@@ -71,6 +71,10 @@ def open_database(url: str, *, read_only: bool) -> pw.Database:
         return pw.SqliteDatabase(
             path,
             pragmas={"journal_mode": "memory" if memory else "wal", "busy_timeout": 10_000, "foreign_keys": 1},
+            # Write transactions take the write lock at BEGIN. A deferred one that reads before it writes (as
+            # finish_run reads the run's meta) cannot wait for another process's writer when it upgrades: SQLite
+            # answers "database is locked" at once, ignoring the busy timeout.
+            lock_type="IMMEDIATE",
             timeout=10,
             thread_safe=not memory,
             check_same_thread=False,

@@ -1,0 +1,101 @@
+"""Several processes writing one SQLite file (issue 24 N1): two app workers, or two `segue serve`, on one segue.db.
+
+Write transactions used to begin deferred and read before they wrote (finish_run reads the run's meta, then
+updates the row). SQLite cannot make such a transaction wait for another process's writer: it answers "database
+is locked" at once, whatever the busy timeout. Runs ended `error`, and when the final write failed too, rows were
+left `running` after their writers had exited.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+from segue import RunStore
+
+REPO = Path(__file__).resolve().parent.parent
+
+# One app worker: 10 concurrent conversations of 2 turns on the twin (the second turn replays the first run), its
+# runs' outcomes as JSON lines on stdout. It waits for "go" on stdin, so the processes' writes overlap.
+WORKER = textwrap.dedent(
+    """
+    import asyncio, json, sys
+
+    from segue import Agent, RunStore
+    from segue.demo import PROMPT, QUESTIONS, demo_tools
+    from segue.providers import AnthropicProvider
+    from segue.twin import Twin
+
+    url, worker, conversations, turns = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+
+    async def conversation(agent, tenant):
+        ids = []
+        for question in QUESTIONS[:turns]:
+            try:
+                result = await agent.run(question, runs=ids or None, replay_last="all", tenant_id=tenant)
+            except Exception as e:  # what the caller was told, whatever it is
+                print(json.dumps({"tenant": tenant, "raised": f"{type(e).__name__}: {e}"}), flush=True)
+                continue
+            print(json.dumps({"tenant": tenant, "run_id": result.run_id, "status": result.status,
+                              "error": result.error}), flush=True)
+            if result.status == "success":
+                ids.append(result.run_id)
+
+    async def main():
+        store = RunStore(url)
+        provider = AnthropicProvider("claude-sonnet-4-6", client=Twin().anthropic_client())
+        agent = Agent(provider, PROMPT, demo_tools(), store, name="worker", max_iterations=8)
+        print("ready", flush=True)
+        await asyncio.to_thread(sys.stdin.readline)
+        await asyncio.gather(*(conversation(agent, f"{worker}-{i}") for i in range(conversations)))
+        store.close()
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_three_processes_on_one_sqlite_file_lose_no_run(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/segue.db"
+    RunStore(url).close()
+    processes, conversations, turns = 3, 10, 2
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, url, f"p{n}", str(conversations), str(turns)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+        for n in range(processes)
+    ]
+    try:
+        for w in workers:
+            assert w.stdout is not None and w.stdout.readline() == "ready\n"
+        for w in workers:
+            assert w.stdin is not None
+            w.stdin.write("go\n")
+            w.stdin.flush()
+        outputs = [w.communicate(timeout=120)[0] for w in workers]
+    finally:
+        for w in workers:
+            w.kill()
+    assert [w.returncode for w in workers] == [0] * processes
+    told = [json.loads(line) for out in outputs for line in out.splitlines()]
+    assert len(told) == processes * conversations * turns
+    failed = [t for t in told if t.get("status") != "success"]
+    assert not failed, f"{len(failed)} of {len(told)} runs did not succeed, e.g. {failed[:3]}"
+
+    store = RunStore(url, read_only=True)
+    stored = store.list_runs(all_tenants=True, limit=1000)
+    assert Counter(r.status for r in stored) == {"success": len(told)}, "nothing is left running"
+    assert {r.run_id for r in stored} == {t["run_id"] for t in told}, "the store holds what each caller was told"
+    for t in told:  # each run whole: the user message, assistant + tool per tool-calling iteration, the answer
+        detail = store.get_run(t["run_id"], all_tenants=True)
+        assert detail is not None and detail.tenant_id == t["tenant"]
+        assert len(detail.traces) == 2 * len(detail.llm_interactions)
+    store.close()
