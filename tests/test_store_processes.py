@@ -12,10 +12,17 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
-from segue import RunStore
+import pytest
+
+from segue import Agent, RunStore
+from segue.errors import StoreError
+from segue.generated import RunStatus
+from segue.testing import ScriptedProvider, text
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -98,4 +105,44 @@ def test_three_processes_on_one_sqlite_file_lose_no_run(tmp_path: Path) -> None:
         detail = store.get_run(t["run_id"], all_tenants=True)
         assert detail is not None and detail.tenant_id == t["tenant"]
         assert len(detail.traces) == 2 * len(detail.llm_interactions)
+    store.close()
+
+
+class FailingEnds(RunStore):
+    """A store whose final writes fail for the statuses in `failing` (the database locked, a disk gone...)."""
+
+    failing: tuple[str, ...] = ()
+
+    def finish_run(self, run_id: str, *, status: RunStatus, **kw: Any) -> None:
+        if status in self.failing:
+            raise StoreError(f"the run store at {self.url} failed: OperationalError: database is locked")
+        super().finish_run(run_id, status=status, **kw)
+
+
+async def test_a_run_whose_end_cannot_be_stored_is_never_reported_otherwise(tmp_path: Path) -> None:
+    store = FailingEnds(f"sqlite:///{tmp_path}/segue.db")
+    agent = Agent(ScriptedProvider(replies=[text("42"), text("43"), text("44")]), "p", [], store)
+
+    # The success cannot be stored, the error can: the caller is told the error the store holds.
+    store.failing = ("success",)
+    result = await agent.run("first")
+    detail = store.get_run(result.run_id)
+    assert detail is not None and (result.status, detail.status) == ("error", "error")
+    assert result.error == detail.error and "database is locked" in (result.error or "")
+
+    # Neither can: the caller is told that the store still holds the run as running (and how it ends), never
+    # a status the store does not hold, on run() and on stream() alike.
+    store.failing = ("success", "error")
+    with pytest.raises(StoreError, match=r"ended error, but the run store could not record it: .*database is "
+                       r"locked.*still holds the run as running.*segue runs sweep") as raised:  # fmt: skip
+        await agent.run("second")
+    events = []
+    with pytest.raises(StoreError, match="still holds the run as running"):
+        async for event in agent.stream("third"):
+            events.append(event)
+    assert {"RUN_COMPLETED", "RUN_ERROR", "RUN_PAUSED"}.isdisjoint(e.type for e in events), "no outcome claimed"
+    assert all(e.result is None for e in events)
+    running = store.list_runs(status="running")
+    assert len(running) == 2 and raised.value.args[0].startswith(f"run {running[1].run_id} ended error")
+    assert sorted(store.sweep(now=time.time() + 301)) == sorted(r.run_id for r in running)
     store.close()

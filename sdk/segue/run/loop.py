@@ -34,7 +34,7 @@ from segue.layout import RuntimeState
 from segue.run.config import AgentConfig
 from segue.run.guard import Guard
 from segue.run.output import check_call, check_text, failure, final_call, repair_message
-from segue.run.recorder import Recorder, interaction_of
+from segue.run.recorder import Recorder, RunEndNotStored, interaction_of
 from segue.run.serving import fit, observe
 from segue.run.state import RunState, make_event
 from segue.run.tools import ToolRunner
@@ -97,7 +97,13 @@ class Loop:
             await asyncio.shield(self.recorder.finish(state, "cancelled", None, "the run was cancelled"))
             raise
         except SegueError as e:
-            async for event in self.fail(state, str(e), type(e).__name__):
+            # A run whose end could not be stored (a `success`, say) is recorded as an `error` with the store's
+            # reason. When an `error` cannot be stored either, RunEndNotStored reaches the caller: the store
+            # still holds `running`, and the caller is never told another status.
+            if isinstance(e, RunEndNotStored) and e.status == "error":
+                raise
+            cause = e.cause if isinstance(e, RunEndNotStored) else e
+            async for event in self.fail(state, str(cause), type(cause).__name__):
                 yield event
         except Exception as e:
             # A bug in segue or in app code it calls (e.g. trailing_state): record it so the run is terminal, and

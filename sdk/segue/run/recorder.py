@@ -13,6 +13,7 @@ import asyncio
 
 from segue.catalog import CatalogError
 from segue.contracts import ProviderResponse
+from segue.errors import StoreError
 from segue.generated import (
     LlmInteraction,
     PendingCalls,
@@ -38,6 +39,21 @@ def interaction_of(response: ProviderResponse, iteration: int, latency_ms: float
         usage=response.usage,
         latency_ms=latency_ms,
     )
+
+
+class RunEndNotStored(StoreError):
+    """The store could not record how a run ended, so it still holds the run as `running`. The caller is told
+    that, never the status the run would have had: a lease-holding run is ended `error` by the next sweep."""
+
+    def __init__(self, run_id: str, status: RunStatus, cause: StoreError) -> None:
+        super().__init__(
+            f"run {run_id} ended {status}, but the run store could not record it: {cause}. The store still holds "
+            "the run as running; once its lease lapses, a sweep (`segue runs sweep`, `segue serve` at start, "
+            "RunStore.sweep()) marks it error"
+        )
+        self.run_id = run_id
+        self.status = status
+        self.cause = cause
 
 
 class Recorder:
@@ -140,17 +156,20 @@ class Recorder:
             segue_cost=state.cost,
             segue_layout=layout.meta() if layout is not None else None,
         )
-        await asyncio.to_thread(
-            self.store.finish_run,
-            state.run_id,
-            status=status,
-            answer=answer,
-            error=error,
-            usage=state.usage,
-            iterations=state.iteration,
-            meta_updates=updates,
-            private={"pii": state.pii} if state.pii else None,
-        )
+        try:
+            await asyncio.to_thread(
+                self.store.finish_run,
+                state.run_id,
+                status=status,
+                answer=answer,
+                error=error,
+                usage=state.usage,
+                iterations=state.iteration,
+                meta_updates=updates,
+                private={"pii": state.pii} if state.pii else None,
+            )
+        except StoreError as e:
+            raise RunEndNotStored(state.run_id, status, e) from e
 
     def _end_trace(self, state: RunState, status: RunStatus, error: str | None, error_type: str | None) -> None:
         trace = state.trace
