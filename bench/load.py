@@ -13,7 +13,12 @@ terminal with its traces as sent, how long the restart took, how many runs were 
 many of those failed with a clear error (a run failing outside the restart, or with an unclear message, fails
 the benchmark).
 
-Run: python bench/load.py [--conversations 50] [--turns 5] [--pg postgresql://...]
+With `--processes N` it runs the load in N processes at once on each store instead (N app workers, or N
+`segue serve`s, sharing one SQLite file or one PostgreSQL database), each with tenants of its own, started
+together after their warm-up; then it checks, from the store, that every run the callers were told about holds
+`success` and that none is left `running` (the restart phase runs in the single-process mode only).
+
+Run: python bench/load.py [--conversations 50] [--turns 5] [--processes 1] [--pg postgresql://...]
 (PostgreSQL runs when --pg or SEGUE_TEST_PG_URL is given; .ci/run passes the server it starts.)
 """
 
@@ -22,11 +27,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import multiprocessing
 import os
+import queue
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,8 +75,10 @@ class Timed:
         return self.inner.stream(request)
 
 
-async def conversation(index: int, agent: Agent, turns: int, overheads: list[float], timed: Timed) -> list[str]:
-    tenant = f"tenant-{index:03d}"
+async def conversation(
+    index: int, agent: Agent, turns: int, overheads: list[float], timed: Timed, tenants: str = "tenant"
+) -> list[str]:
+    tenant = f"{tenants}-{index:03d}"
     ids: list[str] = []
     for question in QUESTIONS[:turns]:
         before = timed.seconds.get(tenant, 0.0)
@@ -117,21 +126,28 @@ class OnTwin:
         self.server.close()
 
 
-async def load(url: str, conversations: int, turns: int) -> dict[str, Any]:
+async def load(
+    url: str, conversations: int, turns: int, *, tenants: str = "tenant", ready: Callable[[], object] | None = None
+) -> dict[str, Any]:
+    """The load on one store from this process. `tenants` prefixes the conversations' tenants; `ready` is called
+    (in a thread) after the warm-up, just before the concurrent part, to start several processes together."""
     setup = OnTwin.start(url)
     agent, timed, store = setup.agent, setup.timed, setup.store
     # One conversation alone first: it warms up imports, converters and the twin, and gives the per-run overhead
     # without contention (with 50 runs sharing one event loop, each run also waits for the others' CPU slices).
     solo: list[float] = []
-    await conversation(conversations, agent, turns, solo, timed)
+    await conversation(conversations, agent, turns, solo, timed, tenants)
     timed.calls = 0
+    if ready is not None:
+        await asyncio.to_thread(ready)
     overheads: list[float] = []
     lags: list[float] = []
     stop = asyncio.Event()
     tick = asyncio.create_task(ticker(lags, stop))
     started = time.perf_counter()
     results = await asyncio.gather(
-        *(conversation(i, agent, turns, overheads, timed) for i in range(conversations)), return_exceptions=True
+        *(conversation(i, agent, turns, overheads, timed, tenants) for i in range(conversations)),
+        return_exceptions=True,
     )
     elapsed = time.perf_counter() - started
     stop.set()
@@ -148,6 +164,7 @@ async def load(url: str, conversations: int, turns: int) -> dict[str, Any]:
     await setup.close()
     return {
         "runs": len(run_ids),
+        "run_ids": run_ids,
         "errors": errors,
         "locked": locked,
         "terminal": terminal,
@@ -194,6 +211,90 @@ def report(name: str, r: dict[str, Any], conversations: int, turns: int) -> bool
     )
     for e in r["errors"][:3]:
         print(f"  error: {type(e).__name__}: {e}")
+    return ok
+
+
+def _process(url: str, index: int, conversations: int, turns: int, barrier: Any, results: Any) -> None:
+    """One of several processes: the load on `url` with tenants of its own, started together with the others."""
+    logging.getLogger("segue").setLevel(logging.ERROR)
+    r = asyncio.run(load(url, conversations, turns, tenants=f"p{index}", ready=barrier.wait))
+    r["errors"] = [f"{type(e).__name__}: {e}" for e in r["errors"]]  # exceptions may not pickle
+    r["locked"] = [str(e) for e in r["locked"]]
+    results.put(r)
+
+
+def load_processes(url: str, processes: int, conversations: int, turns: int) -> dict[str, Any]:
+    """The load in `processes` processes at once on one store (app workers, or `segue serve`s, sharing a file),
+    then what the store holds for every run they were told about."""
+    RunStore(url).close()  # migrated once, before the writers start
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(processes), ctx.Queue()
+    workers = [
+        ctx.Process(target=_process, args=(url, k, conversations, turns, barrier, results)) for k in range(processes)
+    ]
+    for w in workers:
+        w.start()
+    got: list[dict[str, Any]] = []
+    while len(got) < processes:
+        try:
+            got.append(results.get(timeout=1))
+        except queue.Empty:
+            if any(w.exitcode not in (None, 0) for w in workers):
+                break  # a process died: report what the others did
+    for w in workers:
+        w.join(timeout=60)
+    run_ids = [run_id for r in got for run_id in r["run_ids"]]
+    store = RunStore(url, read_only=True)
+    statuses: dict[str, int] = {}
+    for run_id in run_ids:
+        detail = store.get_run(run_id, all_tenants=True)
+        status = detail.status if detail is not None else "missing"
+        statuses[status] = statuses.get(status, 0) + 1
+    running = len(store.list_runs(status="running", all_tenants=True, limit=10_000))
+    store.close()
+    elapsed = max((r["elapsed"] for r in got), default=0.0)
+    return {
+        "processes": processes,
+        "crashed": [w.exitcode for w in workers if w.exitcode != 0],
+        "each": got,
+        "runs": len(run_ids),
+        "statuses": statuses,
+        "running": running,
+        "elapsed": elapsed,
+        "runs_per_s": len(run_ids) / elapsed if elapsed else 0.0,
+    }
+
+
+def report_processes(name: str, r: dict[str, Any], conversations: int, turns: int) -> bool:
+    each = r["each"]
+    expected = r["processes"] * conversations * turns
+    errors = [e for p in each for e in p["errors"]]
+    ok = (
+        not r["crashed"]
+        and not errors
+        and r["runs"] == expected
+        and r["statuses"] == {"success": expected}
+        and r["running"] == 0
+        and all(p["traces_ok"] and p["interactions_ok"] and p["terminal"] == p["runs"] for p in each)
+    )
+    print(
+        f"{name}, {r['processes']} processes at once: {r['runs']} runs ({r['processes']} x {conversations} "
+        f"conversations x {turns} turns) in {r['elapsed']:.1f} s, {r['runs_per_s']:.1f} runs/s; per process "
+        + ", ".join(f"{p['runs_per_s']:.1f}" for p in each)
+        + " runs/s"
+    )
+    print(
+        "  per-run overhead excluding the model (p50 / p95 per process): "
+        + ", ".join(f"{p['p50']:.0f} / {p['p95']:.0f} ms" for p in each)
+    )
+    print(
+        f"  the store holds {r['statuses']} for the {r['runs']} runs the callers were told about; left running: "
+        f"{r['running']}; traces and llm interactions as sent: "
+        f"{all(p['traces_ok'] and p['interactions_ok'] for p in each)}; 'database is locked' escaped: "
+        f"{sum(len(p['locked']) for p in each)}; processes that crashed: {len(r['crashed'])}"
+    )
+    for e in errors[:3]:
+        print(f"  error: {e}")
     return ok
 
 
@@ -313,18 +414,19 @@ def main() -> int:
     parser.add_argument("--conversations", type=int, default=50)
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--pg", default=os.environ.get("SEGUE_TEST_PG_URL"), help="PostgreSQL URL (scratch DB)")
+    parser.add_argument(
+        "--processes", type=int, default=1, help="run the load in N processes at once on each store (default 1)"
+    )
     args = parser.parse_args()
     logging.getLogger("segue").setLevel(logging.ERROR)
+    if args.processes > 1:
+        return processes_main(args.processes, args.conversations, args.turns, args.pg)
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'load.db'}"
         ok &= report("SQLite", asyncio.run(load(url, args.conversations, args.turns)), args.conversations, args.turns)
     if args.pg:
-        from segue.store.models import Bound
-
-        scratch = RunStore(args.pg)
-        scratch.db.drop_tables(Bound(scratch.db).all, safe=True, cascade=True)
-        scratch.close()
+        drop_segue_tables(args.pg)
         ok &= report(
             "PostgreSQL", asyncio.run(load(args.pg, args.conversations, args.turns)), args.conversations, args.turns
         )
@@ -332,6 +434,29 @@ def main() -> int:
     else:
         print("PostgreSQL: skipped (pass --pg URL or set SEGUE_TEST_PG_URL)")
     return 0 if ok else 1
+
+
+def processes_main(processes: int, conversations: int, turns: int, pg: str | None) -> int:
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{Path(tmp) / 'load.db'}"
+        ok &= report_processes(
+            "SQLite (one file)", load_processes(url, processes, conversations, turns), conversations, turns
+        )
+    if pg:
+        drop_segue_tables(pg)
+        ok &= report_processes("PostgreSQL", load_processes(pg, processes, conversations, turns), conversations, turns)
+    else:
+        print("PostgreSQL: skipped (pass --pg URL or set SEGUE_TEST_PG_URL)")
+    return 0 if ok else 1
+
+
+def drop_segue_tables(url: str) -> None:
+    from segue.store.models import Bound
+
+    scratch = RunStore(url)
+    scratch.db.drop_tables(Bound(scratch.db).all, safe=True, cascade=True)
+    scratch.close()
 
 
 if __name__ == "__main__":
