@@ -20,6 +20,7 @@ from test_dashboard_data import SampleRuns, build_store
 from test_store import new_run
 from test_store_faults import version_one_store
 
+from segue.errors import StoreError
 from segue.store import RunStore
 from segue.store.migrations import LATEST
 
@@ -222,3 +223,59 @@ def test_a_wal_store_on_read_only_media_can_be_read(read_only_media: tuple[Path,
     # The same command shows the folder really is read-only there.
     probe = subprocess.run([*prefix, "touch", str(folder / "probe")], capture_output=True, text=True, timeout=TIMEOUT)
     assert probe.returncode != 0 and ("Read-only file system" in probe.stderr or "Permission denied" in probe.stderr)
+
+
+def test_a_wal_store_on_read_only_media_is_read_with_its_wal(
+    read_only_media: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    """Issue 24 N5: with a non-empty -wal and no -shm (copied off a machine whose writer still had the store open,
+    or had crashed), the store was read as immutable, which ignores the WAL: `runs list` showed 1 of 4 runs."""
+    folder, prefix = read_only_media
+    source = tmp_path / "source.db"
+    store = RunStore(f"sqlite:///{source}")
+    store.create_run(new_run("01J" + "0" * 23, "t", input="i"), [])
+    store.close()  # the first run is checkpointed into the file
+    store = RunStore(f"sqlite:///{source}")
+    ids = ["01J" + "0" * 23] + [f"01J{'0' * 22}{i}" for i in range(1, 4)]
+    for run_id in ids[1:]:
+        store.create_run(new_run(run_id, "t", input="i"), [])
+    assert Path(f"{source}-wal").stat().st_size > 0, "the other three runs are in the WAL only"
+    if not prefix:
+        folder.chmod(0o755)
+    (folder / "runs.db").write_bytes(source.read_bytes())
+    (folder / "runs.db-wal").write_bytes(Path(f"{source}-wal").read_bytes())
+    store.close()
+    if not prefix:
+        folder.chmod(0o555)
+    command = [sys.executable, "-m", "segue.cli", "runs", "list", "--db", f"sqlite:///{folder / 'runs.db'}"]
+    done = subprocess.run([*prefix, *command, "--admin", "--json"], capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    assert sorted(r["run_id"] for r in json.loads(done.stdout)) == ids
+    assert sorted(p.name for p in folder.iterdir()) == ["runs.db", "runs.db-wal"], "nothing was created or changed"
+
+
+def test_the_writers_never_create_a_store_by_accident(tmp_path: Path) -> None:
+    """Issue 24 N13: `runs sweep` and `db migrate` on a mistyped path created an empty store and exited 0."""
+    typo = tmp_path / "segeu.db"
+    for command in (("runs", "sweep"), ("db", "migrate")):
+        err = one_line(segue(*command, "--db", f"sqlite:///{typo}"), 2)
+        assert f"no run store at sqlite:///{typo} (the file {typo} does not exist)" in err
+        assert "`segue db migrate --db URL --create`" in err
+    other = tmp_path / "app.db"  # another app's SQLite database
+    db = sqlite3.connect(other)
+    db.execute("CREATE TABLE orders (id INTEGER)")
+    db.commit()
+    db.close()
+    before = other.read_bytes()
+    for command in (("runs", "sweep"), ("db", "migrate")):
+        err = one_line(segue(*command, "--db", f"sqlite:///{other}"), 2)
+        assert "has no segue_schema_version table" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"] and other.read_bytes() == before
+    with pytest.raises(StoreError, match="does not exist"):
+        RunStore(f"sqlite:///{typo}", create=False)
+    assert not typo.exists()
+
+    done = segue("db", "migrate", "--db", f"sqlite:///{typo}", "--create")
+    assert done.returncode == 0 and done.stdout.strip().endswith(f"created a run store (schema version {LATEST})")
+    done = segue("runs", "sweep", "--db", f"sqlite:///{typo}")
+    assert done.returncode == 0 and "no abandoned runs" in done.stdout

@@ -59,8 +59,9 @@ def _db_url(args: argparse.Namespace) -> str:
 
 
 @contextmanager
-def _store(args: argparse.Namespace, *, write: bool = False) -> Iterator[RunStore]:
-    """The run store of `--db`: read-only unless the command writes (then it is created or migrated as needed)."""
+def _store(args: argparse.Namespace, *, write: bool = False, create: bool = False) -> Iterator[RunStore]:
+    """The run store of `--db`: read-only unless the command writes (then migrated as needed, and created only
+    with `create`: a mistyped path is an error, not a new empty store)."""
     from segue.store.connection import sqlite_path
     from segue.store.run_store import RunStore
 
@@ -68,7 +69,7 @@ def _store(args: argparse.Namespace, *, write: bool = False) -> Iterator[RunStor
     path = sqlite_path(url) if urlparse(url).scheme == "sqlite" else ":memory:"
     if not write and path != ":memory:" and not Path(path).is_file():
         raise CommandError(f"no run store at {path} ({url}); pass --db URL or set {DB_ENV}")
-    store = RunStore(url, read_only=not write)
+    store = RunStore(url, read_only=not write, create=create)
     try:
         yield store
     finally:
@@ -264,10 +265,12 @@ def _schema_export(args: argparse.Namespace) -> int:
 
 
 def _db_migrate(args: argparse.Namespace) -> int:
-    with _store(args, write=True) as store:
+    with _store(args, write=True, create=args.create) as store:
         before, after = store.migrated_from, store.schema_version()
     shown = _shown_url(args)
-    if before == after:
+    if before == 0:
+        print(f"{shown}: created a run store (schema version {after})")
+    elif before == after:
         print(f"{shown}: store schema version {after}, already the newest this segue knows")
     else:
         print(f"{shown}: store schema version {before} -> {after}")
@@ -424,9 +427,15 @@ def build_parser() -> argparse.ArgumentParser:
         db_cmds,
         "migrate",
         _db_migrate,
-        "create the store or bring its schema to this segue's version (read commands never migrate)",
+        "bring the store's schema to this segue's version, or create a store with --create (read commands never "
+        "migrate)",
     )
     _db_option(p)
+    p.add_argument(
+        "--create",
+        action="store_true",
+        help="create the store when the database has none (without it, a path with no store is an error)",
+    )
 
     p = _command(commands, "dashboard", _dashboard, "serve the run dashboard (run list, conversations, run detail)")
     _store_options(p)

@@ -20,10 +20,11 @@ would draw another dead one.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote, urlparse
@@ -35,6 +36,8 @@ from segue.errors import StoreError
 log = logging.getLogger("segue.store")
 T = TypeVar("T")
 DEFAULT_RECONNECT_SECONDS = 10.0
+READ_ONLY_PRAGMAS = {"busy_timeout": 10_000, "query_only": 1}
+SCHEMA_TABLE = "segue_schema_version"  # models.SchemaVersion's table: a database that has it is a store
 
 
 def redact(url: str) -> str:
@@ -64,7 +67,7 @@ def open_database(url: str, *, read_only: bool) -> pw.Database:
             return pw.SqliteDatabase(
                 f"file:{quote(str(file.resolve()))}?mode=ro",
                 uri=True,
-                pragmas={"busy_timeout": 10_000, "query_only": 1},
+                pragmas=READ_ONLY_PRAGMAS,
                 timeout=10,
                 check_same_thread=False,
             )
@@ -92,13 +95,50 @@ def open_database(url: str, *, read_only: bool) -> pw.Database:
     raise StoreError(f"unsupported store URL {redact(url)!r}: use sqlite:///path.db or postgresql://user@host/db")
 
 
+def no_store(url: str, why: str) -> str:
+    """The message for opening a store that is not there, where nothing may be created."""
+    return (
+        f"no run store at {url} ({why}): check the URL; a new store is created only on purpose "
+        "(`segue db migrate --db URL --create`, or RunStore(url) from Python)"
+    )
+
+
+def refuse_if_no_sqlite_store(url: str) -> None:
+    """For writers that must not create a store: a SQLite URL whose file does not exist, or holds no segue tables,
+    is a StoreError, found without creating or changing the file (a writable connection would create it, and switch
+    another app's database to WAL)."""
+    if urlparse(url).scheme != "sqlite" or (path := sqlite_path(url)) in ("", ":memory:"):
+        return
+    file = Path(path)
+    if not file.is_file():
+        raise StoreError(no_store(redact(url), f"the file {file.resolve()} does not exist"))
+    try:
+        with closing(sqlite3.connect(f"file:{quote(str(file.resolve()))}?mode=ro", uri=True)) as probe:
+            found = probe.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (SCHEMA_TABLE,))
+            if found.fetchone() is None:
+                raise StoreError(no_store(redact(url), f"{file} has no {SCHEMA_TABLE} table"))
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{file} is not a SQLite database ({e}); pass a segue run store") from None
+
+
 def read_only_fallback(db: pw.Database) -> bool:
-    """A read-only SQLite file that `mode=ro` cannot open (a WAL file on read-only media, where the -shm file
-    cannot be created) can still be read as immutable. Switches `db` to that; False when it does not apply."""
+    """A read-only SQLite file that `mode=ro` cannot open: a WAL file on read-only media, where the -shm file (the
+    WAL index other processes share) cannot be created. Switches `db` to a way that reads it; False when this does
+    not apply.
+
+    With no -wal file, or an empty one, everything is in the database file: it is read as immutable. A non-empty
+    -wal holds transactions not yet copied into the file, which an immutable open ignores (it showed 1 of 4 runs):
+    then each connection keeps the WAL index in its own memory (exclusive locking mode) and takes no file locks
+    (the unix-none VFS), which is safe because nothing can write on read-only media."""
     if not isinstance(db, pw.SqliteDatabase) or not str(db.database).endswith("?mode=ro"):
         return False
     db.close()
-    db.database = str(db.database).removesuffix("?mode=ro") + "?immutable=1"
+    base = str(db.database).removesuffix("?mode=ro")
+    wal = Path(unquote(base.removeprefix("file:")) + "-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        db.init(f"{base}?mode=ro&vfs=unix-none", pragmas={"locking_mode": "exclusive", **READ_ONLY_PRAGMAS}, timeout=10)
+    else:
+        db.init(f"{base}?immutable=1", pragmas=READ_ONLY_PRAGMAS, timeout=10)
     return True
 
 

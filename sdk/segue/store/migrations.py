@@ -14,6 +14,7 @@ from typing import Any
 import peewee as pw
 
 from segue.errors import StoreError
+from segue.store.connection import no_store
 from segue.store.models import Bound
 
 
@@ -91,12 +92,15 @@ def _newer(url: str, found: int) -> str:
     )
 
 
-def migrate(db: pw.Database, models: Bound, url: str) -> int:
-    """Bring the database to LATEST; returns the version found before."""
+def migrate(db: pw.Database, models: Bound, url: str, *, create: bool = True) -> int:
+    """Bring the database to LATEST; returns the version found before. `create=False`: a database without segue's
+    tables is refused rather than made a store."""
     with db.atomic():
         found = current_version(db, models)
         if found > LATEST:
             raise StoreError(_newer(url, found))
+        if found == 0 and not create:
+            raise StoreError(no_store(url, f"the database has no {models.SchemaVersion._meta.table_name} table"))
         for version, step in MIGRATIONS:
             if version > found:
                 step(db, models)

@@ -4,8 +4,10 @@ SQLite is the embedded default (`RunStore()` -> ./segue.db, WAL, busy timeout); 
 runs the same code on PostgreSQL. Methods are synchronous and thread-safe; the agent calls them off the event
 loop. Every read takes a tenant and never returns another tenant's rows.
 
-Writers migrate the schema when they open the store; `RunStore(url, read_only=True)` (what `segue runs ...` and
-the dashboard use) never creates or changes anything and refuses a store whose schema is not the current one.
+Writers migrate the schema when they open the store, creating it if needed unless `create=False` (what
+`segue runs sweep` and `segue db migrate` without `--create` use: a mistyped path is refused, not made into an
+empty store); `RunStore(url, read_only=True)` (what `segue runs ...` and the dashboard use) never creates or
+changes anything and refuses a store whose schema is not the current one.
 Each method is one unit of work (segue.store.connection): a lost PostgreSQL connection is reopened and the unit
 run once more when that is safe, and every database failure is a StoreError with the real cause.
 """
@@ -35,7 +37,14 @@ from segue.generated import (
 )
 from segue.hashing import canonical_json
 from segue.store import migrations
-from segue.store.connection import DEFAULT_RECONNECT_SECONDS, Units, open_database, read_only_fallback, redact
+from segue.store.connection import (
+    DEFAULT_RECONNECT_SECONDS,
+    Units,
+    open_database,
+    read_only_fallback,
+    redact,
+    refuse_if_no_sqlite_store,
+)
 from segue.store.models import Bound
 from segue.store.prewarms import Prewarms
 from segue.store.records import DEFAULT_TENANT, MAX_OFFSET, TERMINAL, IdempotencyKeyTaken, NewRun, StoredRun, utc_now
@@ -54,13 +63,17 @@ DEFAULT_URL = "sqlite:///segue.db"
 
 
 class RunStore:
-    """Runs and their traces. `RunStore()` opens ./segue.db; pass a URL for another file or PostgreSQL."""
+    """Runs and their traces. `RunStore()` opens ./segue.db; pass a URL for another file or PostgreSQL.
+
+    `create=False` opens an existing store only: a SQLite file that does not exist, or a database without segue's
+    tables, is a StoreError naming it, and nothing is created or changed."""
 
     def __init__(
         self,
         url: str | None = None,
         *,
         read_only: bool = False,
+        create: bool = True,
         reconnect_seconds: float = DEFAULT_RECONNECT_SECONDS,
     ) -> None:
         # Peewee logs every statement with its parameters at DEBUG: run inputs and the PII guardrail's mapping
@@ -70,6 +83,8 @@ class RunStore:
             peewee_log.setLevel(logging.INFO)
         self.url = url or DEFAULT_URL
         self.read_only = read_only
+        if not create and not read_only:
+            refuse_if_no_sqlite_store(self.url)  # before connecting, which would create the file
         self.db = open_database(self.url, read_only=read_only)
         self.models = Bound(self.db)
         self._messages = MessageCache()
@@ -85,7 +100,7 @@ class RunStore:
             if read_only:
                 self._check_schema(shown)
             else:
-                self.migrated_from = migrations.migrate(self.db, self.models, shown)
+                self.migrated_from = migrations.migrate(self.db, self.models, shown, create=create)
         except pw.ImproperlyConfigured as e:
             raise StoreError(
                 f"cannot open the run store at {shown}: the PostgreSQL driver (psycopg2) is not installed "
@@ -106,8 +121,15 @@ class RunStore:
             cannot_share = any(m in str(e) for m in ("unable to open database file", "readonly database"))
             if not cannot_share or not read_only_fallback(self.db):
                 raise
-            self.db.connect()
-            migrations.check(self.db, self.models, shown)
+            try:
+                self.db.connect()
+                migrations.check(self.db, self.models, shown)
+            except pw.OperationalError as still:
+                raise StoreError(
+                    f"cannot read the run store at {shown} on read-only media ({' '.join(str(still).split())}): "
+                    f"SQLite cannot create the -shm file it needs to read the database's -wal file there; copy "
+                    f"the database and its -wal file to a writable folder and read the copy"
+                ) from None
 
     def close(self) -> None:
         self._units.close()
