@@ -20,6 +20,7 @@ would draw another dead one.
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 import threading
 import time
@@ -27,7 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote, unquote, urlparse
+from urllib.parse import parse_qsl, quote, unquote, urlparse
 
 import peewee as pw
 
@@ -41,11 +42,30 @@ SCHEMA_TABLE = "segue_schema_version"  # models.SchemaVersion's table: a databas
 
 
 def redact(url: str) -> str:
-    """The URL with its password replaced by ***, for messages and logs."""
+    """The URL with its secrets replaced by ***, for messages and logs: the password of the user part, and those
+    of the query (libpq's `password` and `sslpassword`)."""
     parsed = urlparse(url)
     if parsed.password:
-        return url.replace(f":{parsed.password}@", ":***@")
-    return url
+        url = url.replace(f":{parsed.password}@", ":***@")
+    return _QUERY_SECRET.sub(r"\1***", url)
+
+
+_QUERY_SECRET = re.compile(r"([?&](?:password|sslpassword)=)[^&#]*")
+
+
+def postgresql_parameters(url: str, *, read_only: bool) -> dict[str, Any]:
+    """PostgresqlDatabase's arguments for a postgresql:// URL. The URL itself is libpq's connection string, so
+    every parameter of its query (sslmode, sslrootcert, connect_timeout, application_name, password, ...) reaches
+    the connection as psql would use it, and libpq refuses one it does not know, by name. Two defaults stay
+    segue's: the database `postgres` and the host localhost (libpq's are the user's name and the Unix socket)."""
+    parsed = urlparse(url)
+    query = dict(parse_qsl(parsed.query))
+    options: dict[str, Any] = {"dsn": url}
+    if not parsed.hostname and not {"host", "hostaddr"} & query.keys():
+        options["host"] = "localhost"
+    if read_only:  # kept with the URL's own `options`, which a keyword argument would replace
+        options["options"] = " ".join(filter(None, [query.get("options"), "-c default_transaction_read_only=on"]))
+    return {"database": unquote(parsed.path.lstrip("/")) or query.get("dbname") or "postgres", **options}
 
 
 def sqlite_path(url: str) -> str:
@@ -83,15 +103,7 @@ def open_database(url: str, *, read_only: bool) -> pw.Database:
             check_same_thread=False,
         )
     if parsed.scheme in ("postgresql", "postgres"):
-        options: dict[str, Any] = {"options": "-c default_transaction_read_only=on"} if read_only else {}
-        return pw.PostgresqlDatabase(
-            unquote(parsed.path.lstrip("/")) or "postgres",
-            user=unquote(parsed.username) if parsed.username else None,
-            password=unquote(parsed.password) if parsed.password else None,
-            host=parsed.hostname or "localhost",
-            port=parsed.port or 5432,
-            **options,
-        )
+        return pw.PostgresqlDatabase(**postgresql_parameters(url, read_only=read_only))
     raise StoreError(f"unsupported store URL {redact(url)!r}: use sqlite:///path.db or postgresql://user@host/db")
 
 
