@@ -240,9 +240,12 @@ def load_processes(url: str, processes: int, conversations: int, turns: int) -> 
             got.append(results.get(timeout=1))
         except queue.Empty:
             if any(w.exitcode not in (None, 0) for w in workers):
-                break  # a process died: report what the others did
+                barrier.abort()  # a process died: the others stop waiting for it, and the report says so
+                break
     for w in workers:
         w.join(timeout=60)
+        if w.is_alive():
+            w.terminate()
     run_ids = [run_id for r in got for run_id in r["run_ids"]]
     store = RunStore(url, read_only=True)
     statuses: dict[str, int] = {}

@@ -1,8 +1,9 @@
 """Opening the store's database and running units of work on it: transactions, reconnects, one clear error.
 
-- `open_database(url, read_only=...)`: SQLite (WAL, busy timeout) or PostgreSQL by URL. Read-only opens never
-  create or change anything: SQLite with `mode=ro` (or `immutable=1` when even that cannot open, as on read-only
-  media), PostgreSQL with `default_transaction_read_only`.
+- `open_database(url, read_only=...)`: SQLite (WAL, busy timeout, write transactions that take the write lock at
+  BEGIN, so several processes can share a file) or PostgreSQL by URL (libpq's connection string, all of it).
+  Read-only opens never create or change anything: SQLite with `mode=ro` (on read-only media, where that cannot
+  open, see `read_only_fallback`), PostgreSQL with `default_transaction_read_only`.
 - `Units.read(fn)` / `Units.write(fn, idempotent=...)`: each call is one unit of work; a write is one transaction.
   Each thread keeps its own open connection (reconnecting per call redid the connection setup every time, which
   dominated small writes). When a PostgreSQL connection turns out dead (the server restarted, or closed it), the
@@ -129,6 +130,8 @@ def refuse_if_no_sqlite_store(url: str) -> None:
             found = probe.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (SCHEMA_TABLE,))
             if found.fetchone() is None:
                 raise StoreError(no_store(redact(url), f"{file} has no {SCHEMA_TABLE} table"))
+    except sqlite3.OperationalError as e:  # unreadable, say
+        raise StoreError(f"cannot open the run store at {redact(url)}: {e}") from None
     except sqlite3.DatabaseError as e:
         raise StoreError(f"{file} is not a SQLite database ({e}); pass a segue run store") from None
 
