@@ -60,8 +60,7 @@ def _db_url(args: argparse.Namespace) -> str:
 
 @contextmanager
 def _store(args: argparse.Namespace, *, write: bool = False, create: bool = False) -> Iterator[RunStore]:
-    """The run store of `--db`: read-only unless the command writes (then migrated as needed, and created only
-    with `create`: a mistyped path is an error, not a new empty store)."""
+    """The run store of `--db`: read-only unless the command writes (then migrated; created only with `create`)."""
     from segue.store.connection import sqlite_path
     from segue.store.run_store import RunStore
 
@@ -427,15 +426,10 @@ def build_parser() -> argparse.ArgumentParser:
         db_cmds,
         "migrate",
         _db_migrate,
-        "bring the store's schema to this segue's version, or create a store with --create (read commands never "
-        "migrate)",
+        "bring the store's schema to this segue's version (--create: a new store; read commands never migrate)",
     )
     _db_option(p)
-    p.add_argument(
-        "--create",
-        action="store_true",
-        help="create the store when the database has none (without it, a path with no store is an error)",
-    )
+    p.add_argument("--create", action="store_true", help="create a store where there is none (else an error)")
 
     p = _command(commands, "dashboard", _dashboard, "serve the run dashboard (run list, conversations, run detail)")
     _store_options(p)

@@ -73,8 +73,11 @@ def sqlite_path(url: str) -> str:
     return unquote(url.removeprefix("sqlite:///").removeprefix("sqlite://"))
 
 
-def open_database(url: str, *, read_only: bool) -> pw.Database:
-    """The (not yet connected) Peewee database for a store URL."""
+def open_database(url: str, *, read_only: bool, create: bool = True) -> pw.Database:
+    """The (not yet connected) Peewee database for a store URL. `create=False`: a SQLite file that does not exist,
+    or holds no store, is refused here, before a connection would create it (PostgreSQL: when migrating)."""
+    if not create and not read_only:
+        refuse_if_no_sqlite_store(url)
     parsed = urlparse(url)
     if parsed.scheme == "sqlite":
         path = sqlite_path(url)

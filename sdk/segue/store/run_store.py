@@ -37,14 +37,7 @@ from segue.generated import (
 )
 from segue.hashing import canonical_json
 from segue.store import migrations
-from segue.store.connection import (
-    DEFAULT_RECONNECT_SECONDS,
-    Units,
-    open_database,
-    read_only_fallback,
-    redact,
-    refuse_if_no_sqlite_store,
-)
+from segue.store.connection import DEFAULT_RECONNECT_SECONDS, Units, open_database, read_only_fallback, redact
 from segue.store.models import Bound
 from segue.store.prewarms import Prewarms
 from segue.store.records import DEFAULT_TENANT, MAX_OFFSET, TERMINAL, IdempotencyKeyTaken, NewRun, StoredRun, utc_now
@@ -83,9 +76,7 @@ class RunStore:
             peewee_log.setLevel(logging.INFO)
         self.url = url or DEFAULT_URL
         self.read_only = read_only
-        if not create and not read_only:
-            refuse_if_no_sqlite_store(self.url)  # before connecting, which would create the file
-        self.db = open_database(self.url, read_only=read_only)
+        self.db = open_database(self.url, read_only=read_only, create=create)
         self.models = Bound(self.db)
         self._messages = MessageCache()
         self._metas = MetaCache()
