@@ -217,7 +217,12 @@ def report(name: str, r: dict[str, Any], conversations: int, turns: int) -> bool
 def _process(url: str, index: int, conversations: int, turns: int, barrier: Any, results: Any) -> None:
     """One of several processes: the load on `url` with tenants of its own, started together with the others."""
     logging.getLogger("segue").setLevel(logging.ERROR)
-    r = asyncio.run(load(url, conversations, turns, tenants=f"p{index}", ready=barrier.wait))
+    try:
+        r = asyncio.run(load(url, conversations, turns, tenants=f"p{index}", ready=barrier.wait))
+    except Exception as e:  # its warm-up conversation failed: the others must not wait for it
+        barrier.abort()
+        results.put({"failed": f"process {index}: {type(e).__name__}: {e}"})
+        return
     r["errors"] = [f"{type(e).__name__}: {e}" for e in r["errors"]]  # exceptions may not pickle
     r["locked"] = [str(e) for e in r["locked"]]
     results.put(r)
@@ -246,6 +251,8 @@ def load_processes(url: str, processes: int, conversations: int, turns: int) -> 
         w.join(timeout=60)
         if w.is_alive():
             w.terminate()
+    failed = [r["failed"] for r in got if "failed" in r]
+    got = [r for r in got if "failed" not in r]
     run_ids = [run_id for r in got for run_id in r["run_ids"]]
     store = RunStore(url, read_only=True)
     statuses: dict[str, int] = {}
@@ -259,6 +266,7 @@ def load_processes(url: str, processes: int, conversations: int, turns: int) -> 
     return {
         "processes": processes,
         "crashed": [w.exitcode for w in workers if w.exitcode != 0],
+        "failed": failed,
         "each": got,
         "runs": len(run_ids),
         "statuses": statuses,
@@ -271,7 +279,7 @@ def load_processes(url: str, processes: int, conversations: int, turns: int) -> 
 def report_processes(name: str, r: dict[str, Any], conversations: int, turns: int) -> bool:
     each = r["each"]
     expected = r["processes"] * conversations * turns
-    errors = [e for p in each for e in p["errors"]]
+    errors = [*r["failed"], *(e for p in each for e in p["errors"])]
     ok = (
         not r["crashed"]
         and not errors
@@ -294,7 +302,7 @@ def report_processes(name: str, r: dict[str, Any], conversations: int, turns: in
         f"  the store holds {r['statuses']} for the {r['runs']} runs the callers were told about; left running: "
         f"{r['running']}; traces and llm interactions as sent: "
         f"{all(p['traces_ok'] and p['interactions_ok'] for p in each)}; 'database is locked' escaped: "
-        f"{sum(len(p['locked']) for p in each)}; processes that crashed: {len(r['crashed'])}"
+        f"{sum(len(p['locked']) for p in each)}; processes that failed: {len(r['failed']) + len(r['crashed'])}"
     )
     for e in errors[:3]:
         print(f"  error: {e}")
