@@ -18,10 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import pg_url
 
 from segue import Agent, RunStore
 from segue.errors import StoreError
 from segue.generated import RunStatus
+from segue.store.migrations import LATEST
+from segue.store.models import Bound
 from segue.testing import ScriptedProvider, text
 
 REPO = Path(__file__).resolve().parent.parent
@@ -145,4 +148,56 @@ async def test_a_run_whose_end_cannot_be_stored_is_never_reported_otherwise(tmp_
     running = store.list_runs(status="running")
     assert len(running) == 2 and raised.value.args[0].startswith(f"run {running[1].run_id} ended error")
     assert sorted(store.sweep(now=time.time() + 301)) == sorted(r.run_id for r in running)
+    store.close()
+
+
+OPENER = textwrap.dedent(
+    """
+    import sys
+    from segue import RunStore
+    print("ready", flush=True)
+    sys.stdin.readline()
+    RunStore(sys.argv[1]).close()
+    """
+)
+
+
+def open_together(url: str, processes: int = 4) -> list[subprocess.CompletedProcess[str]]:
+    """`processes` writers that open the store at the same moment, as app workers starting together do."""
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPENER, url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+        for _ in range(processes)
+    ]
+    for w in workers:  # every interpreter has imported segue and waits for the line
+        assert w.stdout is not None and w.stdout.readline() == "ready\n"
+    for w in workers:
+        assert w.stdin is not None
+        w.stdin.write("go\n")
+        w.stdin.flush()
+    ended = [(w, w.communicate(timeout=120)) for w in workers]
+    return [subprocess.CompletedProcess(w.args, w.returncode, out, err) for w, (out, err) in ended]
+
+
+@pytest.mark.parametrize("database", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def test_writers_starting_together_on_a_new_store_all_open_it(tmp_path: Path, database: str) -> None:
+    """All but one failed: each saw no tables and created them ("database is locked" on SQLite, a duplicate key
+    in pg_type on PostgreSQL)."""
+    if database == "sqlite":
+        url = f"sqlite:///{tmp_path}/new.db"
+    else:
+        url = pg_url()
+        scratch = RunStore(url)
+        scratch.db.drop_tables(Bound(scratch.db).all, safe=True, cascade=True)  # a new, empty database
+        scratch.close()
+    done = open_together(url)
+    assert [d.returncode for d in done] == [0] * len(done), [d.stderr.splitlines()[-1:] for d in done]
+    store = RunStore(url, read_only=True)
+    assert store.schema_version() == LATEST
     store.close()

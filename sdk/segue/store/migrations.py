@@ -61,6 +61,7 @@ def _v4(db: pw.Database, models: Bound) -> None:
 #: version -> migration that produces it, in order.
 MIGRATIONS: list[tuple[int, Callable[[pw.Database, Bound], None]]] = [(1, _v1), (2, _v2), (3, _v3), (4, _v4)]
 LATEST = MIGRATIONS[-1][0]
+MIGRATION_LOCK = int.from_bytes(b"segue-db")  # the PostgreSQL advisory lock key migrations hold
 
 
 def current_version(db: pw.Database, models: Bound) -> int:
@@ -96,6 +97,10 @@ def migrate(db: pw.Database, models: Bound, url: str, *, create: bool = True) ->
     """Bring the database to LATEST; returns the version found before. `create=False`: a database without segue's
     tables is refused rather than made a store."""
     with db.atomic():
+        if isinstance(db, pw.PostgresqlDatabase):
+            # Writers that start together on a new database would each create the tables, and all but one fail:
+            # one migrates at a time (SQLite's `BEGIN IMMEDIATE` does the same), the others then find it done.
+            db.execute_sql("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))  # type: ignore[no-untyped-call]
         found = current_version(db, models)
         if found > LATEST:
             raise StoreError(_newer(url, found))
