@@ -212,3 +212,18 @@ def test_nesting_is_counted_without_recursion() -> None:
         deep = [deep]
     assert nesting(deep) == MAX_NESTING + 1  # counting stops past the limit
     assert nesting(1) == 0 and nesting({"a": [1]}) == 2 and nesting([[], {}]) == 2
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "$ref": "#"},
+        {"type": "object", "allOf": [{"$ref": "#/$defs/a"}], "$defs": {"a": {"$ref": "#"}}},
+    ],
+    ids=["ref-to-itself", "allof-cycle"],
+)
+def test_a_schema_that_loops_without_nesting_is_an_input_error(schema: Any) -> None:
+    with pytest.raises(InputError, match=r"output_type: the schema refers to itself \(a \$ref or allOf cycle\)"):
+        Agent(provider=ScriptedProvider.of(text("{}")), store=RunStore("sqlite:///:memory:"), output_type=schema)
+    with pytest.raises(InputError, match="refers to itself"):
+        Tool(name="t", description="d", parameters=schema, fn=lambda **kw: kw)

@@ -47,6 +47,12 @@ _ONE += ("then", "unevaluatedItems", "unevaluatedProperties", "contentSchema")
 _MANY = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 _MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
 _REFS = ("$ref", "$dynamicRef", "$recursiveRef")
+_CYCLE = (
+    "the schema refers to itself (a $ref or allOf cycle) without the value nesting any deeper, so validating "
+    "never ends; break the cycle"
+)
+#: Values every schema is tried on when it is taken, to find such cycles before a run rather than in one.
+_PROBES: tuple[Any, ...] = ({}, [], "", 0, None)
 #: A registry that knows no documents and retrieves none (jsonschema adds its bundled meta-schemas to it).
 _NOTHING_TO_FETCH: Registry[Any] = Registry()
 
@@ -92,7 +98,11 @@ def local_validator(schema: Any, where: str, dialect: type[Validator] | None = N
         dialect = validator_for(schema, default=Draft202012Validator)
     dialect.check_schema(schema)
     _check_refs(schema, where, specification_with(dialect.META_SCHEMA["$id"], default=DRAFT202012))
-    return dialect(schema, registry=_NOTHING_TO_FETCH)
+    validator = dialect(schema, registry=_NOTHING_TO_FETCH)
+    for probe in _PROBES:  # a cycle met without descending into the value loops on every value that reaches it
+        if isinstance(errors_of(validator, probe, "a value"), str):
+            raise InputError(f"{where}: {_CYCLE}")
+    return validator
 
 
 def _check_refs(schema: Any, where: str, dialect: Specification[Any]) -> None:
@@ -152,7 +162,4 @@ def errors_of(validator: Validator, value: Any, what: str) -> list[ValidationErr
     try:
         return list(validator.iter_errors(value))
     except RecursionError:
-        return (
-            f"{what} could not be checked: the schema refers to itself (a $ref or allOf cycle) without the value "
-            "nesting any deeper, so validating it never ends; break the cycle in the schema"
-        )
+        return f"{what} could not be checked: {_CYCLE}"
