@@ -25,7 +25,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 from jsonschema_specifications import REGISTRY as SPECIFICATIONS  # type: ignore[import-untyped]
 from referencing import Registry, Resource, Specification
-from referencing._core import Resolver  # referencing's resolver type (what Registry.resolver() returns)
+from referencing._core import Resolver  # the type Registry.resolver_with_root() returns; not re-exported
 from referencing.jsonschema import DRAFT202012, specification_with
 
 from segue.errors import InputError
@@ -33,19 +33,12 @@ from segue.errors import InputError
 #: Levels of JSON objects and arrays a schema or a checked value may nest (`{"a": [1]}` is 2 levels).
 MAX_NESTING = 64
 #: Keywords whose value is one subschema, a list of them, or a map of names to them (draft 4 to 2020-12).
-_ONE: tuple[str, ...] = (
-    "additionalItems",
-    "additionalProperties",
-    "contains",
-    "else",
-    "if",
-    "items",
-    "not",
-    "propertyNames",
+_ONE = frozenset(
+    {"additionalItems", "additionalProperties", "contains", "contentSchema", "else", "if", "items", "not"}
+    | {"propertyNames", "then", "unevaluatedItems", "unevaluatedProperties"}
 )
-_ONE += ("then", "unevaluatedItems", "unevaluatedProperties", "contentSchema")
-_MANY = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
-_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
+_MANY = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
+_MAP = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"})
 _REFS = ("$ref", "$dynamicRef", "$recursiveRef")
 _CYCLE = (
     "the schema refers to itself (a $ref or allOf cycle) without the value nesting any deeper, so validating "
@@ -88,9 +81,9 @@ def past_the_limit(what: str) -> str:
 def local_validator(schema: Any, where: str, dialect: type[Validator] | None = None) -> Validator:
     """A validator for `schema` that resolves `$ref` only inside it.
 
-    InputError naming `where` when the schema nests past MAX_NESTING or a `$ref` points outside the document or
-    at nothing; jsonschema's SchemaError when it is no valid schema of its dialect (`dialect`, else the one its
-    `$schema` names, else draft 2020-12)."""
+    InputError naming `where` when the schema nests past MAX_NESTING, a `$ref` points outside the document or at
+    nothing, or the schema loops on itself without descending into the value; jsonschema's SchemaError when it is
+    no valid schema of its dialect (`dialect`, else the one its `$schema` names, else draft 2020-12)."""
     problem = too_deep(schema, f"{where}: the schema")
     if problem is not None:
         raise InputError(problem)
