@@ -290,10 +290,7 @@ async def read_all(data: bytes, *, max_body_bytes: int = 1 << 20) -> list[Any]:
     stream.feed_data(data)
     stream.feed_eof()
     reader = FrameReader(stream, max_body_bytes=max_body_bytes)
-    out = []
-    while (item := await reader.read()) is not None:
-        out.append(item)
-    return out
+    return [item async for item in reader]
 
 
 async def test_frame_reader_edge_cases() -> None:

@@ -38,6 +38,7 @@ TIERS: list[tuple[str, list[str]]] = [
             "segue.mcp",
             "segue.mcp.*",
             "segue.json_types",
+            "segue.json_schema",
         ],
     ),
     (

@@ -28,10 +28,12 @@ import attrs
 import cattrs
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from jsonschema.protocols import Validator
 
 from segue.contracts import OutputFormat
 from segue.errors import InputError
 from segue.hashing import canonical_hash, canonical_json
+from segue.json_schema import errors_of, local_validator, past_the_limit, too_deep
 
 #: OpenAI's rule for a response format's name: "a-z, A-Z, 0-9, or contain underscores and dashes, with a maximum
 #: length of 64" (the pinned SDK's ResponseFormatTextJSONSchemaConfigParam.name).
@@ -104,7 +106,7 @@ class OutputSpec:
 
     format: OutputFormat
     target: Any = None
-    _validator: Draft202012Validator = attrs.field(eq=False, repr=False, alias="validator")
+    _validator: Validator = attrs.field(eq=False, repr=False, alias="validator")
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -121,10 +123,16 @@ class OutputSpec:
             value = json.loads(text)
         except ValueError as e:
             return None, f"at $: the answer is not JSON ({e}); answer with only a JSON value matching the schema"
+        except RecursionError:  # nested far past MAX_NESTING: the decoder ran out of stack before we could count
+            return None, f"at $: {past_the_limit('the answer')}"
         return self.check(value)
 
     def check(self, value: Any) -> tuple[Any, str | None]:
-        errors = sorted(self._validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+        """The value converted, or (None, why not). Bounded: a value nested past MAX_NESTING is refused unread."""
+        found = errors_of(self._validator, value, "the answer")
+        if isinstance(found, str):
+            return None, f"at $: {found}"
+        errors = sorted(found, key=lambda e: [str(p) for p in e.absolute_path])
         if errors:
             first = errors[0]
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
@@ -145,6 +153,9 @@ def output_spec(output_type: Any) -> OutputSpec:
     """The spec for `output_type=` (an attrs class, dataclass, TypedDict or JSON Schema dict); InputError naming
     the value and what to pass otherwise."""
     if isinstance(output_type, Mapping):
+        problem = too_deep(dict(output_type), "output_type: the schema")  # before anything below recurses into it
+        if problem is not None:
+            raise InputError(problem)
         schema = _plain(output_type)
         title = schema.get("title")
         name = title if isinstance(title, str) else "output"
@@ -161,7 +172,7 @@ def output_spec(output_type: Any) -> OutputSpec:
             f"{output_type!r:.80}; describe the answer as a class of typed fields (or pass its JSON Schema)"
         )
     try:
-        Draft202012Validator.check_schema(schema)
+        validator = local_validator(schema, "output_type", dialect=Draft202012Validator)
     except SchemaError as e:
         raise InputError(f"output_type is not a valid JSON Schema: at {e.json_path}: {e.message}") from None
     if schema.get("type") != "object":
@@ -170,7 +181,7 @@ def output_spec(output_type: Any) -> OutputSpec:
             "vendors' structured outputs and final-answer tools take objects; wrap the value in a field"
         )
     fmt = OutputFormat(name=_NAME.sub("_", name)[:64] or "output", schema=schema, strict=_strict_ok(schema))
-    return OutputSpec(format=fmt, target=target, validator=Draft202012Validator(schema))
+    return OutputSpec(format=fmt, target=target, validator=validator)
 
 
 def _plain(schema: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,11 +18,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, overload
 
 import attrs
-from jsonschema import Draft202012Validator
 from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
 
 from segue.generated import ImageBlock, ToolDefinition, ToolResultBlock
+from segue.json_schema import errors_of, local_validator
 from segue.json_types import json_schema_for
 
 #: Results longer than this many characters are cut, with a marker saying so (Tool(max_result_chars=...)).
@@ -88,10 +87,9 @@ class Tool:
     def __attrs_post_init__(self) -> None:
         if not _NAME.match(self.name):
             raise ValueError(f"tool name {self.name!r} must match {_NAME.pattern} (letters, digits, _ and -)")
-        # A schema that names its dialect ($schema, e.g. draft-07 from an MCP server) is read in that dialect.
-        dialect = validator_for(self.parameters, default=Draft202012Validator)
-        dialect.check_schema(self.parameters)
-        object.__setattr__(self, "_validator", dialect(self.parameters))
+        # A schema that names its dialect ($schema, e.g. draft-07 from an MCP server) is read in that dialect; its
+        # $refs resolve inside it only (InputError otherwise), and nothing it names is ever fetched.
+        object.__setattr__(self, "_validator", local_validator(self.parameters, f"tool {self.name} parameters"))
 
     @property
     def definition(self) -> ToolDefinition:
@@ -100,9 +98,12 @@ class Tool:
         )
 
     def argument_errors(self, arguments: Mapping[str, Any]) -> list[str]:
+        found = errors_of(self._validator, dict(arguments), "the arguments object")
+        if isinstance(found, str):
+            return [f"(arguments): {found}"]
         return [
             f"{'/'.join(str(p) for p in e.absolute_path) or '(arguments)'}: {e.message}"
-            for e in sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+            for e in sorted(found, key=lambda e: [str(p) for p in e.absolute_path])
         ]
 
     async def invoke(self, call_id: str, arguments: Mapping[str, Any]) -> ToolOutcome:

@@ -16,12 +16,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from jsonschema.validators import validator_for
 
-from segue.errors import ToolSourceError
+from segue.errors import InputError, ToolSourceError
 from segue.hashing import canonical_json
+from segue.json_schema import local_validator
 
 #: Segue's (and the vendors') rule for a tool name; MCP allows more (dots, slashes, 128 characters).
 NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -141,8 +140,10 @@ def _schema_problem(schema: Any) -> str | None:
     if schema.get("type") != "object":
         return f'"type" must be "object" (MCP input schemas describe the arguments object), got {schema.get("type")!r}'
     try:
-        validator_for(schema, default=Draft202012Validator).check_schema(schema)
+        local_validator(schema, "the schema")  # its $refs resolve inside it, and it nests at most 64 levels
     except SchemaError as e:
         where = "/".join(str(p) for p in e.absolute_path) or "(root)"
         return f"at {where}: {e.message}"
+    except InputError as e:
+        return str(e).removeprefix("the schema: ")
     return None

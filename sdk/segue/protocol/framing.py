@@ -75,8 +75,19 @@ def encode_frame(message: Any) -> bytes | None:
     return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
 
 
+class _EndOfInput:
+    def __repr__(self) -> str:
+        return "END_OF_INPUT"
+
+
+#: What `FrameReader.read()` returns once the input has ended. Not None: a frame whose body is `null` decodes to
+#: None, and that is one bad message (Invalid Request), not the end of the session.
+END_OF_INPUT: Any = _EndOfInput()
+
+
 class FrameReader:
-    """Reads frames from an asyncio stream. `read()` returns a decoded JSON value, a FrameError, or None at the end."""
+    """Reads frames from an asyncio stream: `async for item in reader` gives each decoded JSON value (any value,
+    `null` included) or FrameError; `read()` gives one, or END_OF_INPUT once the input has ended."""
 
     def __init__(self, stream: asyncio.StreamReader, *, max_body_bytes: int = MAX_BODY_BYTES) -> None:
         self._stream = stream
@@ -94,7 +105,16 @@ class FrameReader:
         self._buf += chunk
         return True
 
-    async def read(self) -> Any | FrameError | None:
+    def __aiter__(self) -> FrameReader:
+        return self
+
+    async def __anext__(self) -> Any | FrameError:
+        item = await self.read()
+        if item is END_OF_INPUT:
+            raise StopAsyncIteration
+        return item
+
+    async def read(self) -> Any | FrameError:
         end = self._buf.find(_SEPARATOR)
         while end < 0:
             if len(self._buf) > MAX_HEADER_BYTES:
@@ -106,7 +126,7 @@ class FrameReader:
                     rest = bytes(self._buf[:60])
                     self._buf.clear()
                     return FrameError(message=f"the input ended inside a frame header ({rest!r})")
-                return None
+                return END_OF_INPUT
             end = self._buf.find(_SEPARATOR)
         # Blank lines between frames are tolerated (some clients end a body with a newline).
         header = bytes(self._buf[:end]).lstrip(b"\r\n\t ")

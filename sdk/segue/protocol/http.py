@@ -24,8 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
+import math
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -49,6 +52,8 @@ KEEP_ALIVE_SECONDS = 15.0
 #: How long a response waits for the session's event streams to write the request's events.
 FLUSH_SECONDS = 5.0
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+#: accept() errors that mean "no file descriptor (or socket buffer) for one more connection right now".
+_OUT_OF_FILES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 _REASONS = {
     200: "OK",
     204: "No Content",
@@ -138,6 +143,8 @@ class HttpServer:
             max_sessions=limits.max_sessions, idle_seconds=limits.session_idle_seconds, buffer=limits.event_buffer
         )
         self.connections = 0
+        #: Connections whose request head has not been read and authenticated yet, oldest first.
+        self.waiting: dict[asyncio.StreamWriter, None] = {}
         self.body_bytes = 0  # request bodies held now, summed
         self.stopping = asyncio.Event()
 
@@ -161,6 +168,7 @@ class HttpServer:
         )
         with contextlib.suppress(NotImplementedError, RuntimeError):
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.stopping.set)
+        _quiet_accept_failures(asyncio.get_running_loop())
         reaper = asyncio.create_task(self._reap())
         async with server:
             await self.stopping.wait()
@@ -174,22 +182,38 @@ class HttpServer:
             self.sessions.reap()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.connections >= self.limits.max_connections:
+        if self.connections >= self.limits.max_connections and not self._free_a_waiting_slot():
             # Answered without reading: the descriptor is free again at once.
             message = f"the server is serving {self.limits.max_connections} connections already; retry shortly"
             _write(writer, 503, _error_body(message), "application/json", {"Retry-After": "1"})
             await _close(writer)
             return
         self.connections += 1
+        self.waiting[writer] = None
         try:
             await self._serve_one(reader, writer)
         except _HttpError as e:
-            _write(writer, e.status, _error_body(str(e)), "application/json", e.headers)
+            if not writer.is_closing():
+                _write(writer, e.status, _error_body(str(e)), "application/json", e.headers)
         except (asyncio.IncompleteReadError, ConnectionError, ValueError) as e:
             log.debug("dropping a connection: %s", e)
         finally:
+            self.waiting.pop(writer, None)
             self.connections -= 1
             await _close(writer)
+
+    def _free_a_waiting_slot(self) -> bool:
+        """All slots are taken: close the connection that has waited longest without sending a request head it
+        could be served on (its head incomplete, or not yet authenticated), so that clients which never send one
+        (or send no valid token) cannot hold every slot. False when every slot is held by a served request."""
+        if not self.waiting:
+            return False
+        oldest = next(iter(self.waiting))
+        del self.waiting[oldest]
+        message = "another client needed the connection slot this one held without sending a request; retry"
+        _write(oldest, 503, _error_body(message), "application/json", {"Retry-After": "1"})
+        oldest.close()
+        return True
 
     async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         deadline = asyncio.get_running_loop().time() + self.limits.request_timeout
@@ -197,6 +221,7 @@ class HttpServer:
             method, path, query, headers = await _read_head(reader)
         self._check_host(headers)
         principal = self._authenticate(headers)
+        self.waiting.pop(writer, None)  # a request to serve: from now on the connection holds its slot
         name = (parse_qs(query).get("session") or [headers.get("segue-session", "")])[0]
         if path == "/rpc":
             if method != "POST":
@@ -244,7 +269,8 @@ class HttpServer:
         if kind != "application/json":
             raise _HttpError(415, f"send Content-Type: application/json, not {kind or 'none'!r}")
         if "content-length" not in headers:
-            raise _HttpError(411, "send a Content-Length header")
+            chunked = " (chunked bodies are not accepted)" if "transfer-encoding" in headers else ""
+            raise _HttpError(411, f"send a Content-Length header{chunked}")
         text = headers["content-length"]
         if not text.isdigit() or not text.isascii():
             raise _HttpError(400, f"Content-Length {text[:20]!r} is not a whole number")
@@ -362,11 +388,54 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[str, str, str, dict[
         name, sep, value = text.partition(":")
         if not sep:
             raise _HttpError(400, f"bad header line {text[:80]!r}")
-        headers[name.strip().lower()] = value.strip()
+        key = name.strip().lower()
+        if key == "content-length" and key in headers:
+            raise _HttpError(400, "the request has more than one Content-Length header; send exactly one")
+        headers[key] = value.strip()
     else:
         raise _HttpError(400, "too many header lines")
+    if "transfer-encoding" in headers and "content-length" in headers:
+        # RFC 9112 section 6.3: a request with both "ought to be handled as an error" (request smuggling).
+        raise _HttpError(400, "the request has both Content-Length and Transfer-Encoding; send Content-Length alone")
     path, _, query = target.partition("?")
     return method.upper(), path, query, headers
+
+
+def _quiet_accept_failures(loop: asyncio.AbstractEventLoop) -> None:
+    """A burst of connections past the open-file limit makes every accept() fail (asyncio retries after a
+    second) and asyncio logs a traceback for each: hundreds of them. One line instead, then one per minute
+    with the count, naming the limit. Every other exception goes to the handler that was there before."""
+    previous = loop.get_exception_handler()
+    failed = [0, -math.inf]  # failures so far, when the last line was written
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error = context.get("exception")
+        if not (isinstance(error, OSError) and error.errno in _OUT_OF_FILES and "accept" in context["message"]):
+            if previous is not None:
+                previous(loop, context)
+            else:
+                loop.default_exception_handler(context)
+            return
+        failed[0] += 1
+        if loop.time() - failed[1] >= 60:
+            failed[1] = loop.time()
+            log.warning(
+                "cannot accept connections: %s (open-file limit %s); accepting again shortly "
+                "(%d failed accepts so far; lower http.max_connections or raise the limit)",
+                os.strerror(error.errno or 0),
+                _open_file_limit(),
+                failed[0],
+            )
+
+    loop.set_exception_handler(handler)
+
+
+def _open_file_limit() -> str:
+    try:
+        import resource  # POSIX only
+    except ImportError:
+        return "unknown"
+    return str(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
 
 def _error_body(message: str) -> bytes:

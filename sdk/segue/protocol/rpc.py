@@ -212,6 +212,8 @@ class RequestContext:
     run_id: str | None = None
     #: The run's status once it is known (its result, or how it was stored when it was cancelled).
     run_status: RunStatus | None = None
+    #: Whether the request's task has begun to run (before that, a cancellation must not reach the task itself).
+    started: bool = False
 
 
 _current: ContextVar[RequestContext | None] = ContextVar("segue.protocol.request", default=None)
@@ -327,8 +329,11 @@ class Dispatcher:
 
     async def _run(self, context: RequestContext, spec: Method, params: Any) -> Message:
         session, request_id = context.session, context.request_id
+        context.started = True
         _current.set(context)
         try:
+            if request_id in session.cancelled:  # cancelled before it began (in the same read as the request)
+                raise asyncio.CancelledError
             result = await self.handlers[spec.name](context, params)
             return response(request_id, result=get_converter().unstructure(result, spec.result))
         except asyncio.CancelledError:
@@ -368,7 +373,11 @@ class Dispatcher:
             task = session.in_flight.get(params.id)
             if task is not None and not task.done():
                 session.cancelled.add(params.id)
-                task.cancel()
+                # A task cancelled before its first step never runs its body, so it would end without the
+                # response (and never leave in_flight): one not begun sees `cancelled` when it starts instead.
+                context = session.requests.get(params.id)
+                if context is None or context.started:
+                    task.cancel()
         elif method in self.notifications:
             self.notifications[method](session, params)
 

@@ -92,7 +92,7 @@ async def serve_stdio(dispatcher: Dispatcher, *, stdin_fd: int = 0, stdout_fd: i
             writer.send(task.result())
 
     async def read_loop() -> None:
-        while (item := await frames.read()) is not None:
+        async for item in frames:  # a `null` body is a message (Invalid Request), not the end of input
             if isinstance(item, FrameError):
                 writer.send(response(item.request_id, error=RpcError(ErrorCode.PARSE_ERROR, item.message)))
                 continue

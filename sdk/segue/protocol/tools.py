@@ -22,6 +22,7 @@ from typing import Any, Literal
 import attrs
 from jsonschema.exceptions import SchemaError as JsonSchemaError
 
+from segue.errors import InputError
 from segue.generated import ToolCallBlock
 from segue.generated.protocol import ToolCallParams, ToolCallResult
 from segue.generated.serve import ToolConfig
@@ -114,6 +115,8 @@ def _make(cfg: ToolConfig, fn: Callable[..., Any], timeout: float, requires_appr
             requires_approval=requires_approval,
             timeout=timeout,
         )
+    except InputError as e:  # a $ref outside the schema, or nesting past the limit (segue.json_schema)
+        raise ToolConfigError("/parameters", f"tool {cfg.name!r}: {e}") from None
     except JsonSchemaError as e:
         raise ToolConfigError(
             "/parameters", f"tool {cfg.name!r}: parameters is not a valid JSON Schema: {e.message}"
@@ -146,6 +149,8 @@ def _python_tool(cfg: ToolConfig, target: str, timeout: float) -> Tool:
             max_result_chars=base.max_result_chars,
             strict=base.strict,
         )
+    except InputError as e:
+        raise ToolConfigError("/parameters", f"tool {cfg.name!r}: {e}") from None
     except (TypeError, ValueError) as e:
         raise ToolConfigError("/python", f"tool {cfg.name!r}: {target}: {e}") from None
     except JsonSchemaError as e:

@@ -228,10 +228,13 @@ class Loop:
         spec = state.request.output
         assert spec is not None
         iteration = state.iteration
+        # Checked in a worker thread: a large answer, or a schema that makes validation slow, never stalls the
+        # event loop (the other runs), and the validator starts on a fresh stack.
         if final is not None:
-            checked = check_call(spec, final, calls)
+            checked = await asyncio.to_thread(check_call, spec, final, calls)
         else:
-            checked = check_text(spec, self.guard.restore(answer_text(assistant), state.pii))
+            text = self.guard.restore(answer_text(assistant), state.pii)
+            checked = await asyncio.to_thread(check_text, spec, text)
         state.own.extend(checked.messages)
         if checked.error is None:
             await self.recorder.record(state, iteration, interaction, [], served)

@@ -24,6 +24,8 @@ from typing import Any
 
 import attrs
 from jsonschema import Draft202012Validator
+from referencing import Registry
+from referencing.exceptions import Unresolvable
 
 from segue.twin.errors import bad_request
 from segue.twin.view import AssistantTurn, ConversationView, Policy
@@ -67,9 +69,10 @@ def respond(policy: Policy, view: ConversationView) -> AssistantTurn:
 
 def conform(text: str, schema: Mapping[str, Any]) -> str:
     try:
-        if not any(Draft202012Validator(schema).iter_errors(json.loads(text))):
+        # An empty registry: a $ref is looked up inside the schema only, never fetched from where it points.
+        if not any(Draft202012Validator(schema, registry=Registry()).iter_errors(json.loads(text))):
             return text
-    except ValueError:
+    except (ValueError, RecursionError, Unresolvable):
         pass
     return json.dumps(instance(schema, text), ensure_ascii=False, separators=(",", ":"))
 
