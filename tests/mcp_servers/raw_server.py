@@ -2,8 +2,9 @@
 to `tools/call`, a line the client library cannot parse, a huge image. It speaks the 2025-11-25 `initialize`
 handshake and starts in a few milliseconds.
 
-Run as `python raw_server.py [--record DIR] [--child]`. --record writes DIR/<pid>.json ({"pid": ..., "child": ...});
---child starts `sleep 3600` (a process of the server's own, e.g. a worker or a shell command) and records its pid.
+Run as `python raw_server.py [--record DIR] [--child] [--image-chars N]`. --record writes DIR/<pid>.json
+({"pid": ..., "child": ...}); --child starts `sleep 3600` (a process of the server's own, e.g. a worker or a shell
+command) and records its pid; --image-chars is the length of the image tool's base64 data (default 200,000).
 
 Tools (no arguments unless named):
   count          the number of calls to count so far in this process (its state)
@@ -11,7 +12,7 @@ Tools (no arguments unless named):
   unparseable    answers with a line holding a lone surrogate escape (\\ud800), which JSON allows but MCP clients
                  reject
   garbage        answers with a line that is not JSON at all
-  image(bytes)   a PNG image content of that many (base64-encoded) bytes
+  image(chars)   a PNG image content of `chars` (default --image-chars) characters of base64
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 parser = argparse.ArgumentParser()
 parser.add_argument("--record")
 parser.add_argument("--child", action="store_true")
+parser.add_argument("--image-chars", type=int, default=200_000)
 options = parser.parse_args()
 
 NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}}
@@ -37,8 +39,8 @@ TOOLS = [
 ] + [
     {
         "name": "image",
-        "description": "a PNG of the given encoded size",
-        "inputSchema": {"type": "object", "properties": {"bytes": {"type": "integer"}}, "required": ["bytes"]},
+        "description": "a PNG image",
+        "inputSchema": {"type": "object", "properties": {"chars": {"type": "integer"}}},
     }
 ]
 PNG = bytes.fromhex(
@@ -85,8 +87,8 @@ def call(request_id: Any, name: str, arguments: dict[str, Any]) -> None:
         out.write(b"this is not JSON\n")
         out.flush()
     elif name == "image":
-        size = int(arguments["bytes"])
-        data = base64.b64encode(PNG + b"\0" * max(0, size * 3 // 4 - len(PNG))).decode()
+        chars = int(arguments.get("chars", options.image_chars))
+        data = base64.b64encode(PNG + b"\0" * max(0, chars * 3 // 4 - len(PNG))).decode()
         answer(request_id, {"content": [{"type": "image", "data": data, "mimeType": "image/png"}]})
     else:
         send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": f"unknown tool {name}"}})

@@ -310,7 +310,7 @@ class MCPTools(ToolSource):
                 f"MCP server {self.name} lost its connection while {tool} was running ({type(e).__name__}: {e}); "
                 "its tools are back on the next run"
             )
-        return tool_output(result)
+        return tool_output(result, self.max_result_chars)
 
 
 def _failed(text: str) -> ToolOutput:
