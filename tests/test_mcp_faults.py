@@ -128,3 +128,20 @@ async def test_an_image_over_the_result_limit_is_named_not_stored_or_replayed(tm
         assert max(len(b) for b in wire.bodies) < 50_000, [len(b) for b in wire.bodies]
     finally:
         await source.aclose()
+
+
+async def test_arguments_json_cannot_carry_are_that_calls_error_and_the_session_goes_on(tmp_path: Path) -> None:
+    """A lone surrogate in a model's arguments cannot be encoded as UTF-8: that call is not sent and gets an error
+    result; the session goes on (the writer task must not die with it)."""
+    source = raw_stdio(tmp_path, timeout=5)
+    try:
+        tools = named(await source.tools())
+        unsendable = await tools["count"].invoke("c1", {"note": "\ud800"})
+        assert unsendable.result.is_error is True
+        assert unsendable.result.content.startswith(
+            "MCP server raw was not sent the call to count: its arguments cannot be encoded as JSON ("
+        ), unsendable.result.content
+        assert (await tools["count"].invoke("c2", {})).result.content == "1", "the server saw the first call"
+        assert len(records(tmp_path)) == 1
+    finally:
+        await source.aclose()

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from segue.mcp.connection import Connection, Opener
 from segue.mcp.definitions import Definition, MCPToolsError, build_definitions
 from segue.mcp.results import tool_output
-from segue.mcp.stdio import UNPARSEABLE, stdio_transport
+from segue.mcp.stdio import UNPARSEABLE, UNSENDABLE, stdio_transport
 from segue.tools import DEFAULT_MAX_RESULT_CHARS, Tool, ToolOutput, ToolSource
 
 #: How long a server has to start, finish the handshake and list its tools (MCPTools(connect_timeout=...)).
@@ -293,6 +293,11 @@ class MCPTools(ToolSource):
                 return _failed(
                     f"MCP server {self.name} stopped while {tool} was running ({e.error.message}); "
                     "its tools are back on the next run"
+                )
+            if e.error.data == UNSENDABLE:
+                return _failed(
+                    f"MCP server {self.name} was not sent the call to {tool}: its arguments cannot be encoded as "
+                    f"JSON ({e.error.message})"
                 )
             if e.error.data == UNPARSEABLE:
                 return _failed(

@@ -11,7 +11,8 @@ segue's own rather than the SDK's `mcp.client.stdio.stdio_client`, for two thing
 - A line the client library cannot parse (invalid UTF-8, a lone surrogate escape `\\ud800`, which JSON allows and
   MCP's models refuse) is the answer it was meant to be: when the request id can still be read from it, the
   call waiting for that id gets an error at once, instead of waiting out its timeout. A line that names no id is
-  logged (one line, at WARNING for the first of a session, DEBUG after) and skipped.
+  logged (one line, at WARNING for the first of a session, DEBUG after) and skipped. Likewise a request that
+  cannot be encoded (a lone surrogate in the arguments) is that call's error, not the end of the session.
 
 On Windows the SDK's transport is used (it puts the server in a Job Object, which ends the whole tree).
 """
@@ -32,7 +33,7 @@ from mcp import StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
-from mcp_types import PARSE_ERROR, ErrorData, JSONRPCError, jsonrpc_message_adapter
+from mcp_types import INVALID_PARAMS, PARSE_ERROR, ErrorData, JSONRPCError, JSONRPCRequest, jsonrpc_message_adapter
 
 log = logging.getLogger("segue.mcp")
 
@@ -44,6 +45,8 @@ TERM_GRACE_SECONDS = 2.0
 _FLUSH_SECONDS = 0.5
 #: Marks an error this transport made for an unparseable answer (ErrorData.data), for MCPTools' message.
 UNPARSEABLE = "segue.mcp.unparseable"
+#: Marks an error this transport made for a request it could not encode (never sent to the server).
+UNSENDABLE = "segue.mcp.unsendable"
 
 #: What a transport yields to the SDK's Client: messages (or transport faults) in, messages out.
 Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
@@ -94,8 +97,15 @@ async def stdio_transport(name: str, params: StdioServerParameters) -> AsyncIter
         try:
             async with write_receive:
                 async for message in write_receive:
-                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await process.stdin.send(data.encode() + b"\n")
+                    try:
+                        data = message.message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+                    except ValueError as e:  # e.g. a lone surrogate in the arguments, which UTF-8 cannot carry
+                        if isinstance(message.message, JSONRPCRequest):
+                            error = ErrorData(code=INVALID_PARAMS, message=f"{e}", data=UNSENDABLE)
+                            reply = JSONRPCError(jsonrpc="2.0", id=message.message.id, error=error)
+                            await read_send.send(SessionMessage(reply))
+                        continue
+                    await process.stdin.send(data + b"\n")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             await read_send.aclose()  # the server stopped reading: the session sees the connection end
         finally:
