@@ -1,18 +1,18 @@
 """The stdio transport for MCPTools: the server as a subprocess, newline-delimited JSON-RPC on its stdin and stdout.
 
-segue's own rather than the SDK's `mcp.client.stdio.stdio_client`, for two things that one does not do:
+segue's own rather than the SDK's `mcp.client.stdio.stdio_client`, because of what that one does not do:
 
-- The whole process group is stopped, always. The server starts in a session (and process group) of its own, as
-  the SDK starts it; shutdown follows the MCP lifecycle for stdio (close the server's stdin, wait, SIGTERM, then
-  SIGKILL), and then SIGTERMs the group even when the server exited on its own, SIGKILLing what is left after a
-  grace period. The SDK signals the group only when the server itself outlives its stdin, so the server's own
-  children (workers, shell commands) were left running, reparented to PID 1. Only a process that left the group
-  (`setsid`, a daemon) escapes.
-- A line the client library cannot parse (invalid UTF-8, a lone surrogate escape `\\ud800`, which JSON allows and
-  MCP's models refuse) is the answer it was meant to be: when the request id can still be read from it, the
-  call waiting for that id gets an error at once, instead of waiting out its timeout. A line that names no id is
-  logged (one line, at WARNING for the first of a session, DEBUG after) and skipped. Likewise a request that
-  cannot be encoded (a lone surrogate in the arguments) is that call's error, not the end of the session.
+- Stop the whole process group, always. The server starts in a session (and process group) of its own, as the
+  SDK starts it, and shutdown follows the MCP lifecycle for stdio: close the server's stdin, wait, SIGTERM,
+  SIGKILL. The SDK signals the group only when the server outlives its stdin; a server that exits on its own
+  left its children (workers, shell commands) running, reparented to PID 1. Here the group gets SIGTERM in
+  either case, and SIGKILL after a grace period. Only a process that left the group (`setsid`, a daemon) escapes.
+- Fail one call, not the session, on one bad message. A line the client library cannot parse (invalid UTF-8, or
+  a lone surrogate escape `\\ud800`, which JSON allows and MCP's models refuse) is still the answer it was meant
+  to be: when the request id can be read from it, the call waiting for that id gets an error at once instead of
+  waiting out its timeout. A line that names no id is logged in one line (WARNING for the first of a session,
+  DEBUG after) and skipped; the SDK logged a traceback per line. A request that cannot be encoded (a lone
+  surrogate in the arguments) is that call's error; in the SDK it ended the writer task, and the session.
 
 On Windows the SDK's transport is used (it puts the server in a Job Object, which ends the whole tree).
 """
