@@ -16,6 +16,8 @@ from typing import Any
 from conftest import REPO
 
 SERVER = REPO / "tests" / "mcp_servers" / "fixture_server.py"
+#: A hand-written server for answers an SDK server never sends (tests/mcp_servers/raw_server.py).
+RAW_SERVER = REPO / "tests" / "mcp_servers" / "raw_server.py"
 
 
 def stdio(record: Path, *options: str, **kw: Any) -> Any:
@@ -24,6 +26,14 @@ def stdio(record: Path, *options: str, **kw: Any) -> Any:
 
     kw.setdefault("name", "fixture")
     return MCPTools.stdio(sys.executable, [str(SERVER), "--record", str(record), *options], **kw)
+
+
+def raw_stdio(record: Path, *options: str, **kw: Any) -> Any:
+    """MCPTools for the hand-written server over stdio; it records its PID (and its child's, with --child)."""
+    from segue.mcp import MCPTools
+
+    kw.setdefault("name", "raw")
+    return MCPTools.stdio(sys.executable, [str(RAW_SERVER), "--record", str(record), *options], **kw)
 
 
 def records(directory: Path) -> list[dict[str, Any]]:

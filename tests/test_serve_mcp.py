@@ -4,12 +4,13 @@ with the server, and a bad entry stops `segue serve` at start-up naming the file
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_helpers import SERVER, records, wait_gone
+from mcp_helpers import RAW_SERVER, SERVER, records, running, wait_gone
 from protocol_harness import stdio_server, write_config
 
 from segue.cli import main
@@ -43,6 +44,35 @@ def test_a_configured_mcp_servers_tools_serve_runs_and_stop_with_the_server(tmp_
         assert client.close() == 0
     (server,) = records(record)
     assert wait_gone(server["pid"]), "the MCP server outlived segue serve"
+
+
+@pytest.mark.parametrize("stop", ["stdin-eof", "shutdown-exit", "sigterm", "sigint"])
+def test_every_way_serve_stops_ends_the_mcp_servers_process_group(tmp_path: Path, stop: str) -> None:
+    """The MCP server exits on its own when its stdin closes; its child (`sleep 3600`) must go too, however
+    `segue serve` stops."""
+    record = tmp_path / "servers"
+    record.mkdir()
+    raw = {"name": "raw", "command": sys.executable, "args": [str(RAW_SERVER), "--record", str(record), "--child"]}
+    config = write_config(tmp_path / "agents.json", [agent_with([{**raw, "prefix": "shop"}])])
+    with stdio_server(config) as client:
+        if stop == "shutdown-exit":
+            ready = client.call("initialize", {"protocol_version": "1.1", "client_info": {"name": "t", "version": "1"}})
+            assert "result" in ready, ready
+        response = client.call("run", {"agent": "orders", "input": "Use shop_count please."})
+        assert response["result"]["result"]["answer"] == "shop_count returned: 1", response
+        (server,) = records(record)
+        assert running(server["pid"]) and running(server["child"])
+        if stop == "stdin-eof":
+            assert client.close() == 0
+        elif stop == "shutdown-exit":
+            assert "result" in client.call("shutdown", {})
+            client.send({"jsonrpc": "2.0", "method": "exit"})
+            assert client.proc.wait(timeout=30) == 0
+        else:
+            client.proc.send_signal(signal.SIGTERM if stop == "sigterm" else signal.SIGINT)
+            client.proc.wait(timeout=30)
+    assert wait_gone(server["pid"]), "the MCP server outlived segue serve"
+    assert wait_gone(server["child"]), f"the MCP server's child outlived segue serve ({stop})"
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ client) must be entered and left by one task. A run is a task that ends; the ses
 the agent's later runs. So a dedicated owner task enters the `Client`, reports when the handshake is done, and
 leaves the context when the connection is closed or cancelled. Cancellation reaches it on every way out: an
 explicit `close()`, `asyncio.run()` cancelling the tasks left at its end (which is also what a KeyboardInterrupt
-leads to), or the server dying. Leaving the context runs the SDK's shutdown: close stdin, wait, then terminate
-the process tree.
+leads to), or the server dying. Leaving the context runs the transport's shutdown: for stdio (segue.mcp.stdio)
+close stdin, wait, then end the server's whole process group.
 
 Change notifications: on a 2026-07-28 connection the server sends `notifications/tools/list_changed` only on a
 `subscriptions/listen` stream, which this task keeps open; on an older (initialize handshake) connection the
@@ -71,7 +71,7 @@ class Connection:
         return self.client
 
     async def close(self) -> None:
-        """End the session and wait for the server to be stopped (bounded by the SDK's shutdown timeouts)."""
+        """End the session and wait for the server to be stopped (every wait of the shutdown is bounded)."""
         self._closing.set()
         if not self._started.is_set():
             self._task.cancel()  # still in the handshake: abandon it; leaving the context stops the process

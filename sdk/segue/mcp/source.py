@@ -23,7 +23,6 @@ import anyio
 import httpx2
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.session import MessageHandlerFnT
-from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CONNECTION_CLOSED, Implementation
 from pydantic import ValidationError
@@ -31,6 +30,7 @@ from pydantic import ValidationError
 from segue.mcp.connection import Connection, Opener
 from segue.mcp.definitions import Definition, MCPToolsError, build_definitions
 from segue.mcp.results import tool_output
+from segue.mcp.stdio import UNPARSEABLE, UNSENDABLE, stdio_transport
 from segue.tools import DEFAULT_MAX_RESULT_CHARS, Tool, ToolOutput, ToolSource
 
 #: How long a server has to start, finish the handshake and list its tools (MCPTools(connect_timeout=...)).
@@ -115,7 +115,9 @@ class MCPTools(ToolSource):
         )
 
         async def opener(stack: AsyncExitStack, on_message: MessageHandlerFnT) -> Client:
-            client = Client(stdio_client(params), client_info=_CLIENT_INFO, message_handler=on_message, cache=None)
+            client = Client(
+                stdio_transport(shown, params), client_info=_CLIENT_INFO, message_handler=on_message, cache=None
+            )
             return await stack.enter_async_context(client)
 
         return cls(
@@ -286,11 +288,21 @@ class MCPTools(ToolSource):
         try:
             result = await client.call_tool(tool, arguments)
         except MCPError as e:
-            if e.error.code == CONNECTION_CLOSED:
+            if _lost(e):
                 connection.broke(e)
                 return _failed(
                     f"MCP server {self.name} stopped while {tool} was running ({e.error.message}); "
                     "its tools are back on the next run"
+                )
+            if e.error.data == UNSENDABLE:
+                return _failed(
+                    f"MCP server {self.name} was not sent the call to {tool}: its arguments cannot be encoded as "
+                    f"JSON ({e.error.message})"
+                )
+            if e.error.data == UNPARSEABLE:
+                return _failed(
+                    f"MCP server {self.name} answered {tool} with a message that cannot be parsed "
+                    f"({e.error.message}); the server is still running"
                 )
             return _failed(f"MCP server {self.name} answered {tool} with error {e.error.code}: {e.error.message}")
         except ValidationError as e:
@@ -303,11 +315,18 @@ class MCPTools(ToolSource):
                 f"MCP server {self.name} lost its connection while {tool} was running ({type(e).__name__}: {e}); "
                 "its tools are back on the next run"
             )
-        return tool_output(result)
+        return tool_output(result, self.max_result_chars)
 
 
 def _failed(text: str) -> ToolOutput:
     return ToolOutput(content=text, is_error=True)
+
+
+def _lost(e: MCPError) -> bool:
+    """Whether the SDK raised this because the connection ended. Its code, -32000, is also the first of JSON-RPC's
+    server-error codes, which servers send for their own failures: only the SDK's own error (that code with the
+    message "Connection closed" and no data) means the connection is gone."""
+    return e.error.code == CONNECTION_CLOSED and e.error.message == "Connection closed" and e.error.data is None
 
 
 def _text(value: Any) -> bool:
