@@ -37,6 +37,7 @@ def interaction_of(response: ProviderResponse, iteration: int, latency_ms: float
         provider_response=response.response_body,
         usage=response.usage,
         latency_ms=latency_ms,
+        served_by=response.served_by,
     )
 
 
@@ -138,6 +139,7 @@ class Recorder:
             segue_notes=state.notes.as_list() or None,
             segue_replay=state.replay,
             segue_cost=state.cost,
+            segue_served_by=state.served_by,
             segue_layout=layout.meta() if layout is not None else None,
         )
         await asyncio.to_thread(
@@ -158,7 +160,8 @@ class Recorder:
             return
         layout = state.plan.layout
         cost = None
-        if trace.response_model is not None:
+        # A twin run cost nothing: its price at the vendor's rates (RunCost.twin_usd) is no cost to report.
+        if trace.response_model is not None and state.served_by != "twin":
             try:
                 cost = self.agent.catalog().cost(state.usage, trace.response_model, trace.response_vendor)
             except (CatalogError, ValueError):
