@@ -45,6 +45,7 @@ def runs(tmp_path: Path) -> tuple[str, str, str]:
         twin = Twin()
         on_twin = AnthropicProvider("claude-sonnet-4-6", client=twin.anthropic_client())
         vendor = AnthropicProvider("claude-sonnet-4-6", client=anthropic_client(_unmarked(Twin())))
+
         async def both() -> tuple[str, str]:
             a = await Agent(on_twin, "You answer.", TOOLS, store).run(QUESTION)
             b = await Agent(vendor, "You answer.", TOOLS, store).run(QUESTION)
