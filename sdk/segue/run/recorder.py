@@ -173,6 +173,7 @@ class Recorder:
             replay=state.replay,
             layout=layout.decision.mode if layout is not None and layout.decision is not None else None,
             cost_usd=cost,
+            served_by=state.served_by,
             error_type=error_type or ("RunError" if status == "error" else None),
             error=error,
         )
