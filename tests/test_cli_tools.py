@@ -24,6 +24,9 @@ def test_demo_runs_offline_and_records_runs(
     assert "list_tables" in lines[2] and "run_query" in lines[3]
     runs = RunStore(db).list_runs(tenant_id="demo")
     assert len(runs) == 5 and runs[0].continued_from == runs[1].run_id
+    # It says it used the twin, and its runs and cost read as the twin's, never as Anthropic's answer or charge.
+    assert "twin $*" in lines[1] and "twin (emulated, $" in captured.out and "not a charge" in captured.out
+    assert {r.served_by for r in runs} == {"twin"} and all(r.cost and r.cost.usd == 0 for r in runs)
 
 
 def test_catalog_explain_names_sources(capsys: pytest.CaptureFixture[str]) -> None:

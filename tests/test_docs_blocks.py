@@ -3,8 +3,9 @@
 Each page runs in its own process (forked by `tests/docs_blocks.py --batch` from one that imported segue and the
 vendor SDKs, and ran nothing), in a fresh working directory (so `segue.db` and other files of one page never meet
 another's), its blocks in order in one namespace with top-level `await` allowed, as in `python -m asyncio`. Vendor
-keys are removed from the environment, so the drivers fall back to segue's twin as on a fresh install. Pages run
-in parallel, one per core; each page is one test.
+keys are removed from the environment, as on a fresh install: a driver built without `client=` then refuses, so a
+page runs offline only where it visibly passes a twin client (`client=Twin().anthropic_client()`); nothing here
+stands the twin in for it. Pages run in parallel, one per core; each page is one test.
 
 A block that cannot run offline is preceded by `<!-- no-run: reason -->`; such blocks stay under 10% of all
 blocks and each marker gives its reason. The rule is written down for doc authors in README.md ("Contributing").
@@ -174,3 +175,24 @@ def test_a_paste_the_repl_would_reject_fails_like_the_repl(tmp_path: Path) -> No
     assert done.stdout.splitlines()[:3] == ["BLOCK 1 1", "41", "BLOCK 2 8"]
     assert "FAILED 2 8, page line 11: SyntaxError: invalid syntax" in done.stdout
     assert "needs a blank line" in done.stdout
+
+
+def test_a_block_without_a_twin_client_fails_offline_rather_than_meeting_a_hidden_twin(tmp_path: Path) -> None:
+    """The runner adds no stand-in: a driver a page builds without `client=` refuses in the offline environment,
+    naming the key and the twin client the page should show."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\nfrom segue.providers import AnthropicProvider\n\nAnthropicProvider('claude-sonnet-4-6')\n```\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, str(RUNNER), str(page), "page.md"],
+        cwd=tmp_path,
+        env=offline_env(),
+        capture_output=True,
+        text=True,
+        timeout=PAGE_TIMEOUT,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAILED 1 1" in done.stdout and "ProviderError" in done.stdout, done.stdout
+    assert "ANTHROPIC_API_KEY" in done.stdout + done.stderr and "Twin().anthropic_client()" in done.stderr

@@ -165,7 +165,8 @@ async def test_after_a_prewarm_the_next_turn_reads_its_prefix_from_the_cache(ven
     assert warm.usage.cache_write_tokens > 0 and warm.usage.output_tokens == 0
     assert hot.cache_read_tokens >= warm.usage.cache_write_tokens
     assert hot.cache_read_tokens / hot.input_tokens > 0.9, hot
-    assert warm.cost_usd is not None and warm.cost_usd > 0
+    assert warm.served_by == "twin" and warm.cost_usd == 0  # the twin charged nothing
+    assert warm.twin_usd is not None and warm.twin_usd > 0  # the vendor's price of what it emulated
 
 
 # -- a prewarm is recorded as a call of its own, never as a run -------------------------------------------------
@@ -324,7 +325,11 @@ async def test_the_docs_example_runs_offline_as_printed(capsys: pytest.CaptureFi
     code = compile(block, "docs/replay.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     await eval(code, {})
     lines = capsys.readouterr().out.splitlines()
-    assert lines == ["anthropic claude-sonnet-4-6 1411 0", "$0.00534", "99% of its first request read from the cache"]
+    assert lines == [
+        "anthropic claude-sonnet-4-6 1411 0",
+        "twin $0.00534",
+        "99% of its first request read from the cache",
+    ]
     assert "anthropic claude-sonnet-4-6 1411 0" in block and "$0.00534" in block and "# 99%" in block
 
 

@@ -263,7 +263,7 @@ def test_a_vendor_kind_without_a_key_is_refused_not_served_by_the_twin(
     variable: str,
     twin_kind: str,
 ) -> None:
-    """A driver in a script falls back to the twin without a key; a server's config must say it wants the twin."""
+    """A vendor kind without its key stops the server naming the entry and the twin kind: never a silent twin."""
     for name in (
         "ANTHROPIC_API_KEY",
         "ANTHROPIC_AUTH_TOKEN",

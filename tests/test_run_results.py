@@ -74,7 +74,9 @@ async def test_cost_is_priced_from_the_catalog_with_its_source(sqlite_store: Any
     catalog = Catalog.load()
     run = sqlite_store.get_run(result.run_id)
     expected = sum(catalog.cost(c.usage, c.model, c.vendor) for c in run.llm_interactions)
-    assert result.cost is not None and result.cost.usd == pytest.approx(expected) and expected > 0
+    # The twin served it: nothing was charged, and the catalog's price of its usage is kept apart (twin_usd).
+    assert result.served_by == "twin" and result.cost is not None and result.cost.usd == 0
+    assert result.cost.twin_usd == pytest.approx(expected) and expected > 0
     assert result.cost.missing is None
     [source] = result.cost.prices
     assert (source.model, source.vendor, source.layer) == ("claude-sonnet-4-6", "anthropic", "model claude-sonnet-4-6")
@@ -203,4 +205,5 @@ async def test_an_idempotent_replay_returns_the_same_result_fields(sqlite_store:
     first = await agent.run("Which tables are there?", idempotency_key="k1")
     again = await agent.run("Which tables are there?", idempotency_key="k1")
     assert again == first  # cost, cached share, notes, replay text: read back exactly as the run returned them
-    assert again.cost is not None and again.cost.usd is not None and again.cost.usd > 0
+    assert again.cost is not None and again.cost.twin_usd is not None and again.cost.twin_usd > 0
+    assert again.served_by == first.served_by == "twin"

@@ -235,7 +235,7 @@ def test_version_one_databases_are_migrated(tmp_path: Path) -> None:
     reopened = RunStore(url)
     from segue.store import migrations
 
-    assert migrations.current_version(reopened.db, reopened.models) == migrations.LATEST == 4
+    assert migrations.current_version(reopened.db, reopened.models) == migrations.LATEST == 5
 
 
 def test_version_three_databases_get_the_prewarms_table(tmp_path: Path) -> None:
@@ -253,6 +253,32 @@ def test_version_three_databases_get_the_prewarms_table(tmp_path: Path) -> None:
     assert reopened.migrated_from == 3
     assert reopened.db.table_exists("prewarms") and reopened.prewarms.list(tenant_id="t1") == []
     reopened.close()
+
+
+def test_version_four_databases_get_served_by_on_each_call(tmp_path: Path) -> None:
+    """Store schema 5 adds `served_by` to llm_interactions and prewarms, so a call segue's twin answered is never
+    read as a vendor's; the calls recorded before keep NULL (read back as absent)."""
+    url = f"sqlite:///{tmp_path}/old.db"
+    store = RunStore(url)
+    (rid,) = run_ids(1)
+    store.create_run(new_run(rid), [user("hi")])
+    usage = Usage(input_tokens=1, output_tokens=1)
+    call = LlmInteraction(iteration=1, vendor="anthropic", model="m", provider_request={}, usage=usage, latency_ms=1)
+    store.record_iteration(rid, iteration=1, first_index=1, traces=[assistant("a")], interaction=call,
+                           tool_calls=[], usage=usage)  # fmt: skip
+    for table in ("llm_interactions", "prewarms"):
+        store.db.execute_sql(f"ALTER TABLE {table} DROP COLUMN served_by")
+    store.db.execute_sql("DELETE FROM segue_schema_version WHERE version > 4")
+    store.close()
+    reopened = RunStore(url)
+    try:
+        assert reopened.migrated_from == 4
+        for table in ("llm_interactions", "prewarms"):
+            assert "served_by" in [c.name for c in reopened.db.get_columns(table)]
+        detail = reopened.get_run(rid, tenant_id="t1")
+        assert detail is not None and [c.served_by for c in detail.llm_interactions] == [None]
+    finally:
+        reopened.close()
 
 
 def test_stored_usage_moves_to_per_ttl_writes(tmp_path: Path) -> None:

@@ -98,7 +98,8 @@ async def test_the_span_tree_and_attributes_of_a_replayed_tool_using_run(
     assert sum(attrs(c)["gen_ai.usage.input_tokens"] for c in chats) == second.usage.input_tokens
     assert a["segue.replay.runs_full"] == 1 and a["segue.replay.reasoning_kept"] == 1
     assert a["segue.replay.reasoning_dropped"] == 0 and a["segue.replay.warnings"] == 0
-    assert "segue.cost.usd" in a and a["segue.cost.usd"] > 0  # the catalog prices claude-sonnet-4-6
+    # The twin served it: no cost (its price at the vendor's rates is the run's RunCost.twin_usd), and it says so.
+    assert a["segue.served_by"] == "twin" and "segue.cost.usd" not in a
 
     c = attrs(chats[0])
     assert c["gen_ai.operation.name"] == "chat" and c["gen_ai.response.finish_reasons"] == ("tool_use",)

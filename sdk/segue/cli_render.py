@@ -146,7 +146,7 @@ def show_text(run: RunDetail, facts: Sequence[str] = ()) -> str:
             rows.append(
                 [
                     str(c.iteration),
-                    clean(c.model, 28),
+                    clean(c.model, 28) + (" (twin)" if c.served_by == "twin" else ""),
                     count(c.usage.input_tokens),
                     count(parts.read),
                     count(parts.write),

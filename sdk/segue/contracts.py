@@ -14,13 +14,16 @@ from typing import Any, Literal, Protocol, TypeVar, cast, runtime_checkable
 
 import attrs
 
-from segue.generated import Message, ReasoningBlock, RunNoteKind, ToolDefinition, Usage
+from segue.generated import Message, ReasoningBlock, RunNoteKind, ServedBy, ToolDefinition, Usage
 
 #: Message.meta key marking the trailing runtime-state fragment. Block-cache drivers keep their last
 #: breakpoint before it; it is never a cache anchor.
 FRAGMENT_META_KEY = "segue.fragment"
 #: Message.meta key marking messages rebuilt from earlier runs (replayed): its value is the replayed run's id.
 REPLAYED_META_KEY = "segue.replayed"
+#: Response header segue's twin puts on every answer (no vendor sends it): a driver that reads it records the call
+#: as served by the twin, whether the twin ran in-process or behind a base URL (`segue twin serve`).
+TWIN_HEADER = "x-segue-twin"
 
 T = TypeVar("T")
 
@@ -161,6 +164,8 @@ class ProviderResponse:
     replay_path: ServingPath | None = None
     #: The serving driver's flag (a Failover's members may differ); None when the provider does not say.
     requires_stable_reasoning_prefix: bool | None = None
+    #: "twin" when segue's twin answered (its TWIN_HEADER was on the response), not the vendor.
+    served_by: ServedBy = "vendor"
 
 
 @attrs.frozen(kw_only=True)

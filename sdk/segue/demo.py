@@ -93,8 +93,10 @@ class TurnReport:
     iterations: int
     tool_calls: list[str]
     usage: Usage
+    #: The turn's price at the vendor's rates; on the twin (`twin`) an emulation, not a charge.
     cost: float | None
     replay: ReplaySummary | None
+    twin: bool = False  # segue's twin served the turn (RunResult.served_by)
 
     @property
     def cache_read(self) -> int:
@@ -231,6 +233,7 @@ async def run_chat(
             usage=result.usage,
             cost=_cost(catalog, result.usage, model, vendor),
             replay=result.replay,
+            twin=result.served_by == "twin",
         )
         reports.append(report)
         if on_turn is not None:
@@ -251,10 +254,11 @@ def _cost(catalog: Catalog, usage: Usage, model: str, vendor: str) -> float | No
 
 
 def format_report(reports: Sequence[TurnReport], *, title: str) -> str:
+    twin = any(r.twin for r in reports)
     lines = [
         title,
         f"{'turn':>4} {'iter':>4} {'tool calls':<38} {'input':>7} {'read':>7} {'write':>7} {'uncached':>8} "
-        f"{'cached':>6} {'cost $':>9}",
+        f"{'cached':>6} {'twin $*' if twin else 'cost $':>9}",
     ]
     for r in reports:
         calls = ", ".join(f"{n}" for n in _counted(r.tool_calls)) or "-"
@@ -272,9 +276,13 @@ def format_report(reports: Sequence[TurnReport], *, title: str) -> str:
             )
     costs = [r.cost for r in reports]
     total_cost = "cost unknown (no catalog price)" if None in costs else f"${sum(c or 0.0 for c in costs):.5f}"
+    if twin and None not in costs:
+        total_cost = f"twin (emulated, {total_cost} at the vendor's prices)"
     total_in = sum(r.usage.input_tokens for r in reports)
     total_read = sum(r.cache_read for r in reports)
     lines.append(f"total: {total_in} input tokens, {total_read / max(total_in, 1):.0%} read from cache, {total_cost}")
+    if twin:
+        lines.append("* served by segue's twin, an offline emulator: the vendor's prices for its usage, not a charge")
     return "\n".join(lines)
 
 

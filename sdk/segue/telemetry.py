@@ -221,10 +221,12 @@ class RunTrace(_Trace):
         replay: ReplaySummary | None = None,
         layout: str | None = None,
         cost_usd: float | None = None,
+        served_by: str | None = None,
         error_type: str | None = None,
         error: str | None = None,
     ) -> None:
-        """End the span with the run's outcome: status, usage totals, the final replay summary, layout, cost."""
+        """End the span with the run's outcome: status, usage totals, the final replay summary, layout, cost, and
+        who served it ("twin": segue's emulator, whose runs carry no cost)."""
         span = self.span
         if span is None:
             return
@@ -239,6 +241,8 @@ class RunTrace(_Trace):
             attributes["segue.layout.mode"] = layout
         if cost_usd is not None:
             attributes["segue.cost.usd"] = cost_usd
+        if served_by is not None:
+            attributes["segue.served_by"] = served_by
         span.set_attributes(attributes)
         if error_type is not None:
             self._error(error_type, error if self.capture else None)

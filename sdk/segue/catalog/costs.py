@@ -1,7 +1,9 @@
 """What a run cost: each provider call priced on the path that served it, with where the prices came from.
 
 A call whose price the catalog does not know leaves the whole run without a dollar figure (`RunCost.missing`
-says which price): a partial sum would read as the run's cost and be wrong.
+says which price): a partial sum would read as the run's cost and be wrong. The calls segue's twin answered are
+priced apart (`RunCost.twin_usd`, what the vendor would have charged): the twin charges nothing, and an emulated
+figure must never be added to what a vendor billed.
 """
 
 from __future__ import annotations
@@ -32,23 +34,28 @@ def price_source(catalog: Catalog, model: str, vendor: str | None) -> PriceSourc
     )
 
 
-def add_call(cost: RunCost | None, catalog: Catalog, model: str, vendor: str | None, usage: Usage) -> RunCost:
+def add_call(
+    cost: RunCost | None, catalog: Catalog, model: str, vendor: str | None, usage: Usage, *, twin: bool = False
+) -> RunCost:
     """`cost` (None: nothing yet) with one more provider call priced on the path that served it. Once a price is
-    unknown, usd stays absent for the run and `missing` names the first price that was."""
+    unknown, usd stays absent for the run and `missing` names the first price that was. A call segue's twin
+    served (`twin`) costs nothing: its price at the vendor's rates goes to twin_usd, never to usd."""
     cost = cost or RunCost(usd=0.0, prices=[])
     source = price_source(catalog, model, vendor)
     prices = cost.prices if source in cost.prices else [*cost.prices, source]
     if cost.usd is None:
         return RunCost(missing=cost.missing, prices=prices)
     try:
-        usd = cost.usd + catalog.cost(usage, model, vendor)
+        price = catalog.cost(usage, model, vendor)
     except (CatalogError, ValueError) as e:
         return RunCost(missing=str(e), prices=prices)
-    return RunCost(usd=usd, prices=prices)
+    if twin:
+        return RunCost(usd=cost.usd, twin_usd=(cost.twin_usd or 0.0) + price, prices=prices)
+    return RunCost(usd=cost.usd + price, twin_usd=cost.twin_usd, prices=prices)
 
 
 def run_cost(catalog: Catalog, calls: Iterable[tuple[str, str | None, Usage]]) -> RunCost:
-    """The cost of (model, vendor, usage) calls, e.g. a stored run's llm_interactions."""
+    """The cost of (model, vendor, usage) calls a vendor served, e.g. a stored run's llm_interactions."""
     cost = RunCost(usd=0.0, prices=[])
     for model, vendor, usage in calls:
         cost = add_call(cost, catalog, model, vendor, usage)

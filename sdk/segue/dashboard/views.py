@@ -74,12 +74,34 @@ def run_cost(run: RunSummary | RunDetail, cost: CostFn) -> tuple[float | None, s
     if recorded is not None and recorded.usd is not None:
         sources = "; ".join(_source(p) for p in recorded.prices)
         return recorded.usd, f"priced when the run was recorded, from {sources}" if sources else "no provider call"
+    if run.served_by == "twin":  # the twin charges nothing: the vendor's price of its usage is no cost
+        return None, f"unknown: {recorded.missing}" if recorded is not None else "no price recorded"
     usd = _cost(cost, run.usage, run.model, run.vendor)
     if usd is not None:
         return usd, "priced by the dashboard's cost function from the run's total usage"
     if recorded is not None:
         return None, f"unknown: {recorded.missing}"
     return None, "no pricing known for this model"
+
+
+#: The title of every figure the twin served: whoever reads it must not take it for a vendor's answer or charge.
+TWIN_TITLE = "served by segue's twin, an offline emulator: the answer is not a model's and nothing was charged"
+
+
+def twin_money(emulated: float | None, charged: float | None = None) -> str:
+    """A twin-served cost, which cannot be read as a charge: "twin (emulated, $X at the vendor's prices)"; a
+    vendor's part (a Failover member that was a vendor) comes first."""
+    at = f", {money(emulated)} at the vendor's prices" if emulated is not None else ", no price known"
+    return f"{money(charged) + ' + ' if charged else ''}twin (emulated{at})"
+
+
+def shown_cost(run: RunSummary | RunDetail, cost: CostFn) -> tuple[str, str]:
+    """(the cost as shown, where it came from): money(run_cost), or twin_money for a run the twin served."""
+    usd, where = run_cost(run, cost)
+    if run.served_by != "twin":
+        return money(usd), where
+    recorded = recorded_cost(run)
+    return twin_money(recorded.twin_usd if recorded is not None else None, usd), f"{TWIN_TITLE}; {where}"
 
 
 def _source(p: Any) -> str:
@@ -118,10 +140,11 @@ class RunRow:
     cost_title: str
     continued_from: str | None
     question: str
+    twin: bool  # segue's twin served it (shown beside the model, and in the cost)
 
 
 def run_row(run: RunSummary | RunDetail, cost: CostFn) -> RunRow:
-    usd, where = run_cost(run, cost)
+    shown, where = shown_cost(run, cost)
     return RunRow(
         run_id=run.run_id,
         status=run.status,
@@ -133,10 +156,11 @@ def run_row(run: RunSummary | RunDetail, cost: CostFn) -> RunRow:
         input_tokens=run.usage.input_tokens,
         output_tokens=run.usage.output_tokens,
         read_share=share(cache_parts(run.usage).read_share),
-        cost=money(usd),
+        cost=shown,
         cost_title=where,
         continued_from=run.continued_from,
         question=question(run.input) if isinstance(run, RunDetail) else run.question or "",
+        twin=run.served_by == "twin",
     )
 
 
@@ -152,7 +176,7 @@ class Totals:
 
 
 def totals(runs: Sequence[RunSummary | RunDetail], cost: CostFn) -> Totals:
-    usage, usd, unknown = ZERO_USAGE, 0.0, []
+    usage, usd, unknown, emulated = ZERO_USAGE, 0.0, [], None
     for run in runs:
         usage = add_usage(usage, run.usage)
         each, where = run_cost(run, cost)
@@ -160,12 +184,18 @@ def totals(runs: Sequence[RunSummary | RunDetail], cost: CostFn) -> Totals:
             unknown.append(f"{run.run_id} ({where})")
         else:
             usd += each
+        recorded = recorded_cost(run) if run.served_by == "twin" else None
+        if recorded is not None and recorded.twin_usd is not None:
+            emulated = (emulated or 0.0) + recorded.twin_usd
     title = f"no total: no price for run {unknown[0]}" if unknown else f"the sum of {len(runs)} runs' costs"
+    shown = "—" if unknown else money(usd)
+    if not unknown and any(run.served_by == "twin" for run in runs):
+        shown, title = twin_money(emulated, usd), f"{TWIN_TITLE}; {title}"
     return Totals(
         runs=len(runs),
         usage=usage,
         read_share=share(cache_parts(usage).read_share),
-        cost="—" if unknown else money(usd),
+        cost=shown,
         cost_title=title,
     )
 
@@ -313,6 +343,7 @@ class IterationView:
     output_tokens: str
     latency: str
     cost: str
+    twin: bool  # segue's twin answered this call
     error: str | None
     request_json: str
     response_json: str | None
@@ -367,7 +398,10 @@ def run_view(run: RunDetail, previous: RunDetail | None, cost: CostFn) -> RunVie
                 uncached=tokens(parts.uncached),
                 output_tokens=tokens(c.usage.output_tokens),
                 latency=f"{c.latency_ms:,.0f} ms",
-                cost=money(_cost(cost, c.usage, c.model, c.vendor)),
+                cost=twin_money(_cost(cost, c.usage, c.model, c.vendor))
+                if c.served_by == "twin"
+                else money(_cost(cost, c.usage, c.model, c.vendor)),
+                twin=c.served_by == "twin",
                 error=c.error,
                 request_json=json.dumps(c.provider_request, indent=2, ensure_ascii=False),
                 response_json=json.dumps(c.provider_response, indent=2, ensure_ascii=False)

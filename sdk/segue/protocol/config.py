@@ -42,9 +42,8 @@ _ONLY_FOR: dict[str, tuple[str, ...]] = {
     "api_key_env": ("anthropic", "openai_responses", "openai_chat", "openrouter"),
 }
 
-#: A vendor kind's key variables, and the kind that asks for the twin. A driver built in a script without a key
-#: talks to the twin (segue.providers._offline); a server's config says what it serves, so it never does that on
-#: its own.
+#: A vendor kind's key variables, and the kind that asks for the twin. The drivers refuse without a key too
+#: (segue.providers._keys); checking here first names the config entry and the twin kind to use instead.
 _KEY_VARIABLES: dict[str, tuple[tuple[str, ...], str]] = {
     "anthropic": (("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"), "twin-anthropic"),
     "openai_responses": (("OPENAI_API_KEY", "OPENAI_BASE_URL"), "twin-openai"),

@@ -12,8 +12,17 @@ from collections.abc import AsyncIterator, Mapping
 from types import ModuleType
 from typing import Any, Protocol
 
-from segue.contracts import ProviderNote, ProviderRequest, ProviderResponse, StreamDelta, StreamDone, StreamEvent
+from segue.contracts import (
+    TWIN_HEADER,
+    ProviderNote,
+    ProviderRequest,
+    ProviderResponse,
+    StreamDelta,
+    StreamDone,
+    StreamEvent,
+)
 from segue.errors import ProviderError, ProviderErrorKind
+from segue.generated import ServedBy
 from segue.generated.wire import shared
 from segue.wire.common import MalformedResponseError, ParsedResponse, WireRequest
 
@@ -90,7 +99,7 @@ class SdkDriver:
             raise ProviderError(
                 f"{self.vendor} answered with a body that is not JSON: {e}", vendor=self.vendor, kind="other"
             ) from e
-        return self._response(data, request, wire, kind="other")
+        return self._response(data, request, wire, kind="other", served_by=served_by(raw.http_response))
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
         if request.prewarm:  # nothing is generated, so there is nothing to stream
@@ -100,6 +109,7 @@ class SdkDriver:
         assembler = self._assembler()
         try:
             async with await self._open_stream(wire.sdk_kwargs()) as events:
+                server = served_by(events.response)
                 async for event in events:
                     for delta in assembler.feed(event.to_dict()):
                         yield delta
@@ -115,10 +125,10 @@ class SdkDriver:
             if mapped is None:
                 raise
             raise mapped from e
-        yield StreamDone(response=self._response(data, request, wire, kind="stream"))
+        yield StreamDone(response=self._response(data, request, wire, kind="stream", served_by=server))
 
     def _response(
-        self, data: Any, request: ProviderRequest, wire: WireRequest, *, kind: ProviderErrorKind
+        self, data: Any, request: ProviderRequest, wire: WireRequest, *, kind: ProviderErrorKind, served_by: ServedBy
     ) -> ProviderResponse:
         if not isinstance(data, dict):
             raise ProviderError(
@@ -153,7 +163,13 @@ class SdkDriver:
             input_transformations=parsed.input_transformations,
             notes=notes,
             requires_stable_reasoning_prefix=self.requires_stable_reasoning_prefix,
+            served_by=served_by,
         )
+
+
+def served_by(http_response: Any) -> ServedBy:
+    """ "twin" when segue's twin answered: it marks every response with TWIN_HEADER, which no vendor sends."""
+    return "twin" if http_response.headers.get(TWIN_HEADER) else "vendor"
 
 
 def stream_error(vendor: str, e: Exception) -> ProviderError:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from segue.contracts import ProviderRequest
 from segue.providers._cache import CatalogRows
 from segue.providers._common import Assembler, SdkDriver
-from segue.providers._offline import missing_key, offline_twin
+from segue.providers._keys import require_credentials
 from segue.providers._output import OutputPaths
 from segue.wire import anthropic as wire
 from segue.wire.common import ParsedResponse, WireRequest
@@ -33,7 +33,8 @@ class AnthropicProvider(SdkDriver):
     - `catalog`: the `segue.catalog.Catalog` that answers which models take structured output natively
       (`llm.structured_output`; default: `Catalog.load()` on first use).
     - `client`: an `anthropic.AsyncAnthropic`; by default one is built from ANTHROPIC_API_KEY. With neither that
-      nor ANTHROPIC_AUTH_TOKEN / ANTHROPIC_BASE_URL set, the driver talks to segue's offline twin and warns once.
+      nor ANTHROPIC_AUTH_TOKEN / ANTHROPIC_BASE_URL set, building the driver raises ProviderError (kind "auth"),
+      which names the variable and the offline way: `client=Twin().anthropic_client()` (segue.twin).
     """
 
     vendor = "anthropic"
@@ -61,10 +62,14 @@ class AnthropicProvider(SdkDriver):
         self.reasoning_vendor = wire.REASONING_VENDOR if wire.thinking_on(self.thinking) else None
         self.max_tokens = max_tokens
         if client is None:
-            if missing_key("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-                client = offline_twin("AnthropicProvider", model, "ANTHROPIC_API_KEY", "Anthropic").anthropic_client()
-            else:
-                client = anthropic.AsyncAnthropic()
+            require_credentials(
+                "AnthropicProvider",
+                model,
+                self.vendor,
+                ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"),
+                client="anthropic.AsyncAnthropic(api_key=...)",
+            )
+            client = anthropic.AsyncAnthropic()
         self.client = client
         self.output = OutputPaths(CatalogRows(self.vendor, catalog))
         self._sdk = anthropic

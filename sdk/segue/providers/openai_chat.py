@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from segue.contracts import ProviderRequest
 from segue.providers._cache import BreakpointPaths
 from segue.providers._common import Assembler, SdkDriver
-from segue.providers._offline import missing_key, offline_twin
+from segue.providers._keys import require_credentials
 from segue.providers._output import OutputPaths
 from segue.wire import openai_chat as wire
 from segue.wire.breakpoints import CHAT_TTLS, CacheMode, check_mode
@@ -53,7 +53,8 @@ class OpenAIChatProvider(ChatCompletionsDriver):
       answers which paths those are (default: `Catalog.load()` on first use).
     - `client`: an `openai.AsyncOpenAI`; by default one is built for `base_url` with OPENAI_API_KEY (local
       servers without authentication need no key). With no `base_url` and neither OPENAI_API_KEY nor
-      OPENAI_BASE_URL set, the driver talks to segue's offline twin and warns once.
+      OPENAI_BASE_URL set, building the driver raises ProviderError (kind "auth"), which names the variable and
+      the offline way: `client=Twin().openai_client()` (segue.twin).
     """
 
     requires_stable_reasoning_prefix = False
@@ -78,8 +79,14 @@ class OpenAIChatProvider(ChatCompletionsDriver):
         self.model = model
         self.vendor = vendor
         self.cache = BreakpointPaths(vendor, catalog, mode=cache_mode, ttl=CHAT_TTLS[0])
-        if client is None and base_url is None and missing_key("OPENAI_API_KEY", "OPENAI_BASE_URL"):
-            client = offline_twin("OpenAIChatProvider", model, "OPENAI_API_KEY", "OpenAI").openai_client()
+        if client is None and base_url is None:
+            require_credentials(
+                "OpenAIChatProvider",
+                model,
+                "openai",
+                ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+                client="openai.AsyncOpenAI(api_key=...)",
+            )
         self.output = OutputPaths(self.cache.rows)
         if client is None:
             # Self-hosted servers usually run without authentication; the client still insists on some key.

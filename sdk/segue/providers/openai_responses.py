@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from segue.contracts import ProviderRequest
 from segue.providers._cache import BreakpointPaths
 from segue.providers._common import Assembler, SdkDriver
-from segue.providers._offline import missing_key, offline_twin
+from segue.providers._keys import require_credentials
 from segue.providers._output import OutputPaths
 from segue.wire import openai_responses as wire
 from segue.wire.breakpoints import RESPONSES_TTLS, CacheMode, CacheTTL, check_mode, check_ttl
@@ -38,7 +38,8 @@ class OpenAIResponsesProvider(SdkDriver):
     - `catalog`: the `segue.catalog.Catalog` that answers which paths are breakpoint caches (default:
       `Catalog.load()` on first use).
     - `client`: an `openai.AsyncOpenAI`; by default one is built from OPENAI_API_KEY. With neither that nor
-      OPENAI_BASE_URL set, the driver talks to segue's offline twin and warns once.
+      OPENAI_BASE_URL set, building the driver raises ProviderError (kind "auth"), which names the variable and
+      the offline way: `client=Twin().openai_client()` (segue.twin).
 
     `ProviderRequest(prewarm=True)` sends `prompt_cache_options.prewarm` (breakpoint caches only): the prompt is
     cached, nothing is generated.
@@ -71,10 +72,14 @@ class OpenAIResponsesProvider(SdkDriver):
         self.cache = BreakpointPaths(self.vendor, catalog, mode=cache_mode, ttl=cache_ttl)
         self.output = OutputPaths(self.cache.rows)
         if client is None:
-            if missing_key("OPENAI_API_KEY", "OPENAI_BASE_URL"):
-                client = offline_twin("OpenAIResponsesProvider", model, "OPENAI_API_KEY", "OpenAI").openai_client()
-            else:
-                client = openai.AsyncOpenAI()
+            require_credentials(
+                "OpenAIResponsesProvider",
+                model,
+                self.vendor,
+                ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+                client="openai.AsyncOpenAI(api_key=...)",
+            )
+            client = openai.AsyncOpenAI()
         self.client = client
         self._sdk = openai
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from segue.contracts import ProviderRequest
-from segue.errors import ProviderError
 from segue.providers._cache import BreakpointPaths
+from segue.providers._keys import require_credentials
 from segue.providers._output import OutputPaths
 from segue.providers.openai_chat import ChatCompletionsDriver
 from segue.wire import openrouter as wire
@@ -77,15 +77,14 @@ class OpenRouterProvider(ChatCompletionsDriver):
         # Anthropic models bind replayed reasoning signatures to the prefix, as on Anthropic's own API.
         self.requires_stable_reasoning_prefix = model.startswith("anthropic/")
         if client is None:
-            key = os.environ.get("OPENROUTER_API_KEY")
-            if not key:
-                raise ProviderError(
-                    "no OpenRouter API key: set OPENROUTER_API_KEY or pass client=openai.AsyncOpenAI("
-                    f"base_url={BASE_URL!r}, api_key=...)",
-                    vendor="openrouter",
-                    kind="auth",
-                )
-            client = openai.AsyncOpenAI(base_url=BASE_URL, api_key=key)
+            require_credentials(
+                "OpenRouterProvider",
+                model,
+                self.vendor,
+                ("OPENROUTER_API_KEY",),
+                client=f"openai.AsyncOpenAI(base_url={BASE_URL!r}, api_key=...)",
+            )
+            client = openai.AsyncOpenAI(base_url=BASE_URL, api_key=os.environ["OPENROUTER_API_KEY"])
         self.client = client
         self._sdk = openai
 

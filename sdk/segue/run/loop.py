@@ -205,7 +205,8 @@ class Loop:
         except CatalogError as e:
             state.cost = RunCost(missing=f"no prices: {e}", prices=state.cost.prices if state.cost else [])
             return response
-        state.cost = add_call(state.cost, catalog, response.model, response.vendor, response.usage)
+        twin = response.served_by == "twin"
+        state.cost = add_call(state.cost, catalog, response.model, response.vendor, response.usage, twin=twin)
         previous = state.last_request
         same_path = previous is not None and previous[0] == (response.vendor, response.model)
         found = cache_notes(

@@ -203,6 +203,7 @@ class Pipeline:
             descriptor=stored.meta.segue_prefix,
             notes=RunNotes(stored.meta.segue_notes or []),
             cost=stored.meta.segue_cost,
+            served_by=stored.meta.segue_served_by,
             persisted=list(own),
             trace=trace,
         )

@@ -81,8 +81,9 @@ class Prewarmer:
             vendor=response.vendor,
             model=response.model,
             usage=response.usage,
-            cost_usd=self._cost(interaction),
             latency_ms=interaction.latency_ms,
+            served_by=response.served_by,
+            **self._cost(interaction),
         )
 
     def _check_supported(self, plan: RunPlan) -> None:
@@ -106,9 +107,11 @@ class Prewarmer:
             "pre-warming, set it in a catalog layer"
         )
 
-    def _cost(self, interaction: LlmInteraction) -> float | None:
-        """The call's price, or None when the catalog has none for the path (no cost is better than a wrong one)."""
+    def _cost(self, interaction: LlmInteraction) -> dict[str, float]:
+        """The call's price (`cost_usd`; on the twin 0, with the vendor's price as `twin_usd`), or nothing when
+        the catalog has none for the path (no cost is better than a wrong one)."""
         try:
-            return self.agent.catalog().cost(interaction.usage, interaction.model, interaction.vendor)
+            price = self.agent.catalog().cost(interaction.usage, interaction.model, interaction.vendor)
         except (CatalogError, ValueError):
-            return None
+            return {}
+        return {"cost_usd": 0.0, "twin_usd": price} if interaction.served_by == "twin" else {"cost_usd": price}

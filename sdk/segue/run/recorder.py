@@ -38,6 +38,7 @@ def interaction_of(response: ProviderResponse, iteration: int, latency_ms: float
         provider_response=response.response_body,
         usage=response.usage,
         latency_ms=latency_ms,
+        served_by=response.served_by,
     )
 
 
@@ -154,6 +155,7 @@ class Recorder:
             segue_notes=state.notes.as_list() or None,
             segue_replay=state.replay,
             segue_cost=state.cost,
+            segue_served_by=state.served_by,
             segue_layout=layout.meta() if layout is not None else None,
         )
         try:
@@ -177,7 +179,8 @@ class Recorder:
             return
         layout = state.plan.layout
         cost = None
-        if trace.response_model is not None:
+        # A twin run cost nothing: its price at the vendor's rates (RunCost.twin_usd) is no cost to report.
+        if trace.response_model is not None and state.served_by != "twin":
             try:
                 cost = self.agent.catalog().cost(state.usage, trace.response_model, trace.response_vendor)
             except (CatalogError, ValueError):
@@ -189,6 +192,7 @@ class Recorder:
             replay=state.replay,
             layout=layout.decision.mode if layout is not None and layout.decision is not None else None,
             cost_usd=cost,
+            served_by=state.served_by,
             error_type=error_type or ("RunError" if status == "error" else None),
             error=error,
         )

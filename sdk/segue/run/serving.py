@@ -31,7 +31,7 @@ from segue.contracts import (
     ServingPath,
     without_replayed_reasoning,
 )
-from segue.generated import Message, PrefixDescriptor, ReplaySummary, ReplayWarning, RunMeta, ServedPath
+from segue.generated import Message, PrefixDescriptor, ReplaySummary, ReplayWarning, RunMeta, ServedBy, ServedPath
 from segue.notes import ONCE_PER_RUN
 from segue.prefix_rule import drop_kept, log, path_cause
 from segue.run.state import RunState
@@ -99,12 +99,16 @@ def observe(state: RunState, request: ProviderRequest, response: ProviderRespons
         )
         layout.settle([*state.plan.prefix, *state.own])
     descriptor = _describe(state, response, served, sent)
+    # Once the twin answered, the run is the twin's: a later vendor answer does not make it a vendor's.
+    server: ServedBy = "twin" if "twin" in (state.served_by, response.served_by) else "vendor"
     updates = RunMeta(
         segue_prefix=descriptor if descriptor != state.descriptor else None,
         segue_replay=state.replay if state.replay is not replay else None,
         segue_notes=state.notes.as_list() if state.notes.as_list() != notes_before else None,
+        segue_served_by=server if server != state.served_by else None,
     )
     state.descriptor = descriptor
+    state.served_by = server
     return None if updates == RunMeta() else updates
 
 

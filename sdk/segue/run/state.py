@@ -19,6 +19,7 @@ from segue.generated import (
     RunEventType,
     RunResult,
     RunStatus,
+    ServedBy,
     ToolCallBlock,
     ToolResultBlock,
     Usage,
@@ -57,6 +58,7 @@ class RunState:
     prefix: WirePrefix | None = None
     replay_end: int | None = None  # the index of the last replayed message on the wire (set with `prefix`)
     cost: RunCost | None = None  # the calls so far, priced from the catalog (segue.catalog.costs)
+    served_by: ServedBy | None = None  # "twin" once segue's twin answered a call of the run (segue.run.serving)
     #: ((vendor, model), body) of the run's latest request, for the cache notes of the next one on that path.
     last_request: tuple[tuple[str, str], dict[str, Any]] | None = None
     repairs: int = 0  # structured output: repair turns used so far
@@ -88,6 +90,7 @@ class RunState:
             notes=self.notes.as_list() or None,
             cached_share=cache_parts(self.usage).read_share,
             cost=self.cost,
+            served_by=self.served_by,
             replay_text=replay_text(self.replay) if self.replay is not None else None,
             pending_approvals=pending,
             retry_of=self.request.retry_of,
@@ -112,6 +115,7 @@ def stored_result(run: RunDetail, error: str | None = None) -> RunResult:
         notes=(meta.segue_notes if meta is not None else None) or None,
         cached_share=cache_parts(run.usage).read_share,
         cost=meta.segue_cost if meta is not None else None,
+        served_by=run.served_by,
         replay_text=replay_text(run.replay) if run.replay is not None else None,
         pending_approvals=[PendingApproval(call_id=c, name=names.get(c)) for c in pending.calls] if pending else None,
         retry_of=run.retry_of,

@@ -58,8 +58,23 @@ def _v4(db: pw.Database, models: Bound) -> None:
     db.create_tables([models.PrewarmRow])
 
 
+def _v5(db: pw.Database, models: Bound) -> None:
+    """`served_by` on each provider call: "twin" when segue's twin answered, so an emulated answer is never read
+    as a vendor's. Older calls keep NULL (they predate the twin being recorded). A table created at version 1 or
+    4 by this segue has the column already (those steps create the tables from today's models)."""
+    for table in ("llm_interactions", "prewarms"):
+        if all(column.name != "served_by" for column in db.get_columns(table)):
+            db.execute_sql(f'ALTER TABLE "{table}" ADD COLUMN "served_by" VARCHAR(16)')  # type: ignore[no-untyped-call]
+
+
 #: version -> migration that produces it, in order.
-MIGRATIONS: list[tuple[int, Callable[[pw.Database, Bound], None]]] = [(1, _v1), (2, _v2), (3, _v3), (4, _v4)]
+MIGRATIONS: list[tuple[int, Callable[[pw.Database, Bound], None]]] = [
+    (1, _v1),
+    (2, _v2),
+    (3, _v3),
+    (4, _v4),
+    (5, _v5),
+]
 LATEST = MIGRATIONS[-1][0]
 MIGRATION_LOCK = int.from_bytes(b"segue-db")  # the PostgreSQL advisory lock key migrations hold
 

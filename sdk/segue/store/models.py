@@ -83,6 +83,7 @@ class LlmInteractionRow(BaseModel):
     usage = TextField()
     latency_ms = pw.DoubleField()
     error = TextField(null=True)
+    served_by = CharField(max_length=16, null=True)  # "vendor" or "twin" (segue's emulator); NULL: older rows
 
     class Meta:
         table_name = "llm_interactions"
@@ -132,6 +133,7 @@ class PrewarmRow(BaseModel):
     usage = TextField()
     latency_ms = pw.DoubleField()
     created_at = CharField(max_length=32, index=True)
+    served_by = CharField(max_length=16, null=True)  # as llm_interactions.served_by
 
     class Meta:
         table_name = "prewarms"

@@ -157,6 +157,7 @@ def summary_from_row(row: AgentRun) -> RunSummary:
         question=question(row.input),
         cached_share=cache_parts(usage).read_share,
         cost=meta.segue_cost,
+        served_by=meta.segue_served_by,
         replay_text=replay_text(meta.segue_replay) if meta.segue_replay is not None else None,
         pending_approvals=_pending(meta) if row.status == "waiting_approval" else None,
         retry_of=row.retry_of,
@@ -187,6 +188,7 @@ def detail_from_rows(
         agent_name=summary.agent_name,
         model=summary.model,
         vendor=summary.vendor,
+        served_by=summary.served_by,
         created_at=summary.created_at,
         finished_at=summary.finished_at,
         usage=summary.usage,
@@ -263,6 +265,7 @@ def interaction_from_row(row: Any, where: str, *, iteration: int, error: str | N
         usage=get_converter().structure(loads(row.usage, "usage"), Usage),
         latency_ms=row.latency_ms,
         error=error,
+        served_by=row.served_by,
     )
 
 
@@ -278,4 +281,5 @@ def interaction_columns(call: LlmInteraction) -> dict[str, Any]:
         ),
         "usage": json.dumps(get_converter().unstructure(call.usage, Usage)),
         "latency_ms": call.latency_ms,
+        "served_by": call.served_by,
     }

@@ -9,7 +9,15 @@ tools that a message names (`AppToolPolicy`); `ScriptedPolicy` replays fixed tur
 
 from segue.twin.app_policy import AppToolPolicy, DefaultPolicy
 from segue.twin.cache import BlockCache, BlockUsage, CacheBlock, PrefixCache
-from segue.twin.core import DEFAULT_MAX_BODY_BYTES, TWIN_API_KEY, TWIN_BASE_URL, Exchange, Twin, TwinResponse
+from segue.twin.core import (
+    DEFAULT_MAX_BODY_BYTES,
+    TWIN_API_KEY,
+    TWIN_BASE_URL,
+    TWIN_HEADER,
+    Exchange,
+    Twin,
+    TwinResponse,
+)
 from segue.twin.db_policy import DatabaseChatPolicy, QueryPlan, plan_question
 from segue.twin.errors import TwinHTTPError
 from segue.twin.rules import CacheRules, rules_for
@@ -30,6 +38,7 @@ __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "TWIN_API_KEY",
     "TWIN_BASE_URL",
+    "TWIN_HEADER",
     "AppToolPolicy",
     "AssistantTurn",
     "BlockCache",

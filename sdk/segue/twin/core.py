@@ -40,6 +40,10 @@ DEFAULT_SECRET = b"segue-twin-default-secret"
 #: The base URL the in-process clients use; the host is never resolved.
 TWIN_BASE_URL = "http://twin.segue.invalid"
 TWIN_API_KEY = "twin-key"
+#: Header on every answer, so a client (segue's drivers record it) can never take the twin's answer for the
+#: vendor's; segue.contracts.TWIN_HEADER is the same name (the twin imports no driver code).
+TWIN_HEADER = "x-segue-twin"
+_MARK = (TWIN_HEADER, "emulated")
 
 _log = logging.getLogger("segue.twin")
 
@@ -239,14 +243,18 @@ class Twin:
         if reply.streaming:
             return TwinResponse(
                 status=reply.status,
-                headers=(("content-type", "text/event-stream; charset=utf-8"), (request_header, request_id)),
+                headers=(
+                    ("content-type", "text/event-stream; charset=utf-8"),
+                    (request_header, request_id),
+                    _MARK,
+                ),
                 chunks=reply.events,
                 streaming=True,
             )
         body = json.dumps(reply.body, ensure_ascii=False).encode("utf-8")
         return TwinResponse(
             status=reply.status,
-            headers=(("content-type", "application/json"), (request_header, request_id)),
+            headers=(("content-type", "application/json"), (request_header, request_id), _MARK),
             chunks=(body,),
         )
 
@@ -254,7 +262,7 @@ class Twin:
     def _error(vendor: ErrorVendor, error: TwinHTTPError) -> TwinResponse:
         return TwinResponse(
             status=error.status,
-            headers=(("content-type", "application/json"),),
+            headers=(("content-type", "application/json"), _MARK),
             chunks=(error.body_bytes(vendor),),
         )
 
