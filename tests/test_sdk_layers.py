@@ -38,6 +38,8 @@ TIERS: list[tuple[str, list[str]]] = [
             "segue.mcp",
             "segue.mcp.*",
             "segue.json_types",
+            "segue.json_constraints",
+            "segue.tool_context",
         ],
     ),
     (
