@@ -35,6 +35,7 @@ TIERS: list[tuple[str, list[str]]] = [
             "segue.guardrails",
             "segue.tools",
             "segue.telemetry",
+            "segue.telemetry_content",
             "segue.mcp",
             "segue.mcp.*",
             "segue.json_types",

@@ -12,7 +12,15 @@ from collections.abc import AsyncIterator, Mapping
 from types import ModuleType
 from typing import Any, Protocol
 
-from segue.contracts import ProviderNote, ProviderRequest, ProviderResponse, StreamDelta, StreamDone, StreamEvent
+from segue.contracts import (
+    SDK_SPAN_GLOBAL,
+    ProviderNote,
+    ProviderRequest,
+    ProviderResponse,
+    StreamDelta,
+    StreamDone,
+    StreamEvent,
+)
 from segue.errors import ProviderError, ProviderErrorKind
 from segue.generated.wire import shared
 from segue.wire.common import MalformedResponseError, ParsedResponse, WireRequest
@@ -153,7 +161,25 @@ class SdkDriver:
             input_transformations=parsed.input_transformations,
             notes=notes,
             requires_stable_reasoning_prefix=self.requires_stable_reasoning_prefix,
+            **client_telemetry(getattr(self, "client", None)),
         )
+
+
+def client_telemetry(client: Any) -> dict[str, Any]:
+    """What a span of the client's request needs to know of it: the server it talks to (base_url) and whether
+    the client emits its own span (the anthropic SDK's `open_telemetry` option, on by default) and to where."""
+    out: dict[str, Any] = {}
+    url = getattr(client, "base_url", None)
+    host, port = getattr(url, "host", None), getattr(url, "port", None)
+    if isinstance(host, str) and host:
+        out["server_address"] = host
+        scheme = getattr(url, "scheme", None)
+        out["server_port"] = port if isinstance(port, int) else {"https": 443, "http": 80}.get(str(scheme))
+    option = getattr(client, "open_telemetry", None)
+    traces = option.get("traces") if isinstance(option, Mapping) else None
+    if isinstance(traces, Mapping) and traces.get("enabled"):
+        out["sdk_span"] = option.get("tracer_provider") or SDK_SPAN_GLOBAL  # type: ignore[union-attr]
+    return out
 
 
 def stream_error(vendor: str, e: Exception) -> ProviderError:
