@@ -33,7 +33,7 @@ from segue.telemetry_content import CONTENT_LIMIT, CUT_MARKER, content_json, sem
 from segue.twin import Twin
 
 SDK_SCOPE = "com.anthropic.sdk.python"
-USAGE_KEYS = ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
+SYSTEM = "You answer questions about orders, precisely and briefly. " * 150  # above the cache minimum: writes
 
 
 @tool
@@ -64,7 +64,7 @@ async def test_an_apps_client_with_the_sdks_own_spans_counts_each_requests_usage
     client = Twin().anthropic_client(open_telemetry={"tracer_provider": tp})  # the SDK's spans on, to tp
     agent = Agent(
         AnthropicProvider("claude-sonnet-4-6", client=client),
-        "You help.",
+        SYSTEM,
         [lookup_order],
         telemetry=Telemetry(tracer_provider=tp),
     )
@@ -75,7 +75,7 @@ async def test_an_apps_client_with_the_sdks_own_spans_counts_each_requests_usage
         assert result is not None
     else:
         result = await agent.run(question)
-    assert result.status == "success" and result.iterations == 2
+    assert result.status == "success" and result.iterations == 2 and result.usage.cache_write_tokens
 
     spans = list(exporter.get_finished_spans())
     sdk = [s for s in spans if s.instrumentation_scope and s.instrumentation_scope.name == SDK_SCOPE]
@@ -88,6 +88,27 @@ async def test_an_apps_client_with_the_sdks_own_spans_counts_each_requests_usage
     assert all(attrs_of(c)["segue.usage.on_sdk_span"] is True for c in chats)
     assert sum(attrs_of(s)["gen_ai.usage.input_tokens"] for s in carrying) == result.usage.input_tokens
     assert sum(attrs_of(s)["gen_ai.usage.output_tokens"] for s in carrying) == result.usage.output_tokens
+    # every usage count is on one span per request: the SDK's cache-write count has a name of its own, so segue's
+    # chat span keeps the conventions' gen_ai.usage.cache_creation.input_tokens
+    for chat in chats:
+        request = [chat, *(s for s in sdk if s.parent and s.parent.span_id == chat.context.span_id)]
+        keys = [k for s in request for k in attrs_of(s) if k.startswith("gen_ai.usage.")]
+        assert len(keys) == len(set(keys)), keys
+    assert sum(attrs_of(c).get("gen_ai.usage.cache_creation.input_tokens", 0) for c in chats) == (
+        result.usage.cache_write_tokens or 0
+    )
+
+
+def test_the_usage_left_to_the_sdks_span_is_what_the_pinned_sdk_sets() -> None:
+    """SDK_SPAN_USAGE is read off the pinned SDK: its response attribute table, plus the input count it sets in
+    lib/_tracing/_response.py (cached tokens included). A bump that changes them fails here."""
+    from anthropic._tracing import SPAN_ATTRIBUTES
+
+    from segue.telemetry import SDK_SPAN_USAGE
+
+    table = SPAN_ATTRIBUTES["anthropic.messages.create"]["response"]
+    sdk_usage = {k for k in table if k.startswith("gen_ai.usage.")} | {"gen_ai.usage.input_tokens"}
+    assert SDK_SPAN_USAGE == sdk_usage - {"gen_ai.usage.cache_write.input_tokens"}
 
 
 async def test_a_client_segue_turned_the_sdk_spans_off_on_leaves_the_usage_on_segues_chat_span() -> None:

@@ -50,6 +50,18 @@ CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _CONTENT_ON = frozenset({"true", "span_only", "span_and_event"})
 #: segue's stop reasons (Anthropic's vocabulary, which every driver maps its vendor's to) as the conventions'
 #: finish reasons (the output message schema's `stop`, `length`, `content_filter`, `tool_call`); others as they are.
+#: The usage counts the anthropic SDK's own span of a request carries (2.14: `gen_ai.usage.input_tokens`, cached
+#: tokens included, in `lib/_tracing/_response.py`; the others in `_tracing.py` SPAN_ATTRIBUTES). Its cache writes
+#: go under a name of its own (`gen_ai.usage.cache_write.input_tokens`), so segue's span keeps the conventions'
+#: `gen_ai.usage.cache_creation.input_tokens`: each count is on one span per request.
+SDK_SPAN_USAGE = frozenset(
+    {
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.output_tokens",
+        "gen_ai.usage.cache_read.input_tokens",
+        "gen_ai.usage.reasoning.output_tokens",
+    }
+)
 FINISH_REASONS = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -333,10 +345,11 @@ class ChatTrace(_Trace):
             "gen_ai.response.model": model,
             "gen_ai.response.finish_reasons": [finish],
         }
-        if self._same_provider(sdk_span):
+        usage_counts = usage_attributes(usage)
+        if self._same_provider(sdk_span):  # the SDK's span has these counts: they are left to it
             attributes["segue.usage.on_sdk_span"] = True
-        else:
-            attributes.update(usage_attributes(usage))
+            usage_counts = {k: v for k, v in usage_counts.items() if k not in SDK_SPAN_USAGE}
+        attributes.update(usage_counts)
         if server_address:
             attributes["server.address"] = server_address
             if server_port is not None:
