@@ -355,3 +355,26 @@ def test_segue_never_imports_pydantic_itself() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]"
+
+
+async def test_a_tool_may_return_the_apps_types_as_json() -> None:
+    @tool
+    def profile(name: str) -> Customer:
+        """A customer's profile."""
+        return Customer(name=name, age=36, address={"city": "Berlin", "zip": "10115"})
+
+    @tool
+    def window(priority: Priority) -> list[Window]:
+        """Open windows."""
+        return [Window(datetime.date(2026, 12, 24), datetime.date(2026, 12, 26))]
+
+    shown = await profile.invoke("c1", {"name": "Ada"})
+    assert json.loads(shown.result.content) == {
+        "name": "Ada",
+        "age": 36,
+        "email": None,
+        "address": {"city": "Berlin", "zip": "10115"},
+    }
+    listed = await window.invoke("c2", {"priority": "low"})
+    assert json.loads(listed.result.content) == [{"start": "2026-12-24", "end": "2026-12-26"}]
+    assert not shown.result.is_error and not listed.result.is_error

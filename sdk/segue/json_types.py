@@ -152,6 +152,12 @@ def from_json(value: Any, annotation: Any) -> Any:
     return _CONVERTER.structure(value, annotation) if _needs_conversion(annotation) else value
 
 
+def to_json(value: Any) -> Any:
+    """A tool's return value as plain JSON where it holds the app's types: pydantic models (`model_dump(mode=
+    "json")`), attrs classes, dataclasses, enums (their values), dates (ISO 8601); anything else as it is."""
+    return _CONVERTER.unstructure(value)
+
+
 def _needs_conversion(annotation: Any) -> bool:
     if get_origin(annotation) is Annotated:
         return _needs_conversion(get_args(annotation)[0])
@@ -178,7 +184,9 @@ def _converter() -> cattrs.Converter:
     converter = cattrs.Converter()
     for cls, _ in _FORMATS:
         converter.register_structure_hook(cls, _iso)
+        converter.register_unstructure_hook(cls, lambda value: value.isoformat())
     converter.register_structure_hook_func(pydantic_model, lambda value, cls: cls.model_validate(value))
+    converter.register_unstructure_hook_func(pydantic_model, lambda value: value.model_dump(mode="json"))
     return converter
 
 

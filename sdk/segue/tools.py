@@ -24,7 +24,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
 from segue.generated import ImageBlock, ToolDefinition, ToolResultBlock
-from segue.json_types import from_json, json_schema_for
+from segue.json_types import from_json, json_schema_for, to_json
 from segue.tool_context import RunContext, is_run_context
 
 #: Results longer than this many characters are cut, with a marker saying so (Tool(max_result_chars=...)).
@@ -144,11 +144,12 @@ class Tool:
         if isinstance(value, ToolOutput):
             return outcome(_clean(_truncate(value.content, self.max_result_chars)), value.is_error, value.images)
         try:
-            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, allow_nan=False)
+            plain = value if isinstance(value, str) else to_json(value)
+            text = plain if isinstance(plain, str) else json.dumps(plain, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as e:
             return outcome(
-                f"tool {self.name} returned a {type(value).__name__}, which is not JSON ({e}); "
-                "return str, numbers, booleans, None, lists or dicts",
+                f"tool {self.name} returned a {type(value).__name__}, which is not JSON ({e}); return str, "
+                "numbers, booleans, None, lists, dicts, or a pydantic model, attrs class or dataclass of them",
                 True,
             )
         return outcome(_clean(_truncate(text, self.max_result_chars)), False)
