@@ -378,3 +378,35 @@ async def test_a_tool_may_return_the_apps_types_as_json() -> None:
     listed = await window.invoke("c2", {"priority": "low"})
     assert json.loads(listed.result.content) == [{"start": "2026-12-24", "end": "2026-12-26"}]
     assert not shown.result.is_error and not listed.result.is_error
+
+
+async def test_a_pydantic_field_as_a_parameter_default_gives_its_constraints_and_its_default() -> None:
+    """`x: int = Field(default=3, ge=1)` (pydantic's spelling): the schema has the constraint and the default, and
+    an argument the model leaves out gets the default, not the FieldInfo Python would pass."""
+    got: list[Any] = []
+
+    @tool
+    def page(
+        query: str,
+        size: int = Field(default=3, ge=1, description="Rows"),
+        tags: list[str] = Field(default_factory=list),  # noqa: B008 - pydantic's spelling of a default
+    ) -> str:
+        """Search."""
+        got.append((size, tags))
+        return "ok"
+
+    assert page.parameters["properties"]["size"] == {
+        "type": "integer",
+        "minimum": 1,
+        "description": "Rows",
+        "default": 3,
+    }
+    assert page.parameters["properties"]["tags"] == {"type": "array", "items": {"type": "string"}}
+    assert page.parameters["required"] == ["query"]
+    await page.invoke("c1", {"query": "x"})
+    refused = await page.invoke("c2", {"query": "x", "size": 0})
+    assert (
+        got == [(3, [])]
+        and refused.result.is_error
+        and "size: 0 is less than the minimum of 1" in refused.result.content
+    )

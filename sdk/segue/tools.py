@@ -16,7 +16,7 @@ import re
 import time
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, overload
+from typing import Annotated, Any, overload
 
 import attrs
 from jsonschema import Draft202012Validator
@@ -90,6 +90,8 @@ class Tool:
     argument_types: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
     #: The name of the function's first parameter when it is annotated RunContext: it receives the call's context.
     context_parameter: str | None = None
+    #: Parameters whose default is a pydantic Field(...): its default fills an argument the model leaves out.
+    field_defaults: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
     _validator: Validator = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
@@ -133,6 +135,9 @@ class Tool:
             converted = {k: from_json(v, self.argument_types.get(k, Any)) for k, v in arguments.items()}
         except Exception as e:  # a value the schema let through that the type refuses (a bad date, a validator)
             return outcome(f"invalid arguments for {self.name}: {_conversion_error(e)}", True)
+        for name, field in self.field_defaults.items():
+            if name not in converted:
+                converted[name] = field.get_default(call_default_factory=True)
         if self.context_parameter is not None:
             converted[self.context_parameter] = context
         try:
@@ -227,6 +232,7 @@ def tool(
             fn=f,
             argument_types=types,
             context_parameter=context,
+            field_defaults=field_defaults(f),
             requires_approval=requires_approval,
             timeout=timeout,
             max_result_chars=max_result_chars,
@@ -292,7 +298,23 @@ def argument_types(fn: Callable[..., Any]) -> tuple[str | None, dict[str, Any]]:
                 "make it the first (def tool(ctx: RunContext[Deps], ...))"
             )
     context = params[0].name if params and is_run_context(hints.get(params[0].name)) else None
-    return context, {p.name: hints.get(p.name, Any) for p in params if p.name != context}
+    types: dict[str, Any] = {}
+    for p in params:
+        if p.name != context:
+            hint = hints.get(p.name, Any)
+            # `x: int = Field(default=3, ge=1)`: pydantic's spelling of a default with constraints
+            types[p.name] = Annotated[hint, p.default] if _is_field_info(p.default) else hint
+    return context, types
+
+
+def field_defaults(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The parameters whose default is a pydantic `Field(...)`: the FieldInfo, whose own default (or factory)
+    fills the argument when the model leaves it out (Python would pass the FieldInfo itself)."""
+    return {p.name: p.default for p in inspect.signature(fn).parameters.values() if _is_field_info(p.default)}
+
+
+def _is_field_info(value: Any) -> bool:
+    return type(value).__module__ == "pydantic.fields" and type(value).__name__ == "FieldInfo"
 
 
 def parameters_schema(fn: Callable[..., Any], descriptions: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -310,12 +332,15 @@ def parameters_schema(fn: Callable[..., Any], descriptions: Mapping[str, str] | 
         schema = json_schema_for(hints[param.name], f"tool argument {fn.__name__}({param.name})")
         if descriptions and param.name in descriptions:
             schema["description"] = descriptions[param.name]
-        if param.default is param.empty:
+        default = param.default
+        if _is_field_info(default):
+            default = param.empty if default.is_required() else default.get_default(call_default_factory=True)
+        if default is param.empty:
             required.append(param.name)
-        elif param.default is None or isinstance(param.default, str | int | float | bool):
-            schema["default"] = param.default
-        elif isinstance(param.default, enum.Enum):
-            schema["default"] = param.default.value
+        elif default is None or isinstance(default, str | int | float | bool):
+            schema["default"] = default
+        elif isinstance(default, enum.Enum):
+            schema["default"] = default.value
         properties[param.name] = schema
     out: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
     if required:

@@ -148,6 +148,7 @@ def _python_tool(cfg: ToolConfig, target: str, timeout: float) -> Tool:
             strict=base.strict,
             argument_types=base.argument_types,
             context_parameter=base.context_parameter,
+            field_defaults=base.field_defaults,
         )
     except (TypeError, ValueError) as e:
         raise ToolConfigError("/python", f"tool {cfg.name!r}: {target}: {e}") from None
