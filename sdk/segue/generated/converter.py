@@ -5,7 +5,7 @@
 # Schema: schemas/prefix.schema.json (sha256:6bdd78a1abcc592e82291e7acbf262034d043bab6db6d243f3dd4e8605dc6cb1)
 # Schema: schemas/protocol.schema.json (sha256:883059e1cae367dc4dade4993ad4c4f6cc97a570ea065bfc9014cfcb0d107326)
 # Schema: schemas/replay.schema.json (sha256:e5ed01fa431acf71970670dbd20e6af15feeda18c8ed4808b1b95429d9e1cb2a)
-# Schema: schemas/runs.schema.json (sha256:96d3a6e9d3b3c655851f0cbd7ca8027cf871049b2a810391c0e08c6f992fa77f)
+# Schema: schemas/runs.schema.json (sha256:2dea208e4d851e340e9b8cba5239a52d481799206a5847dcff21f865ac4da305)
 # Schema: schemas/serve.schema.json (sha256:08bf1f3ed74684bd0df5ac5c70b994d061d17cfbe7b2f619e5f41f8cef41d087)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """The one cattrs converter for every generated type: tagged unions dispatch on their tag, None is omitted."""
