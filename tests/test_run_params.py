@@ -17,7 +17,7 @@ import pytest
 
 from segue import Agent, RunStore
 from segue.generated import RunParams, StoredRequest, get_converter
-from segue.run.request import TRANSPORT_FIELDS, Rules, run_arguments, validate
+from segue.run.request import PYTHON_ONLY, TRANSPORT_FIELDS, Rules, run_arguments, validate
 from segue.testing import ScriptedProvider, text
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
@@ -74,7 +74,8 @@ def test_the_signature_names_every_run_params_field(method: Any) -> None:
     params = list(inspect.signature(method).parameters.values())[1:]  # after self
     assert params[0].name == INPUT and params[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[1:])
-    assert sorted(p.name for p in params) == sorted(run_fields())
+    assert sorted(p.name for p in params if p.name not in PYTHON_ONLY) == sorted(run_fields())
+    assert {p.name for p in params} >= PYTHON_ONLY  # the app's live objects (deps=), not RunParams fields
 
 
 @pytest.mark.parametrize("method", [Agent.run, Agent.stream], ids=["run", "stream"])
@@ -96,7 +97,11 @@ def test_an_absent_field_means_the_signature_default() -> None:
     """The protocol leaves unset fields out (run_arguments), so Agent.run's defaults apply: the run it makes is the
     one a RunParams with only agent and input asks for, with the defaults the schema describes."""
     signature = inspect.signature(Agent.run)
-    defaults = {n: p.default for n, p in signature.parameters.items() if p.default is not inspect.Parameter.empty}
+    defaults = {
+        n: p.default
+        for n, p in signature.parameters.items()
+        if p.default is not inspect.Parameter.empty and n not in PYTHON_ONLY
+    }
     request = validate({INPUT: "hello", **defaults}, RULES, agent="analyst")
     assert run_arguments(request.params) == {INPUT: "hello", **_set(defaults)}
     assert (request.replay_last, request.replay_reasoning, request.tenant_id) == (0, True, "default")
@@ -117,7 +122,9 @@ def test_every_field_reaches_the_run_unchanged(path: Path) -> None:
     params = get_converter().structure(data, RunParams)
     arguments = run_arguments(params)
     inspect.signature(Agent.run).bind(object(), **arguments)  # raises TypeError if a field has no parameter
-    defaults = {n: p.default for n, p in inspect.signature(Agent.run).parameters.items() if n != "self"}
+    defaults = {
+        n: p.default for n, p in inspect.signature(Agent.run).parameters.items() if n not in ("self", *PYTHON_ONLY)
+    }
     request = validate({**defaults, **arguments}, RULES, agent=params.agent)
     expected = attrs.evolve(
         params,

@@ -35,10 +35,13 @@ TIERS: list[tuple[str, list[str]]] = [
             "segue.guardrails",
             "segue.tools",
             "segue.telemetry",
+            "segue.telemetry_content",
             "segue.mcp",
             "segue.mcp.*",
             "segue.json_types",
             "segue.json_schema",
+            "segue.json_constraints",
+            "segue.tool_context",
         ],
     ),
     (

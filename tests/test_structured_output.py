@@ -102,7 +102,7 @@ def test_validation_names_the_json_path() -> None:
 @pytest.mark.parametrize(
     ("bad", "says"),
     [
-        (int, "output_type must be an attrs class, a dataclass, a TypedDict or a JSON Schema dict, got <class 'int'>"),
+        (int, "output_type must be an attrs class, a dataclass, a TypedDict, a pydantic model or a JSON Schema dict"),
         ({"type": "array", "items": {}}, "output_type must describe a JSON object (schema type 'object'), got type"),
         ({"type": "object", "properties": 3}, "output_type is not a valid JSON Schema: at $.properties"),
     ],

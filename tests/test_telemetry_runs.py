@@ -102,14 +102,14 @@ async def test_the_span_tree_and_attributes_of_a_replayed_tool_using_run(
     assert a["segue.served_by"] == "twin" and "segue.cost.usd" not in a
 
     c = attrs(chats[0])
-    assert c["gen_ai.operation.name"] == "chat" and c["gen_ai.response.finish_reasons"] == ("tool_use",)
+    assert c["gen_ai.operation.name"] == "chat" and c["gen_ai.response.finish_reasons"] == ("tool_call",)
     assert str(c["gen_ai.response.id"]).startswith("msg_") and c["segue.iteration"] == 1
-    assert attrs(chats[1])["gen_ai.response.finish_reasons"] == ("end_turn",)
+    assert attrs(chats[1])["gen_ai.response.finish_reasons"] == ("stop",)
     t = attrs(call)
     assert t["gen_ai.tool.name"] == "lookup_order" and t["gen_ai.tool.type"] == "function"
     assert str(t["gen_ai.tool.call.id"]).startswith("toolu_")
     # no message content by default
-    content_keys = {k for s in spans for k in attrs(s) if k.startswith(("gen_ai.input", "gen_ai.output"))}
+    content_keys = {k for s in spans for k in attrs(s) if k.startswith(("gen_ai.input.", "gen_ai.output.messages"))}
     content_keys |= {
         k for s in spans for k in attrs(s) if k in ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result")
     }

@@ -104,7 +104,7 @@ def test_span_tree_names_kinds_and_attributes(exporter: InMemorySpanExporter) ->
     assert chat.attributes[semconv.GEN_AI_OPERATION_NAME] == "chat"
     assert chat.attributes[semconv.GEN_AI_REQUEST_MODEL] == "claude-sonnet-4-6"
     assert chat.attributes[semconv.GEN_AI_RESPONSE_MODEL] == "claude-sonnet-4-6-20261101"
-    assert chat.attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_use",)
+    assert chat.attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_call",)  # the conventions' value
     assert chat.attributes[semconv.GEN_AI_RESPONSE_ID] == "msg_1"
     assert chat.attributes[semconv.GEN_AI_REQUEST_MAX_TOKENS] == 1024
     assert tool.attributes[semconv.GEN_AI_OPERATION_NAME] == "execute_tool"
@@ -151,7 +151,7 @@ def test_the_conventions_switch_turns_contents_on(
         {
             "role": "assistant",
             "parts": [{"type": "tool_call", "id": "call_1", "name": "lookup_order", "arguments": {"order_number": 7}}],
-            "finish_reason": "tool_use",
+            "finish_reason": "tool_call",
         }
     ]
     assert content[semconv.GEN_AI_TOOL_CALL_RESULT] == "order 7: shipped"

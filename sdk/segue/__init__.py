@@ -32,6 +32,7 @@ from segue.guardrails import PIIGuardrail
 from segue.layout import RuntimeState
 from segue.skills import Skill
 from segue.store import RunStore
+from segue.tool_context import RunContext
 from segue.tools import Tool, tool
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "ProviderError",
     "ReplayRunError",
     "ReplaySummary",
+    "RunContext",
     "RunDetail",
     "RunEvent",
     "RunResult",

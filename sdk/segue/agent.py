@@ -25,7 +25,7 @@ from segue.layout import LayoutMode, TrailingStateFn
 from segue.providers.base import members
 from segue.run.config import AgentConfig
 from segue.run.pipeline import Pipeline
-from segue.run.request import DEFAULT_MAX_INPUT_CHARS, Rules
+from segue.run.request import DEFAULT_MAX_INPUT_CHARS, PYTHON_ONLY, Rules
 from segue.run.state import make_event
 from segue.run.toolset import Toolbox
 from segue.skills import Skill, render_system
@@ -101,8 +101,8 @@ class Agent:
         output_type: OutputType | None = None,
         output_repairs: int = 1,
     ) -> None:
-        """`output_type` (an attrs class, dataclass, TypedDict or JSON Schema dict) asks every run for a structured
-        answer: `result.output` is the validated value, `result.answer` its text; a run may pass its own.
+        """`output_type` (an attrs class, dataclass, TypedDict, pydantic model or JSON Schema dict) asks every run
+        for a structured answer: `result.output` is the validated value, `result.answer` its text; a run may pass its own.
         `output_repairs` is how many times an answer that does not match gets the error back to answer again."""
         if not isinstance(provider, Provider):
             raise TypeError(f"provider must implement segue.providers.Provider, got {type(provider).__name__}")
@@ -201,14 +201,16 @@ class Agent:
         vendor: str | None = None,
         output_type: OutputType | None = None,
         output_repairs: int | None = None,
+        deps: Any = None,
     ) -> RunResult:
         """Run to completion (or pause). Bad input raises before anything is written.
 
         `model` overrides the provider's model for this run; `vendor` names the catalog vendor that serves it (one
         of the provider's: with Failover, that vendor's first member is tried first), so the trailing-state layout
         is decided from the catalog before the first call. `output_type` / `output_repairs` override the agent's
-        for this run (structured output: `result.output`)."""
-        request = self._pipeline.validate(_arguments(locals()))
+        for this run (structured output: `result.output`). `deps` is handed to the tools that take a RunContext
+        (`ctx.deps`); it is never stored, so retry and resume take it again."""
+        request = self._pipeline.validate(_arguments(locals()), deps=deps)
         return await _last_result(self._pipeline.run(request, streaming=False))
 
     run_sync = _blocking(run)
@@ -230,11 +232,12 @@ class Agent:
         vendor: str | None = None,
         output_type: OutputType | None = None,
         output_repairs: int | None = None,
+        deps: Any = None,
     ) -> AsyncIterator[RunEvent]:
         """The same run as events. Bad input arrives as one RUN_ERROR event and no row is created."""
         arguments = _arguments(locals())
         try:
-            request = self._pipeline.validate(arguments)
+            request = self._pipeline.validate(arguments, deps=deps)
             async for event in self._pipeline.run(request, streaming=True):
                 yield event
         except _VALIDATION_ERRORS as e:
@@ -263,10 +266,10 @@ class Agent:
         request = self._pipeline.validate_prewarm(_arguments(locals()))
         return await self._pipeline.prewarmer.prewarm(request)
 
-    async def retry(self, run_id: str, *, tenant_id: str = DEFAULT_TENANT) -> RunResult:
+    async def retry(self, run_id: str, *, tenant_id: str = DEFAULT_TENANT, deps: Any = None) -> RunResult:
         """Run a finished run again as a new run (retry_of=run_id), with the same input, history, context,
-        replayed runs and knobs, through the same replay planner."""
-        request = await self._pipeline.retry_request(run_id, tenant_id)
+        replayed runs and knobs, through the same replay planner (`deps` is not stored: pass it again)."""
+        request = await self._pipeline.retry_request(run_id, tenant_id, deps)
         return await _last_result(self._pipeline.run(request, streaming=False))
 
     async def resume(
@@ -276,11 +279,14 @@ class Agent:
         approved: bool | Mapping[str, bool] = True,
         tool_results: Mapping[str, str] | None = None,
         tenant_id: str = DEFAULT_TENANT,
+        deps: Any = None,
     ) -> RunResult:
         """Continue a run paused in `waiting_approval`. `approved` is one answer for every pending call or a
         per-call-id mapping; denied calls return an error result the model sees. `tool_results` supplies
-        results for calls the client ran itself (client-side tools)."""
-        return await _last_result(self._pipeline.resume(run_id, approved, tool_results, tenant_id, streaming=False))
+        results for calls the client ran itself (client-side tools). `deps`: the tools' RunContext.deps, as
+        `run` took it (it is not stored)."""
+        resumed = self._pipeline.resume(run_id, approved, tool_results, tenant_id, streaming=False, deps=deps)
+        return await _last_result(resumed)
 
     async def resume_stream(
         self,
@@ -289,9 +295,11 @@ class Agent:
         approved: bool | Mapping[str, bool] = True,
         tool_results: Mapping[str, str] | None = None,
         tenant_id: str = DEFAULT_TENANT,
+        deps: Any = None,
     ) -> AsyncIterator[RunEvent]:
         try:
-            async for event in self._pipeline.resume(run_id, approved, tool_results, tenant_id, streaming=True):
+            resumed = self._pipeline.resume(run_id, approved, tool_results, tenant_id, streaming=True, deps=deps)
+            async for event in resumed:
                 yield event
         except _VALIDATION_ERRORS as e:
             yield _validation_event(e)
@@ -350,8 +358,9 @@ async def _last_result(events: AsyncIterator[RunEvent]) -> RunResult:
 
 def _arguments(call_locals: dict[str, Any]) -> dict[str, Any]:
     """run / stream pass their own keyword arguments (locals() before anything else is assigned): they are the
-    RunParams fields by name, which tests/test_run_params.py holds to the schema, so no list of them is kept here."""
-    return {k: v for k, v in call_locals.items() if k != "self"}
+    RunParams fields by name, which tests/test_run_params.py holds to the schema, so no list of them is kept here;
+    the Python-only ones (`deps`) go their own way."""
+    return {k: v for k, v in call_locals.items() if k != "self" and k not in PYTHON_ONLY}
 
 
 def _positive_int(value: object) -> bool:

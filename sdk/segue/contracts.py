@@ -166,6 +166,16 @@ class ProviderResponse:
     requires_stable_reasoning_prefix: bool | None = None
     #: "twin" when segue's twin answered (its TWIN_HEADER was on the response), not the vendor.
     served_by: ServedBy = "vendor"
+    #: Where the request went (the client's base_url), for the chat span's server.address and server.port.
+    server_address: str | None = None
+    server_port: int | None = None
+    #: The serving client's own OpenTelemetry span of this request (anthropic's SDK emits one per call, with its
+    #: usage): the tracer provider it goes to, SDK_SPAN_GLOBAL for the global one; None: the client emits none.
+    sdk_span: Any = None
+
+
+#: ProviderResponse.sdk_span of a client whose spans go to the global tracer provider.
+SDK_SPAN_GLOBAL = "global"
 
 
 @attrs.frozen(kw_only=True)

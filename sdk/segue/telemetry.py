@@ -17,27 +17,23 @@ or the conventions' switch `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` 
 Spans are made current only around the awaits they cover (`attached`), never across a `yield` of the run's event
 stream, so the app's code between events never runs inside a segue span, and the vendor SDKs' own spans (e.g. an
 OpenAI or Anthropic instrumentation, the MCP SDK's client spans) nest under the `chat` and `execute_tool` spans.
+
+One span per request carries its usage. The anthropic SDK emits its own span per API call, with the call's usage:
+segue turns it off on the clients it builds (`providers.anthropic.without_sdk_spans`), and when an app's client
+keeps it on, on the tracer provider segue traces to, segue's `chat` span leaves the usage to it
+(`segue.usage.on_sdk_span`). docs/observability.md says the same for users.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from segue.generated import (
-    ImageBlock,
-    Message,
-    ReasoningBlock,
-    ReplaySummary,
-    TextBlock,
-    ToolCallBlock,
-    ToolDefinition,
-    ToolResultBlock,
-    Usage,
-)
+from segue.contracts import SDK_SPAN_GLOBAL
+from segue.generated import Message, ReplaySummary, ToolCallBlock, ToolDefinition, ToolResultBlock, Usage
+from segue.telemetry_content import CONTENT_LIMIT, content_json, cut_text, semconv_message
 
 try:
     from opentelemetry import context as otel_context
@@ -52,8 +48,30 @@ if TYPE_CHECKING:
 
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _CONTENT_ON = frozenset({"true", "span_only", "span_and_event"})
-#: Span attributes hold strings, numbers, booleans and arrays of them: structured content goes as JSON text.
-_CONTENT_LIMIT = 1_000_000
+#: segue's stop reasons (Anthropic's vocabulary, which every driver maps its vendor's to) as the conventions'
+#: finish reasons (the output message schema's `stop`, `length`, `content_filter`, `tool_call`); others as they are.
+#: The usage counts the anthropic SDK's own span of a request carries (2.14: `gen_ai.usage.input_tokens`, cached
+#: tokens included, in `lib/_tracing/_response.py`; the others in `_tracing.py` SPAN_ATTRIBUTES). Its cache writes
+#: go under a name of its own (`gen_ai.usage.cache_write.input_tokens`), so segue's span keeps the conventions'
+#: `gen_ai.usage.cache_creation.input_tokens`: each count is on one span per request.
+SDK_SPAN_USAGE = frozenset(
+    {
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.output_tokens",
+        "gen_ai.usage.cache_read.input_tokens",
+        "gen_ai.usage.reasoning.output_tokens",
+    }
+)
+FINISH_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "end": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_call",
+    "refusal": "content_filter",
+    "content_filter": "content_filter",
+}
 
 
 def _version() -> str:
@@ -113,7 +131,7 @@ class Telemetry:
         )
         if not span.is_recording():
             return RunTrace.off()
-        return RunTrace(tracer, span, capture=self.capture_content)
+        return RunTrace(tracer, span, capture=self.capture_content, provider=self._provider)
 
 
 class _Trace:
@@ -140,10 +158,14 @@ class _Trace:
 class RunTrace(_Trace):
     """The `invoke_agent` span of one run, and the factory of its `chat` and `execute_tool` spans."""
 
-    def __init__(self, tracer: Tracer | None, span: Span | None, *, capture: bool) -> None:
+    def __init__(
+        self, tracer: Tracer | None, span: Span | None, *, capture: bool, provider: TracerProvider | None = None
+    ) -> None:
         super().__init__(span)
         self._tracer = tracer
         self.capture = capture
+        #: The tracer provider the spans go to (None: the global one).
+        self.provider = provider
         #: Who answered the run's latest request (set by its chat span).
         self.response_model: str | None = None
         self.response_vendor: str | None = None
@@ -205,7 +227,7 @@ class RunTrace(_Trace):
         if source is not None:
             attributes["segue.tool.source"] = source
         if self.capture:
-            attributes["gen_ai.tool.call.arguments"] = _json(call.arguments)
+            attributes["gen_ai.tool.call.arguments"] = content_json(call.arguments)
         span = self._tracer.start_span(
             f"execute_tool {call.name}", context=self.context, kind=otel_trace.SpanKind.INTERNAL, attributes=attributes
         )
@@ -269,20 +291,30 @@ class ChatTrace(_Trace):
         self.run = run
 
     def request(
-        self, *, system: str, messages: Sequence[Message], tools: Sequence[ToolDefinition], max_tokens: int | None
+        self,
+        *,
+        system: str,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        max_tokens: int | None,
+        stream: bool = False,
+        json_output: bool = False,
     ) -> None:
-        """What was asked: contents only when capture is on."""
+        """What was asked: contents only when capture is on. `json_output`: structured output was asked for."""
         if self.span is None:
             return
+        self.span.set_attributes(
+            {"gen_ai.request.stream": stream, "gen_ai.output.type": "json" if json_output else "text"}
+        )
         if max_tokens is not None:
             self.span.set_attribute("gen_ai.request.max_tokens", max_tokens)
         if not self.capture:
             return
         self.span.set_attributes(
             {
-                "gen_ai.system_instructions": _json([{"type": "text", "content": system}] if system else []),
-                "gen_ai.input.messages": _json([semconv_message(m) for m in messages]),
-                "gen_ai.tool.definitions": _json(
+                "gen_ai.system_instructions": content_json([{"type": "text", "content": system}] if system else []),
+                "gen_ai.input.messages": content_json([semconv_message(m) for m in messages]),
+                "gen_ai.tool.definitions": content_json(
                     [
                         {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters}
                         for t in tools
@@ -300,25 +332,48 @@ class ChatTrace(_Trace):
         stop_reason: str,
         response_id: str | None,
         message: Message,
+        server_address: str | None = None,
+        server_port: int | None = None,
+        sdk_span: Any = None,
     ) -> None:
+        """The response. `sdk_span`: where the client's own span of the request went (ProviderResponse.sdk_span);
+        when it is this trace's tracer provider, that span (a child of this one) carries the usage, so this one
+        does not: a backend summing usage over spans counts each request once."""
         span = self.span
         if span is None:
             return
         self.run.response_model, self.run.response_vendor = model, vendor
+        finish = FINISH_REASONS.get(stop_reason, stop_reason)
         attributes: dict[str, Any] = {
             "gen_ai.provider.name": vendor,
             "gen_ai.response.model": model,
-            "gen_ai.response.finish_reasons": [stop_reason],
-            **usage_attributes(usage),
+            "gen_ai.response.finish_reasons": [finish],
         }
+        usage_counts = usage_attributes(usage)
+        if self._same_provider(sdk_span):  # the SDK's span has these counts: they are left to it
+            attributes["segue.usage.on_sdk_span"] = True
+            usage_counts = {k: v for k, v in usage_counts.items() if k not in SDK_SPAN_USAGE}
+        attributes.update(usage_counts)
+        if server_address:
+            attributes["server.address"] = server_address
+            if server_port is not None:
+                attributes["server.port"] = server_port
         if response_id:
             attributes["gen_ai.response.id"] = response_id
         if self.capture:
-            output = {**semconv_message(message), "finish_reason": stop_reason}
-            attributes["gen_ai.output.messages"] = _json([output])
+            output = {**semconv_message(message), "finish_reason": finish}
+            attributes["gen_ai.output.messages"] = content_json([output])
         span.set_attributes(attributes)
         span.end()
         self.span = None
+
+    def _same_provider(self, sdk_span: Any) -> bool:
+        """Whether the client's own span goes where this one goes (the global provider, or the same object)."""
+        if sdk_span is None:
+            return False
+        mine = self.run.provider if self.run.provider is not None else otel_trace.get_tracer_provider()
+        theirs = otel_trace.get_tracer_provider() if sdk_span == SDK_SPAN_GLOBAL else sdk_span
+        return bool(mine is theirs)
 
     def fail(self, error: BaseException, *, kind: str | None = None) -> None:
         if self.span is None:
@@ -344,7 +399,7 @@ class ToolTrace(_Trace):
         if images:
             span.set_attribute("segue.tool.images", images)
         if self.capture:
-            span.set_attribute("gen_ai.tool.call.result", result.content[:_CONTENT_LIMIT])
+            span.set_attribute("gen_ai.tool.call.result", cut_text(result.content, CONTENT_LIMIT))
         if result.is_error:
             # The call did not raise: the tool (or segue, for a timeout or a refusal) answered with an error result.
             self._error("tool_error", result.content[:500] if self.capture else None)
@@ -402,35 +457,6 @@ def replay_attributes(replay: ReplaySummary) -> dict[str, Any]:
         "segue.replay.warnings": len(replay.warnings),
         "segue.replay.warning_causes": sorted({w.cause for w in replay.warnings}),
     }
-
-
-def semconv_message(m: Message) -> dict[str, Any]:
-    """A canonical message in the conventions' input/output message shape ({role, parts})."""
-    parts: list[dict[str, Any]] = []
-    for b in m.content:
-        if isinstance(b, TextBlock):
-            parts.append({"type": "text", "content": b.text})
-        elif isinstance(b, ToolCallBlock):
-            parts.append({"type": "tool_call", "id": b.id, "name": b.name, "arguments": b.arguments})
-        elif isinstance(b, ToolResultBlock):
-            parts.append({"type": "tool_call_response", "id": b.tool_call_id, "result": b.content})
-        elif isinstance(b, ReasoningBlock):
-            if b.text:
-                parts.append({"type": "reasoning", "content": b.text})
-        elif isinstance(b, ImageBlock):
-            source = b.source
-            if source.type == "url":
-                parts.append({"type": "uri", "modality": "image", "uri": source.url})
-            else:
-                parts.append(
-                    {"type": "blob", "modality": "image", "mime_type": source.media_type, "content": source.data}
-                )
-    return {"role": m.role, "parts": parts}
-
-
-def _json(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= _CONTENT_LIMIT else text[:_CONTENT_LIMIT]
 
 
 def response_id(body: Mapping[str, Any]) -> str | None:

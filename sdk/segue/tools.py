@@ -9,20 +9,22 @@ crash of the run. A tool may return a `ToolOutput` to report a failure itself or
 from __future__ import annotations
 
 import asyncio
+import enum
 import inspect
 import json
 import re
 import time
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, overload
+from typing import Annotated, Any, overload
 
 import attrs
 from jsonschema.protocols import Validator
 
 from segue.generated import ImageBlock, ToolDefinition, ToolResultBlock
 from segue.json_schema import errors_of, local_validator
-from segue.json_types import json_schema_for
+from segue.json_types import from_json, json_schema_for, to_json
+from segue.tool_context import RunContext, is_run_context
 
 #: Results longer than this many characters are cut, with a marker saying so (Tool(max_result_chars=...)).
 DEFAULT_MAX_RESULT_CHARS = 100_000
@@ -82,6 +84,13 @@ class Tool:
     strict: bool | None = None
     #: The ToolSource the tool came from (its name), e.g. an MCP server; None for the app's own tools.
     source: str | None = None
+    #: The Python type of each argument (`@tool` reads them from the signature): the model's JSON arguments are
+    #: converted to them (classes, enums, dates) before the call. Arguments not named here are passed as JSON.
+    argument_types: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
+    #: The name of the function's first parameter when it is annotated RunContext: it receives the call's context.
+    context_parameter: str | None = None
+    #: Parameters whose default is a pydantic Field(...): its default fills an argument the model leaves out.
+    field_defaults: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
     _validator: Validator = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
@@ -106,8 +115,11 @@ class Tool:
             for e in sorted(found, key=lambda e: [str(p) for p in e.absolute_path])
         ]
 
-    async def invoke(self, call_id: str, arguments: Mapping[str, Any]) -> ToolOutcome:
-        """Validate, call (sync functions in a worker thread), and turn the outcome into a result block."""
+    async def invoke(
+        self, call_id: str, arguments: Mapping[str, Any], context: RunContext[Any] | None = None
+    ) -> ToolOutcome:
+        """Validate, convert, call (sync functions in a worker thread), and turn the outcome into a result block.
+        `context` is what a tool with a RunContext parameter receives (the run's own, or None outside a run)."""
         started = time.perf_counter()
 
         def outcome(content: str, is_error: bool, images: tuple[ImageBlock, ...] = ()) -> ToolOutcome:
@@ -121,7 +133,16 @@ class Tool:
         if errors:
             return outcome(f"invalid arguments for {self.name}: " + "; ".join(errors), True)
         try:
-            value = await asyncio.wait_for(self._call(dict(arguments)), timeout=self.timeout)
+            converted = {k: from_json(v, self.argument_types.get(k, Any)) for k, v in arguments.items()}
+        except Exception as e:  # a value the schema let through that the type refuses (a bad date, a validator)
+            return outcome(f"invalid arguments for {self.name}: {_conversion_error(e)}", True)
+        for name, field in self.field_defaults.items():
+            if name not in converted:
+                converted[name] = field.get_default(call_default_factory=True)
+        if self.context_parameter is not None:
+            converted[self.context_parameter] = context
+        try:
+            value = await asyncio.wait_for(self._call(converted), timeout=self.timeout)
         except TimeoutError:
             return outcome(f"tool {self.name} did not finish within {self.timeout:g} s and was abandoned", True)
         except Exception as e:
@@ -129,11 +150,12 @@ class Tool:
         if isinstance(value, ToolOutput):
             return outcome(_clean(_truncate(value.content, self.max_result_chars)), value.is_error, value.images)
         try:
-            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, allow_nan=False)
+            plain = value if isinstance(value, str) else to_json(value)
+            text = plain if isinstance(plain, str) else json.dumps(plain, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as e:
             return outcome(
-                f"tool {self.name} returned a {type(value).__name__}, which is not JSON ({e}); "
-                "return str, numbers, booleans, None, lists or dicts",
+                f"tool {self.name} returned a {type(value).__name__}, which is not JSON ({e}); return str, "
+                "numbers, booleans, None, lists, dicts, or a pydantic model, attrs class or dataclass of them",
                 True,
             )
         return outcome(_clean(_truncate(text, self.max_result_chars)), False)
@@ -142,6 +164,14 @@ class Tool:
         if inspect.iscoroutinefunction(self.fn):
             return await self.fn(**arguments)
         return await asyncio.to_thread(self.fn, **arguments)
+
+
+def _conversion_error(error: Exception) -> str:
+    """One line for the model: a cattrs error group names its sub-errors, pydantic's ValidationError its fields."""
+    subs = getattr(error, "exceptions", None)
+    if subs:
+        return "; ".join(_conversion_error(e) for e in subs)
+    return " ".join(f"{type(error).__name__}: {error}".split())
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -195,11 +225,15 @@ def tool(
 
     def build(f: Callable[..., Any]) -> Tool:
         summary, arg_docs = _parse_docstring(inspect.getdoc(f) or "")
+        context, types = argument_types(f)
         return Tool(
             name=name or f.__name__,
             description=description or summary or f.__name__.replace("_", " "),
             parameters=parameters_schema(f, arg_docs),
             fn=f,
+            argument_types=types,
+            context_parameter=context,
+            field_defaults=field_defaults(f),
             requires_approval=requires_approval,
             timeout=timeout,
             max_result_chars=max_result_chars,
@@ -253,24 +287,61 @@ def _is_section(text: str) -> bool:
     return bool(re.match(r"^(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$", text.strip()))
 
 
+def argument_types(fn: Callable[..., Any]) -> tuple[str | None, dict[str, Any]]:
+    """The RunContext parameter's name (None: the function takes none), and the type of each other parameter.
+    TypeError naming the tool and the parameter for a RunContext that is not the first parameter."""
+    hints = typing.get_type_hints(fn, include_extras=True)
+    params = list(inspect.signature(fn).parameters.values())
+    for i, param in enumerate(params):
+        if i > 0 and is_run_context(hints.get(param.name)):
+            raise TypeError(
+                f"tool {fn.__name__}: parameter {param.name!r} is a RunContext but is not the first parameter; "
+                "make it the first (def tool(ctx: RunContext[Deps], ...))"
+            )
+    context = params[0].name if params and is_run_context(hints.get(params[0].name)) else None
+    types: dict[str, Any] = {}
+    for p in params:
+        if p.name != context:
+            hint = hints.get(p.name, Any)
+            # `x: int = Field(default=3, ge=1)`: pydantic's spelling of a default with constraints
+            types[p.name] = Annotated[hint, p.default] if _is_field_info(p.default) else hint
+    return context, types
+
+
+def field_defaults(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The parameters whose default is a pydantic `Field(...)`: the FieldInfo, whose own default (or factory)
+    fills the argument when the model leaves it out (Python would pass the FieldInfo itself)."""
+    return {p.name: p.default for p in inspect.signature(fn).parameters.values() if _is_field_info(p.default)}
+
+
+def _is_field_info(value: Any) -> bool:
+    return type(value).__module__ == "pydantic.fields" and type(value).__name__ == "FieldInfo"
+
+
 def parameters_schema(fn: Callable[..., Any], descriptions: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """JSON Schema of a function's keyword arguments."""
-    hints = typing.get_type_hints(fn)
+    """JSON Schema of a function's keyword arguments (a first RunContext parameter is not one)."""
+    context, hints = argument_types(fn)
     properties: dict[str, Any] = {}
     required: list[str] = []
     for param in inspect.signature(fn).parameters.values():
+        if param.name == context:
+            continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise TypeError(f"tool {fn.__name__}: *args / **kwargs cannot be described to a model; name each argument")
         if param.kind is param.POSITIONAL_ONLY:
             raise TypeError(f"tool {fn.__name__}: argument {param.name!r} is positional-only; models pass keywords")
-        annotation = hints.get(param.name, Any)
-        schema = json_schema_for(annotation, f"tool argument {fn.__name__}({param.name})")
+        schema = json_schema_for(hints[param.name], f"tool argument {fn.__name__}({param.name})")
         if descriptions and param.name in descriptions:
             schema["description"] = descriptions[param.name]
-        if param.default is param.empty:
+        default = param.default
+        if _is_field_info(default):
+            default = param.empty if default.is_required() else default.get_default(call_default_factory=True)
+        if default is param.empty:
             required.append(param.name)
-        elif param.default is None or isinstance(param.default, str | int | float | bool):
-            schema["default"] = param.default
+        elif default is None or isinstance(default, str | int | float | bool):
+            schema["default"] = default
+        elif isinstance(default, enum.Enum):
+            schema["default"] = default.value
         properties[param.name] = schema
     out: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
     if required:

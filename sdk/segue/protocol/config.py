@@ -295,13 +295,15 @@ def _make_provider(cfg: ProviderConfig, key: str | None, twin: list[Any]) -> Pro
 
         twin.append(Twin())  # one twin per server, so prompt caches carry over between runs
     if kind == "anthropic" or kind == "twin-anthropic":
+        from segue.providers.anthropic import without_sdk_spans  # the anthropic SDK loads with its driver
+
         client: Any = None
-        if kind == "twin-anthropic":
-            client = twin[0].anthropic_client()
+        if kind == "twin-anthropic":  # segue builds these clients: their own spans are off, as the driver's are
+            client = without_sdk_spans(twin[0].anthropic_client())
         elif key is not None or cfg.base_url is not None:
             import anthropic
 
-            client = anthropic.AsyncAnthropic(api_key=key, base_url=cfg.base_url)
+            client = without_sdk_spans(anthropic.AsyncAnthropic(api_key=key, base_url=cfg.base_url))
         return providers.AnthropicProvider(
             model,
             cache_ttl=_control_ttl(cfg.cache_ttl),

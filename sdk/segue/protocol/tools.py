@@ -27,6 +27,7 @@ from segue.generated import ToolCallBlock
 from segue.generated.protocol import ToolCallParams, ToolCallResult
 from segue.generated.serve import ToolConfig
 from segue.protocol.rpc import ClientCallError, current_request
+from segue.tool_context import RunContext
 from segue.tools import Tool, ToolOutcome, tool
 
 Mode = Literal["stdio", "http"]
@@ -56,10 +57,10 @@ class ToolCallbackError(Exception):
 class CallAwareTool(Tool):
     """A Tool whose function can see the call it serves (id, name, arguments) through `current_call()`."""
 
-    async def invoke(self, call_id: str, arguments: Any) -> ToolOutcome:
+    async def invoke(self, call_id: str, arguments: Any, context: RunContext[Any] | None = None) -> ToolOutcome:
         token = _call.set(ToolCallBlock(id=call_id, name=self.name, arguments=dict(arguments)))
         try:
-            return await super().invoke(call_id, arguments)
+            return await super().invoke(call_id, arguments, context)
         finally:
             _call.reset(token)
 
@@ -148,6 +149,9 @@ def _python_tool(cfg: ToolConfig, target: str, timeout: float) -> Tool:
             timeout=timeout if cfg.timeout_seconds is not None else base.timeout,
             max_result_chars=base.max_result_chars,
             strict=base.strict,
+            argument_types=base.argument_types,
+            context_parameter=base.context_parameter,
+            field_defaults=base.field_defaults,
         )
     except InputError as e:
         raise ToolConfigError("/parameters", f"tool {cfg.name!r}: {e}") from None

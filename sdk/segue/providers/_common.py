@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from segue.contracts import (
+    SDK_SPAN_GLOBAL,
     TWIN_HEADER,
     ProviderNote,
     ProviderRequest,
@@ -164,12 +165,30 @@ class SdkDriver:
             notes=notes,
             requires_stable_reasoning_prefix=self.requires_stable_reasoning_prefix,
             served_by=served_by,
+            **client_telemetry(getattr(self, "client", None)),
         )
 
 
 def served_by(http_response: Any) -> ServedBy:
     """ "twin" when segue's twin answered: it marks every response with TWIN_HEADER, which no vendor sends."""
     return "twin" if http_response.headers.get(TWIN_HEADER) else "vendor"
+
+
+def client_telemetry(client: Any) -> dict[str, Any]:
+    """What a span of the client's request needs to know of it: the server it talks to (base_url) and whether
+    the client emits its own span (the anthropic SDK's `open_telemetry` option, on by default) and to where."""
+    out: dict[str, Any] = {}
+    url = getattr(client, "base_url", None)
+    host, port = getattr(url, "host", None), getattr(url, "port", None)
+    if isinstance(host, str) and host:
+        out["server_address"] = host
+        scheme = getattr(url, "scheme", None)
+        out["server_port"] = port if isinstance(port, int) else {"https": 443, "http": 80}.get(str(scheme))
+    option = getattr(client, "open_telemetry", None)
+    traces = option.get("traces") if isinstance(option, Mapping) else None
+    if isinstance(traces, Mapping) and traces.get("enabled"):
+        out["sdk_span"] = option.get("tracer_provider") or SDK_SPAN_GLOBAL  # type: ignore[union-attr]
+    return out
 
 
 def stream_error(vendor: str, e: Exception) -> ProviderError:

@@ -20,6 +20,17 @@ if TYPE_CHECKING:
     from segue.catalog import Catalog
 
 
+def without_sdk_spans(client: AsyncAnthropic) -> AsyncAnthropic:
+    """The client with its own OpenTelemetry spans off (the SDK emits one per API call, with the call's usage,
+    which segue's `chat` span carries already), keeping the rest of its option: trace-context propagation, as the
+    client resolved it from the environment. An SDK without the option is returned as it is."""
+    option = getattr(client, "open_telemetry", None)
+    if not isinstance(option, Mapping) or not isinstance(option.get("traces"), Mapping):
+        return client
+    off: Any = {**option, "traces": {**option["traces"], "enabled": False}}
+    return client.with_options(open_telemetry=off)
+
+
 class AnthropicProvider(SdkDriver):
     """Claude models over the Messages API.
 
@@ -35,6 +46,8 @@ class AnthropicProvider(SdkDriver):
     - `client`: an `anthropic.AsyncAnthropic`; by default one is built from ANTHROPIC_API_KEY. With neither that
       nor ANTHROPIC_AUTH_TOKEN / ANTHROPIC_BASE_URL set, building the driver raises ProviderError (kind "auth"),
       which names the variable and the offline way: `client=Twin().anthropic_client()` (segue.twin).
+      A client segue builds emits no OpenTelemetry spans of its own (segue's `chat` span is the request's); a
+      client the app passes keeps its option (docs/observability.md: the SDK's own spans).
     """
 
     vendor = "anthropic"
@@ -69,7 +82,7 @@ class AnthropicProvider(SdkDriver):
                 ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"),
                 client="anthropic.AsyncAnthropic(api_key=...)",
             )
-            client = anthropic.AsyncAnthropic()
+            client = without_sdk_spans(anthropic.AsyncAnthropic())
         self.client = client
         self.output = OutputPaths(CatalogRows(self.vendor, catalog))
         self._sdk = anthropic

@@ -180,7 +180,12 @@ class Loop:
         )
         if chat.recording:
             chat.request(
-                system=request.system, messages=request.messages, tools=request.tools, max_tokens=request.max_tokens
+                system=request.system,
+                messages=request.messages,
+                tools=request.tools,
+                max_tokens=request.max_tokens,
+                stream=streaming,
+                json_output=request.output is not None,
             )
         try:
             if streaming:
@@ -332,6 +337,9 @@ def _answered(chat: ChatTrace, response: ProviderResponse) -> None:
             stop_reason=response.stop_reason,
             response_id=response_id(response.response_body),
             message=response.message,
+            server_address=response.server_address,
+            server_port=response.server_port,
+            sdk_span=response.sdk_span,
         )
 
 

@@ -62,8 +62,9 @@ class Pipeline:
         self.loop = Loop(agent, self.recorder, self.tools, guard)
         self.prewarmer = Prewarmer(agent, self.planner)
 
-    def validate(self, arguments: Mapping[str, Any]) -> RunRequest:
-        return validate(arguments, self.agent.rules, agent=self.agent.name)
+    def validate(self, arguments: Mapping[str, Any], *, deps: Any = None) -> RunRequest:
+        request = validate(arguments, self.agent.rules, agent=self.agent.name)
+        return attrs.evolve(request, deps=deps) if deps is not None else request
 
     def validate_prewarm(self, arguments: Mapping[str, Any]) -> RunRequest:
         return validate_prewarm(arguments, self.agent.rules, agent=self.agent.name)
@@ -110,7 +111,7 @@ class Pipeline:
         async for event in self.loop.run(state, streaming=streaming):
             yield event
 
-    async def retry_request(self, run_id: Any, tenant_id: str) -> RunRequest:
+    async def retry_request(self, run_id: Any, tenant_id: str, deps: Any = None) -> RunRequest:
         """The request of a finished run, to run again as a new run (retry_of = its id)."""
         stored = await load_own_run(self._store(), run_id, tenant_id, self.agent.name, "retry")
         if stored.status not in TERMINAL:
@@ -119,7 +120,7 @@ class Pipeline:
                 run_id=stored.run_id,
                 reason="not_terminal",
             )
-        return attrs.evolve(self.validate(arguments_of(stored)), retry_of=stored.run_id)
+        return attrs.evolve(self.validate(arguments_of(stored), deps=deps), retry_of=stored.run_id)
 
     async def resume(
         self,
@@ -129,6 +130,7 @@ class Pipeline:
         tenant_id: str,
         *,
         streaming: bool,
+        deps: Any = None,
     ) -> AsyncIterator[RunEvent]:
         """Continue a paused run. Everything is checked and planned before the run is claimed: a refusal changes
         nothing."""
@@ -136,7 +138,7 @@ class Pipeline:
         stored = await load_own_run(store, run_id, tenant_id, self.agent.name, "resume")
         iteration, waiting = pending_calls(stored)
         decisions = decisions_for(waiting, approved, tool_results)
-        request = self.validate(arguments_of(stored))
+        request = self.validate(arguments_of(stored), deps=deps)
         trace = self._trace(request)
         try:
             async for event in self._resume(

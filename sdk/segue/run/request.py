@@ -30,6 +30,9 @@ MAX_METADATA_CHARS = 65_536
 MAX_ID_CHARS = 200
 #: RunParams fields that are about the transport, not the run: the protocol's agent name and event switch.
 TRANSPORT_FIELDS = frozenset({"agent", "events"})
+#: Agent.run / Agent.stream arguments that are not RunParams fields: the app's live objects for its tools
+#: (RunContext.deps), never stored, sent or fingerprinted, so the protocol has no such field.
+PYTHON_ONLY = frozenset({"deps"})
 #: RunParams.input of a prewarm's request (RunParams requires one): never sent, recorded or fingerprinted, since a
 #: prewarm stops before the user message.
 PREWARM_INPUT = "(prewarm: no user message)"
@@ -60,6 +63,9 @@ class RunRequest:
     retry_of: str | None = None
     #: Structured output (params.output_type is its schema), None: the answer is text only.
     output: OutputSpec | None = None
+    #: The app's `deps=` object, handed to tools as RunContext.deps: not a RunParams field (never stored, not in
+    #: the idempotency fingerprint), so a retry or a resume takes it again.
+    deps: Any = attrs.field(default=None, eq=False, repr=False)
 
     # The fields whose RunParams type is optional only because they have defaults:
     @property

@@ -2,7 +2,8 @@
 
 The tools a run may call are its RunConfig's (segue.run.toolset: the agent's own and those its tool sources listed
 for this run). An unknown tool, a denied call, invalid arguments, an exception or a timeout become an error result
-the model sees, never a crash of the run (segue.tools). Arguments reach the tool with the guardrail's placeholders
+the model sees, never a crash of the run (segue.tools). A tool that takes a RunContext gets the run's id, tenant,
+the iteration, the call id and the app's `deps=`. Arguments reach the tool with the guardrail's placeholders
 restored; results go back through the guardrails before the model sees them. Images a tool returns follow the
 results in the same tool message (every vendor takes images there). Each call has its `execute_tool` span.
 """
@@ -18,6 +19,7 @@ from segue.generated import ImageBlock, Message, RunEvent, ToolCallBlock, ToolCa
 from segue.run.guard import Guard
 from segue.run.state import RunState, make_event
 from segue.telemetry import attached
+from segue.tool_context import RunContext
 from segue.tools import Tool, ToolOutcome
 
 
@@ -69,7 +71,14 @@ class ToolRunner:
                 text = f"the user did not approve calling {call.name}; do not retry it without asking"
                 return _given(call, text, is_error=True)
             arguments = self.guard.restore_arguments(call.arguments, state.pii)
-            return await tool.invoke(call.id, arguments)
+            context = RunContext(
+                run_id=state.run_id,
+                tenant_id=state.request.tenant_id,
+                iteration=iteration,
+                tool_call_id=call.id,
+                deps=state.request.deps,
+            )
+            return await tool.invoke(call.id, arguments, context)
 
         outcomes = await asyncio.gather(*(one(c) for c in calls))
         results: list[ToolResultBlock] = []
