@@ -36,6 +36,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("providers/_common.py", "stream"): "ProviderErrorKind, segue's word for a malformed or cut stream",
     ("dashboard/app.py", "status"): "a query parameter of the dashboard's own HTTP API",
     ("dashboard/app.py", "conversation"): "the name of a dashboard page (route and template)",
+    ("providers/anthropic.py", "enabled"): "the anthropic client's open_telemetry option (traces.enabled), not wire",
+    ("providers/_common.py", "enabled"): "the anthropic client's open_telemetry option (traces.enabled), not wire",
 }
 
 

@@ -102,8 +102,9 @@ class Agent:
         output_repairs: int = 1,
     ) -> None:
         """`output_type` (an attrs class, dataclass, TypedDict, pydantic model or JSON Schema dict) asks every run
-        for a structured answer: `result.output` is the validated value, `result.answer` its text; a run may pass its own.
-        `output_repairs` is how many times an answer that does not match gets the error back to answer again."""
+        for a structured answer: `result.output` is the validated value, `result.answer` its text; a run may pass
+        its own. `output_repairs` is how many times an answer that does not match gets the error back to answer
+        again."""
         if not isinstance(provider, Provider):
             raise TypeError(f"provider must implement segue.providers.Provider, got {type(provider).__name__}")
         if not _positive_int(max_iterations):
