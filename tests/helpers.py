@@ -75,3 +75,19 @@ async def converse(
         results.append(result)
         ids.append(result.run_id)
     return results
+
+
+def unmarked_twin_client(twin: Any) -> Any:
+    """An anthropic client of `twin` whose answers lose the twin's header (segue.contracts.TWIN_HEADER): the bytes
+    a vendor would send, so a test of how a vendor's run is priced and shown can run offline."""
+    import anthropic
+    import httpx2
+
+    from segue.contracts import TWIN_HEADER
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        got = twin.handle(request.method, request.url.path, dict(request.headers), request.content)
+        return httpx2.Response(got.status, headers=[h for h in got.headers if h[0] != TWIN_HEADER], content=got.body)
+
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(answer))
+    return anthropic.AsyncAnthropic(api_key="sk-ant-test", http_client=http, max_retries=0)

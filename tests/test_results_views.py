@@ -10,7 +10,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from helpers import lookup
+from helpers import lookup, unmarked_twin_client
 from markupsafe import escape
 from test_cli_runs import run_cli
 from test_dashboard import get
@@ -39,8 +39,9 @@ def conversation(tmp_path_factory: pytest.TempPathFactory) -> Conversation:
     async def build() -> Conversation:
         store = RunStore(url)
         try:
+            # A vendor's run (the twin's answers without its mark): how a charge is priced and shown.
             agent = Agent(
-                AnthropicProvider("claude-sonnet-4-6", client=Twin().anthropic_client()), SYSTEM, [lookup], store
+                AnthropicProvider("claude-sonnet-4-6", client=unmarked_twin_client(Twin())), SYSTEM, [lookup], store
             )
             first = await agent.run("Which tables are there?")
             second = await agent.run(XSS, runs=[first.run_id], replay_last="all")

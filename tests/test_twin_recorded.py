@@ -12,28 +12,18 @@ import json
 import re
 from pathlib import Path
 
-import httpx2
 import pytest
+from helpers import unmarked_twin_client
 from test_dashboard import get
-from test_wire_support import Recorder, anthropic_client
 
 from segue import Agent, RunStore
 from segue.cli import main
-from segue.contracts import TWIN_HEADER
 from segue.dashboard import create_app
 from segue.providers import AnthropicProvider
 from segue.twin import Twin, sample_db
 
 TOOLS = [sample_db.list_tables, sample_db.describe_table, sample_db.run_query]
 QUESTION = "Which tables are there?"
-
-
-def _unmarked(twin: Twin) -> Recorder:
-    def answer(request: httpx2.Request) -> httpx2.Response:
-        got = twin.handle(request.method, request.url.path, dict(request.headers), request.content)
-        return httpx2.Response(got.status, headers=[h for h in got.headers if h[0] != TWIN_HEADER], content=got.body)
-
-    return Recorder(*[answer] * 8)
 
 
 @pytest.fixture
@@ -44,7 +34,7 @@ def runs(tmp_path: Path) -> tuple[str, str, str]:
     try:
         twin = Twin()
         on_twin = AnthropicProvider("claude-sonnet-4-6", client=twin.anthropic_client())
-        vendor = AnthropicProvider("claude-sonnet-4-6", client=anthropic_client(_unmarked(Twin())))
+        vendor = AnthropicProvider("claude-sonnet-4-6", client=unmarked_twin_client(Twin()))
 
         async def both() -> tuple[str, str]:
             a = await Agent(on_twin, "You answer.", TOOLS, store).run(QUESTION)
