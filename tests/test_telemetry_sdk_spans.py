@@ -15,7 +15,6 @@ stays valid JSON.
 from __future__ import annotations
 
 import json
-import warnings
 from typing import Any
 
 import attrs
@@ -151,16 +150,14 @@ def test_clients_segue_builds_have_the_sdks_spans_off(monkeypatch: pytest.Monkey
         "ANTHROPIC_OPEN_TELEMETRY_PROPAGATION",
     ):
         monkeypatch.delenv(key, raising=False)
-    with warnings.catch_warnings():  # no key: the offline twin (it warns once per process), a client segue builds
-        warnings.simplefilter("ignore")
-        offline = AnthropicProvider("claude-sonnet-4-6")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    default = AnthropicProvider("claude-sonnet-4-6")
     monkeypatch.setenv("ANTHROPIC_OPEN_TELEMETRY_PROPAGATION", "false")
     keyed = AnthropicProvider("claude-sonnet-4-6")
-    assert offline.client.open_telemetry["traces"]["enabled"] is False
+    assert default.client.open_telemetry["traces"]["enabled"] is False
     assert keyed.client.open_telemetry["traces"]["enabled"] is False
     # the rest of the option is the one the client resolved from the environment
-    assert offline.client.open_telemetry["propagation"] is True and keyed.client.open_telemetry["propagation"] is False
+    assert default.client.open_telemetry["propagation"] is True and keyed.client.open_telemetry["propagation"] is False
     mine = Twin().anthropic_client()
     assert AnthropicProvider("claude-sonnet-4-6", client=mine).client is mine, "an app's client is left as it is"
 
