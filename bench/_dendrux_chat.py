@@ -2,7 +2,7 @@
 
 argv: a JSON file with {"prompt", "questions", "shop_sql", "model", "db_url"}. ANTHROPIC_BASE_URL and
 ANTHROPIC_API_KEY point dendrux's Anthropic client at the twin. The three tools return the same shapes as
-segue.twin.sample_db's. After each turn one JSON line is printed ({"turn": n, "status": ...}) so the caller can
+segue.demo.shop_db's. After each turn one JSON line is printed ({"turn": n, "status": ...}) so the caller can
 attribute the twin's exchanges to turns.
 """
 

@@ -44,7 +44,7 @@ from _anthropic_answers import answer as answer_to
 from _peer_venv import peer_python
 
 from segue import Agent, RunStore
-from segue.contracts import ProviderRequest
+from segue._core.contracts import ProviderRequest
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock
 from segue.providers import AnthropicProvider
 from segue.testing import ScriptedProvider

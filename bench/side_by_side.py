@@ -24,11 +24,11 @@ from _peer_venv import peer_python
 
 from segue import RunStore
 from segue.catalog import Catalog
-from segue.demo import MODELS, PROMPT, QUESTIONS, run_chat
+from segue.demo.chat import MODELS, PROMPT, QUESTIONS, run_chat
+from segue.demo.shop_db import shop_sql
 from segue.generated import Usage
-from segue.twin import Twin
-from segue.twin.sample_db import shop_sql
-from segue.twin.server import TwinServer, serve
+from segue_twin import Twin
+from segue_twin.server import TwinServer, serve
 
 MODEL = MODELS["anthropic"]
 
@@ -62,7 +62,7 @@ def segue_side(server: TwinServer) -> list[dict[str, Any]]:
         rows.append(turn_rows(exchanges[seen:]))
         seen = len(exchanges)
 
-    import segue.demo as demo
+    import segue.demo.chat as demo
 
     original = demo.make_provider
     demo.make_provider = lambda vendor, twin=None, model=None: AnthropicProvider(  # type: ignore[assignment]

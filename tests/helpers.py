@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from segue import Agent, RunDetail, RunResult
-from segue.contracts import ProviderRequest
+from segue._core.contracts import ProviderRequest
 from segue.generated import Message, ReasoningBlock, RunMeta, TextBlock, ToolCallBlock, get_converter
 from segue.testing import ScriptedProvider
 

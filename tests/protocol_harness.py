@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from segue.twin import sample_db
+from segue.demo import shop_db as sample_db
 
 TIMEOUT = 30.0
 NO_PARAMS = {"type": "object", "properties": {}, "additionalProperties": False}
@@ -53,7 +53,7 @@ def twin_agent(
 
 
 def serve_command(config: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "segue.cli", "serve", *extra, "--config", str(config)]
+    return [sys.executable, "-m", "segue.apps.cli.main", "serve", *extra, "--config", str(config)]
 
 
 class StdioClient:

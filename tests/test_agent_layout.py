@@ -8,8 +8,8 @@ import pytest
 from helpers import lookup, stored_meta
 
 from segue import Agent, RunStore
+from segue.cache.layout import RuntimeState, is_fragment
 from segue.generated import TextBlock
-from segue.layout import RuntimeState, is_fragment
 from segue.testing import ScriptedProvider, call, canonical_messages, text
 
 
@@ -114,7 +114,7 @@ async def test_bad_layout_mode_is_refused() -> None:
 
 
 def test_fragment_text_is_wrapped() -> None:
-    from segue.layout import build_fragment
+    from segue.cache.layout import build_fragment
 
     block = build_fragment("x", 1).content[0]
     assert isinstance(block, TextBlock) and block.text == "<segue-runtime-state>\nx\n</segue-runtime-state>"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from segue.catalog import Catalog, CatalogLookupError, Prices
-from segue.conversation import add_usage
 from segue.generated import Usage, get_converter
+from segue.run.conversation import add_usage
 from segue.wire import anthropic as anthropic_wire
 from segue.wire.common import tokens_by_ttl
 

@@ -19,8 +19,8 @@ import pytest
 from anthropic.types import Model as AnthropicModel
 from openai.types.shared import ChatModel, ResponsesModel
 
+from segue.apps.cli.main import main
 from segue.catalog import Catalog
-from segue.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 PINNED = {"anthropic": "2.14.0", "openai": "3.57.0"}  # the `dev` extra in pyproject.toml
@@ -88,7 +88,7 @@ def test_catalog_explain_exits_0_for_every_sdk_id_and_an_invented_one(capsys: py
 
 def test_catalog_explain_for_a_made_up_model_as_a_user_runs_it() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "segue.cli", "catalog", "explain", "gpt-9-experimental", "--vendor", "openai"],
+        [sys.executable, "-m", "segue.apps.cli.main", "catalog", "explain", "gpt-9-experimental", "--vendor", "openai"],
         cwd=REPO, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr

@@ -82,7 +82,7 @@ def test_a_likely_typo_is_a_note_not_a_failure(cat: Catalog) -> None:
 async def test_the_twin_serves_an_unlisted_model_with_the_vendor_defaults() -> None:
     """The twin used to answer 500 for a model missing from the catalog; it now applies OpenAI's defaults (an
     exact-prefix cache from 1,024 tokens in 128-token steps) through the same cascade."""
-    from segue.twin import Twin, rules_for
+    from segue_twin import Twin, rules_for
 
     rules = rules_for("gpt-9-experimental", "openai")
     assert (rules.style, rules.min_cacheable_tokens, rules.increment_tokens) == ("prefix", 1024, 128)

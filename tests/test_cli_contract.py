@@ -33,7 +33,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> SampleRuns:
 
 def segue(*argv: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "segue.cli", *argv],
+        [sys.executable, "-m", "segue.apps.cli.main", *argv],
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
@@ -97,7 +97,7 @@ def test_a_reader_that_goes_away_ends_it_quietly(runs: SampleRuns, argv: list[st
     if args[0] == "runs":
         args += ["--db", runs.url]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "segue.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-m", "segue.apps.cli.main", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()  # the reader is gone before segue (still importing) writes anything
@@ -214,7 +214,17 @@ def test_a_wal_store_on_read_only_media_can_be_read(read_only_media: tuple[Path,
     before = sorted(p.name for p in folder.iterdir())
     if not prefix:
         folder.chmod(0o555)
-    command = [sys.executable, "-m", "segue.cli", "runs", "list", "--db", f"sqlite:///{path}", "--admin", "--json"]
+    command = [
+        sys.executable,
+        "-m",
+        "segue.apps.cli.main",
+        "runs",
+        "list",
+        "--db",
+        f"sqlite:///{path}",
+        "--admin",
+        "--json",
+    ]
     done = subprocess.run([*prefix, *command], capture_output=True, text=True, timeout=TIMEOUT)
     assert done.returncode == 0, done.stderr
     assert [r["run_id"] for r in json.loads(done.stdout)] == ["01J" + "0" * 23]

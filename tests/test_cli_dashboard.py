@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_dashboard_data import SampleRuns, build_store
 
-from segue.cli import main
+from segue.apps.cli.main import main
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> SampleRuns:
 
 def test_dashboard_serves_the_run_list(runs: SampleRuns, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, "-m", "segue.cli", "dashboard", "--db", runs.url, "--port", "0"]
+    command = [sys.executable, "-m", "segue.apps.cli.main", "dashboard", "--db", runs.url, "--port", "0"]
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     try:
         assert proc.stderr is not None

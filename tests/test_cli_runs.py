@@ -14,7 +14,7 @@ from conftest import pg_url
 from test_dashboard_data import SampleRuns, build_store, copy_store, validate
 
 from segue import Agent, RunStore
-from segue.cli import build_parser, main
+from segue.apps.cli.main import build_parser, main
 from segue.generated import LayoutMeta, RunDetail, RunMeta, get_converter
 from segue.testing import ScriptedProvider, text
 

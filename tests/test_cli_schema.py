@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from segue.cli import main
+from segue.apps.cli.main import main
 
 
 def test_schema_export_writes_the_bundle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

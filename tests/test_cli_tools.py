@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from segue.cli import main
+from segue.apps.cli.main import main
 from segue.store import RunStore
 
 

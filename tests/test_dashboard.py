@@ -15,8 +15,8 @@ import pytest
 from test_dashboard_data import SCRIPT_ANSWER, SampleRuns, build_store, copy_store, validate
 
 from segue import RunStore
-from segue.dashboard import create_app
-from segue.dashboard.app import DashboardApp
+from segue.apps.dashboard import create_app
+from segue.apps.dashboard.app import DashboardApp
 from segue.generated import LayoutMeta, RunMeta, Usage
 
 
@@ -280,7 +280,7 @@ def test_serve_in_thread_stops_when_its_with_block_ends(store: RunStore) -> None
     import urllib.error
     import urllib.request
 
-    from segue.dashboard import serve_in_thread
+    from segue.apps.dashboard import serve_in_thread
 
     with serve_in_thread(create_app(store, tenant="acme")) as dashboard:
         with urllib.request.urlopen(f"{dashboard.url}/api/runs", timeout=10) as response:

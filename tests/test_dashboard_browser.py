@@ -16,7 +16,7 @@ from conftest import require_tool
 from test_dashboard_data import SampleRuns, build_store
 
 from segue import RunStore
-from segue.dashboard import RunningDashboard, create_app, serve_in_thread
+from segue.apps.dashboard import RunningDashboard, create_app, serve_in_thread
 
 pytestmark = pytest.mark.browser
 

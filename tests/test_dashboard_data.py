@@ -23,11 +23,11 @@ from jsonschema import Draft202012Validator, ValidationError
 from referencing import Registry, Resource
 
 from segue import Agent, RunStore
-from segue.contracts import ProviderRequest, ProviderResponse, StreamDone, StreamEvent
+from segue._core.contracts import ProviderRequest, ProviderResponse, StreamDone, StreamEvent
+from segue._core.hashing import canonical_json
+from segue._core.tokens import count_tokens
 from segue.generated import Message, TextBlock, ToolResultBlock, Usage, get_converter
-from segue.hashing import canonical_json
 from segue.testing import call, canonical_messages, text, wire_body
-from segue.tokens import count_tokens
 
 SCRIPT_ANSWER = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 PROMPT = "You are the order desk of a small shop. Look orders up before answering."

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from segue import RunStore
-from segue.demo import run_chat
-from segue.twin import Twin
+from segue.demo.chat import run_chat
+from segue_twin import Twin
 
 
 @pytest.mark.parametrize("vendor", ["anthropic", "openai"])

@@ -1,4 +1,4 @@
-"""segue.explain: why a request did or did not reuse the previous request's cached prefix."""
+"""segue.cache.explain: why a request did or did not reuse the previous request's cached prefix."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import pytest
 from test_dashboard_data import EDITED_PROMPT, PROMPT, SampleRuns, build_store
 
 from segue import RunStore
-from segue.explain import (
+from segue._core.hashing import canonical_json
+from segue._core.usage import cache_parts
+from segue.cache.explain import (
     breaks,
     compare_bodies,
     explain_run,
@@ -17,10 +19,8 @@ from segue.explain import (
     own_messages_start,
     prefix_share,
 )
+from segue.cache.layout import build_fragment
 from segue.generated import LayoutMeta, LlmInteraction, ReplaySummary, RunDetail, RunMeta, Usage, get_converter
-from segue.hashing import canonical_json
-from segue.layout import build_fragment
-from segue.usage import cache_parts
 
 USAGE = Usage(input_tokens=100, output_tokens=10, cache_read_tokens=60, cache_write_tokens=40)
 

@@ -24,7 +24,7 @@ from test_provider_openai_responses import MODEL as RESPONSES_MODEL
 from test_wire_support import Recorder, anthropic_client, json_response, openai_client, sse
 
 from segue import Agent, RunStore, tool
-from segue.contracts import Provider
+from segue._core.contracts import Provider
 from segue.generated import RunDetail, RunEvent
 from segue.providers import AnthropicProvider, Failover, OpenAIChatProvider, OpenAIResponsesProvider
 from segue.tools import TRUNCATION_MARKER

@@ -1,5 +1,6 @@
 """history= in the ecosystem's own shapes: the vendor SDKs' message dicts (built as their TypedDicts and checked
-against them), their response objects and `model_dump()`s, converted once by segue.history and replayed faithfully."""
+against them), their response objects and `model_dump()`s, converted once by segue.wire.history and replayed
+faithfully."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from openai.types.responses import ResponseInputItemParam
 from pydantic import TypeAdapter
 
 from segue import Agent
-from segue.conversation import as_history
-from segue.demo import demo_tools
+from segue.demo.chat import demo_tools
+from segue.demo.sample_tools import anthropic_tool_loop, call_shop_tool, responses_tool_loop
 from segue.errors import InputError
 from segue.generated import (
     Base64ImageSource,
@@ -29,8 +30,8 @@ from segue.generated import (
     UrlImageSource,
 )
 from segue.providers import AnthropicProvider, OpenAIChatProvider, OpenAIResponsesProvider
-from segue.twin import Twin
-from segue.twin.testing import anthropic_tool_loop, call_shop_tool, responses_tool_loop
+from segue.run.conversation import as_history
+from segue_twin import Twin
 
 PNG = "iVBORw0KGgo="
 Q1 = "How many customers are in each country?"

@@ -16,7 +16,7 @@ from test_dashboard import get
 from test_dashboard_data import SampleRuns, build_store, copy_store
 
 from segue import RunStore
-from segue.dashboard import create_app
+from segue.apps.dashboard import create_app
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
 _raw = [json.loads(p.read_text()) for p in sorted(SCHEMAS.glob("*.schema.json"))]
@@ -58,7 +58,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> SampleRuns:
 
 def test_every_json_command_is_listed() -> None:
     """A new `--json` command must be added to CLI above (the parser is the list of what exists)."""
-    from segue.cli import build_parser
+    from segue.apps.cli.main import build_parser
 
     found: list[tuple[str, ...]] = []
 

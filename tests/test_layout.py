@@ -9,10 +9,8 @@ from typing import Any
 import attrs
 import pytest
 
-from segue.catalog import Catalog
-from segue.contracts import FRAGMENT_META_KEY
-from segue.generated import LayoutMeta, Message, TextBlock, ToolCallBlock, ToolResultBlock, Usage
-from segue.layout import (
+from segue._core.contracts import FRAGMENT_META_KEY
+from segue.cache.layout import (
     FRAGMENT_ITERATION_KEY,
     LayoutPolicy,
     RuntimeState,
@@ -21,6 +19,8 @@ from segue.layout import (
     escape_fragment_tags,
     is_fragment,
 )
+from segue.catalog import Catalog
+from segue.generated import LayoutMeta, Message, TextBlock, ToolCallBlock, ToolResultBlock, Usage
 
 PREFIX_HOST = ("openai", "gpt-4.1-mini")  # catalog: prefix_prompt_cache true
 BLOCK_HOST = ("anthropic", "claude-sonnet-4-6")  # catalog: prefix_prompt_cache false

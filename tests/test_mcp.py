@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from mcp_helpers import SERVER, http_server, records, running, stdio, wait_gone
 
+from segue._core.hashing import canonical_json
 from segue.generated import get_converter
-from segue.hashing import canonical_json
 from segue.mcp import MCPTools, MCPToolsError, canonical_schema
 from segue.tools import Tool
 

@@ -19,7 +19,7 @@ from segue import Agent, InputError, RunStore, tool
 from segue.generated import ImageBlock, RunResult, ToolResultBlock
 from segue.mcp import MCPTools, MCPToolsError
 from segue.providers import AnthropicProvider
-from segue.twin import Twin
+from segue_twin import Twin
 
 SYSTEM = "You answer questions about orders and the weather, precisely and briefly. " * 150  # above cache minimums
 TURNS = [

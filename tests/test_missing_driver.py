@@ -26,7 +26,7 @@ def test_run_store_names_the_extra_to_install() -> None:
 
 
 def test_cli_prints_one_line_naming_the_extra_and_exits_2() -> None:
-    done = _python(f"from segue.cli import main\nraise SystemExit(main(['db', 'migrate', '--db', {URL!r}]))")
+    done = _python(f"from segue.apps.cli.main import main\nraise SystemExit(main(['db', 'migrate', '--db', {URL!r}]))")
     assert done.returncode == 2 and done.stdout == ""
     [line] = done.stderr.splitlines()
     assert line.startswith("segue: cannot open the run store at postgresql://segue@127.0.0.1:1/nowhere: ")

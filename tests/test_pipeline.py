@@ -10,7 +10,7 @@ import pytest
 from helpers import LookupPolicy, converse, lookup, policy_provider
 from test_agent_layout import script, state_text
 
-import segue.prefix_rule as prefix_rule
+import segue.replay.prefix_rule as prefix_rule
 import segue.run.plan as plan_module
 from segue import Agent, ContextBlock, InputError, ReplayRunError, RunStore
 from segue.run.plan import Planner, RunPlan

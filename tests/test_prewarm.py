@@ -22,14 +22,15 @@ import openai
 import pytest
 
 from segue import Agent, RunStore
+from segue._core.contracts import ProviderRequest, ProviderResponse, StreamEvent
+from segue.apps.cli.main import main
 from segue.catalog import Catalog
-from segue.cli import main
-from segue.contracts import ProviderRequest, ProviderResponse, StreamEvent
+from segue.demo import shop_db as sample_db
 from segue.errors import InputError, ProviderError, ReplayRunError
 from segue.generated import PrewarmParams
 from segue.providers import AnthropicProvider, OpenAIResponsesProvider
-from segue.twin import Twin, sample_db
 from segue.wire.anthropic import PREWARM_TURN
+from segue_twin import Twin
 
 PROMPT = "You answer questions about the shop database. Keep answers short and exact. " * 150
 TOOLS = [sample_db.list_tables, sample_db.describe_table, sample_db.run_query]

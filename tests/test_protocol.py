@@ -26,7 +26,7 @@ from segue.generated import RunDetail, get_converter
 from segue.generated.protocol import RunResponse
 from segue.store import RunStore
 
-DESCRIBE_PYTHON = {"name": "describe_table", "python": "segue.twin.sample_db:describe_table"}
+DESCRIBE_PYTHON = {"name": "describe_table", "python": "segue.demo.shop_db:describe_table"}
 RUN_QUERY_PARAMS = {
     "type": "object",
     "properties": {"sql": {"type": "string"}},
@@ -129,7 +129,7 @@ def test_three_turn_replayed_conversation_over_stdio(tmp_path: Path) -> None:
 
 
 def test_runs_get_retry_idempotency_and_catalog(tmp_path: Path) -> None:
-    tools = [LIST_TABLES_CLIENT, DESCRIBE_PYTHON, {"name": "run_query", "python": "segue.twin.sample_db:run_query"}]
+    tools = [LIST_TABLES_CLIENT, DESCRIBE_PYTHON, {"name": "run_query", "python": "segue.demo.shop_db:run_query"}]
     config = write_config(tmp_path / "agents.json", [twin_agent(tools)])
     with stdio_server(config) as client:
         params = {"agent": "analyst", "input": "Which tables are there?", "idempotency_key": "k-1", "tenant_id": "acme"}
@@ -172,7 +172,7 @@ def test_runs_get_retry_idempotency_and_catalog(tmp_path: Path) -> None:
 
 
 def test_a_tool_needing_approval_pauses_and_resumes_over_stdio(tmp_path: Path) -> None:
-    guarded = {"name": "run_query", "python": "segue.twin.sample_db:run_query", "requires_approval": True}
+    guarded = {"name": "run_query", "python": "segue.demo.shop_db:run_query", "requires_approval": True}
     config = write_config(tmp_path / "agents.json", [twin_agent([LIST_TABLES_CLIENT, DESCRIBE_PYTHON, guarded])])
     with stdio_server(config) as client:
         paused = result_of(client.call("run", {"agent": "analyst", "input": "How many orders?"}, answer_list_tables))

@@ -19,11 +19,11 @@ import pytest
 from codegen.errors import SchemaError
 from codegen.method_table import load_protocol
 from codegen.model import load_model
+from segue.apps.protocol import Control, make_dispatcher
+from segue.apps.protocol.methods import Methods
+from segue.apps.protocol.rpc import Dispatcher
 from segue.generated.protocol import ServerLimits
 from segue.generated.protocol_methods import ERROR_DATA, LEGACY_CODES, METHODS, PROTOCOL_VERSION, ErrorCode
-from segue.protocol import Control, make_dispatcher
-from segue.protocol.methods import Methods
-from segue.protocol.rpc import Dispatcher
 
 REPO = Path(__file__).resolve().parent.parent
 GENERATED = Path("sdk/segue/generated")
@@ -117,7 +117,7 @@ def test_the_dispatch_table_is_the_schemas_method_table() -> None:
 
 
 def test_typescript_map_and_client_are_in_the_export_bundle(tmp_path: Path) -> None:
-    from segue.cli import main
+    from segue.apps.cli.main import main
 
     assert main(["schema", "export", str(tmp_path / "bundle")]) == 0
     ts = tmp_path / "bundle" / "typescript"

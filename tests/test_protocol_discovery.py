@@ -18,12 +18,12 @@ from protocol_harness import LIST_TABLES_CLIENT, StdioClient, answer_list_tables
 from test_store import new_run
 
 from segue.catalog import Catalog
+from segue.demo import shop_db as sample_db
 from segue.store import RunStore
 from segue.tools import tool
-from segue.twin import sample_db
 
 INITIALIZE = {"protocol_version": "1.1"}
-DESCRIBE = {"name": "describe_table", "python": "segue.twin.sample_db:describe_table", "requires_approval": True}
+DESCRIBE = {"name": "describe_table", "python": "segue.demo.shop_db:describe_table", "requires_approval": True}
 RUN_QUERY = {
     "name": "run_query",
     "description": "Run one SELECT.",
@@ -40,8 +40,8 @@ SCRIPTED = {
 
 @pytest.fixture
 def client(tmp_path: Path) -> Any:
-    tools = [LIST_TABLES_CLIENT, {"name": "describe_table", "python": "segue.twin.sample_db:describe_table"}]
-    tools.append({"name": "run_query", "python": "segue.twin.sample_db:run_query"})
+    tools = [LIST_TABLES_CLIENT, {"name": "describe_table", "python": "segue.demo.shop_db:describe_table"}]
+    tools.append({"name": "run_query", "python": "segue.demo.shop_db:run_query"})
     path = tmp_path / "agents.json"
     path.write_text(
         json.dumps({"agents": [twin_agent(tools), twin_agent([DESCRIBE, RUN_QUERY], name="careful"), SCRIPTED]})
@@ -152,7 +152,7 @@ def test_runs_explain_is_segue_runs_explain(client: StdioClient, tmp_path: Path)
         [
             sys.executable,
             "-m",
-            "segue.cli",
+            "segue.apps.cli.main",
             "runs",
             "explain",
             run_id,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from protocol_harness import LIST_TABLES_CLIENT, frame, stdio_server, twin_agent, write_config
 
-from segue.cli import main
-from segue.protocol.framing import FrameError, FrameReader, encode_frame
+from segue.apps.cli.main import main
+from segue.apps.protocol.framing import FrameError, FrameReader, encode_frame
 
 LIST = {"jsonrpc": "2.0", "id": 900, "method": "runs/list", "params": {}}
 
@@ -170,7 +170,7 @@ def test_bad_requests_get_the_right_codes(tmp_path: Path) -> None:
                     {
                         "name": "a",
                         "provider": {"kind": "scripted", "model": "s"},
-                        "tools": [{"name": "t", "python": "segue.twin.sample_db:nothing"}],
+                        "tools": [{"name": "t", "python": "segue.demo.shop_db:nothing"}],
                     }
                 ]
             },

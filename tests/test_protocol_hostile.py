@@ -188,7 +188,7 @@ def test_resume_streams_text_deltas(tmp_path: Path) -> None:
     approve = {"name": "approve_me", "description": "Needs approval.", "parameters": NO_PARAMS}
     agent = scripted_agent(
         [tool_call("approve_me"), answer("the answer after approval")],
-        [{**approve, "python": "segue.twin.sample_db:list_tables", "requires_approval": True}],
+        [{**approve, "python": "segue.demo.shop_db:list_tables", "requires_approval": True}],
     )
     config = write_config(tmp_path / "agents.json", [agent])
     with stdio_server(config) as client:
@@ -205,7 +205,7 @@ def test_resume_streams_text_deltas(tmp_path: Path) -> None:
 
 
 def test_a_request_the_server_cannot_encode_is_that_requests_error() -> None:
-    from segue.protocol.framing import encode_frame, encode_message
+    from segue.apps.protocol.framing import encode_frame, encode_message
 
     assert (
         encode_message({"jsonrpc": "2.0", "id": "\udc80", "result": 1})

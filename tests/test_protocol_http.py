@@ -21,10 +21,10 @@ from typing import Any
 
 from protocol_harness import LIST_TABLES_CLIENT, serve_command, twin_agent, write_config
 
-from segue.twin import sample_db
+from segue.demo import shop_db as sample_db
 
-DESCRIBE = {"name": "describe_table", "python": "segue.twin.sample_db:describe_table"}
-RUN_QUERY = {"name": "run_query", "python": "segue.twin.sample_db:run_query"}
+DESCRIBE = {"name": "describe_table", "python": "segue.demo.shop_db:describe_table"}
+RUN_QUERY = {"name": "run_query", "python": "segue.demo.shop_db:run_query"}
 
 
 @contextmanager

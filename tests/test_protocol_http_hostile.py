@@ -18,8 +18,8 @@ import pytest
 from protocol_harness import serve_command, twin_agent, write_config
 from test_protocol_http import Events, http_server, post
 
-from segue.protocol.auth import Principal, TenantNotAllowed, Tokens
-from segue.protocol.sessions import Sessions
+from segue.apps.protocol.auth import Principal, TenantNotAllowed, Tokens
+from segue.apps.protocol.sessions import Sessions
 
 RUN = {"jsonrpc": "2.0", "method": "run"}
 LIST = {"jsonrpc": "2.0", "method": "runs/list", "params": {}}
@@ -277,8 +277,8 @@ async def test_idle_sessions_are_reaped() -> None:
 
 def test_the_dashboard_drops_a_client_that_stops_sending(tmp_path: Path) -> None:
     """Issue 16 item 3: the dashboard kept partial requests open for good."""
-    from segue.dashboard import create_app
-    from segue.dashboard import server as dashboard_server
+    from segue.apps.dashboard import create_app
+    from segue.apps.dashboard import server as dashboard_server
     from segue.store import RunStore
 
     assert dashboard_server.REQUEST_TIMEOUT_SECONDS == 30.0  # the default; shortened here to keep the test quick
@@ -386,8 +386,8 @@ def test_the_connection_default_stays_below_the_open_file_limit(monkeypatch: pyt
     """With 64 files (the issue's setting), 70 slow connections must not take them all: the default is 32."""
     import resource
 
+    from segue.apps.protocol.http import Limits
     from segue.generated.serve import HttpConfig
-    from segue.protocol.http import Limits
 
     monkeypatch.setattr(resource, "getrlimit", lambda _: (64, 64))
     assert Limits.from_config(None).max_connections == 32

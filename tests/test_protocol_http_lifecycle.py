@@ -16,7 +16,7 @@ from typing import Any
 from protocol_harness import LIST_TABLES_CLIENT, twin_agent
 from test_protocol_http import Events, http_server, post
 
-from segue.protocol.http import Limits
+from segue.apps.protocol.http import Limits
 
 INITIALIZE = {"protocol_version": "1.1", "client_info": {"name": "pytest"}}
 #: A Python tool that answers once the file go-<request id> exists, so the test decides when each run proceeds.
@@ -25,8 +25,8 @@ import asyncio
 import json
 from pathlib import Path
 
-from segue.protocol.rpc import current_request
-from segue.twin import sample_db
+from segue.apps.protocol.rpc import current_request
+from segue.demo import shop_db as sample_db
 
 
 async def list_tables() -> str:

@@ -15,13 +15,13 @@ from typing import Any
 
 from protocol_harness import LIST_TABLES_CLIENT, StdioClient, answer_list_tables, stdio_server, twin_agent
 
-from segue._resources import package_version
+from segue._support.resources import package_version
+from segue.apps.protocol.framing import MAX_BODY_BYTES
 from segue.generated.protocol_methods import METHODS
-from segue.protocol.framing import MAX_BODY_BYTES
 from segue.store import RunStore
 
-DESCRIBE = {"name": "describe_table", "python": "segue.twin.sample_db:describe_table"}
-RUN_QUERY = {"name": "run_query", "python": "segue.twin.sample_db:run_query"}
+DESCRIBE = {"name": "describe_table", "python": "segue.demo.shop_db:describe_table"}
+RUN_QUERY = {"name": "run_query", "python": "segue.demo.shop_db:run_query"}
 TOOLS = [LIST_TABLES_CLIENT, DESCRIBE, RUN_QUERY]
 INITIALIZE = {"protocol_version": "1.1", "client_info": {"name": "pytest", "version": "1"}}
 

@@ -23,7 +23,7 @@ import pytest
 from conftest import REPO, require_tool
 from protocol_harness import LIST_TABLES_CLIENT, twin_agent, write_config
 
-from segue.bundle import export_bundle
+from segue.apps.bundle import export_bundle
 from segue.store import RunStore
 
 PROJECT = REPO / "tests" / "node"
@@ -96,8 +96,8 @@ def test_ajv_strict_compiles_every_schema_and_agrees_with_every_fixture(compiled
 def _conversation_config(tmp_path: Path) -> Path:
     tools = [
         LIST_TABLES_CLIENT,
-        {"name": "describe_table", "python": "segue.twin.sample_db:describe_table"},
-        {"name": "run_query", "python": "segue.twin.sample_db:run_query"},
+        {"name": "describe_table", "python": "segue.demo.shop_db:describe_table"},
+        {"name": "run_query", "python": "segue.demo.shop_db:run_query"},
     ]
     return write_config(tmp_path / "agents.json", [twin_agent(tools)])
 

@@ -13,9 +13,9 @@ from test_protocol_http import http_server, post
 from segue.store import RunStore
 
 TOOLS = [
-    {"name": "list_tables", "python": "segue.twin.sample_db:list_tables"},
-    {"name": "describe_table", "python": "segue.twin.sample_db:describe_table"},
-    {"name": "run_query", "python": "segue.twin.sample_db:run_query"},
+    {"name": "list_tables", "python": "segue.demo.shop_db:list_tables"},
+    {"name": "describe_table", "python": "segue.demo.shop_db:describe_table"},
+    {"name": "run_query", "python": "segue.demo.shop_db:run_query"},
 ]
 SCRIPTED = {
     "name": "bot",

@@ -13,7 +13,7 @@ from anthropic.types.message_create_params import MessageCreateParamsNonStreamin
 from pydantic import TypeAdapter
 from test_wire_support import Recorder, anthropic_client, assert_typed, json_response, sse
 
-from segue.contracts import FRAGMENT_META_KEY, ProviderRequest
+from segue._core.contracts import FRAGMENT_META_KEY, ProviderRequest
 from segue.errors import ProviderError
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock, Usage
 from segue.providers import AnthropicProvider, StreamDelta, StreamDone

@@ -15,16 +15,16 @@ from typing import Any
 from helpers import stored_meta
 
 from segue import Agent, RunStore, tool
-from segue.contracts import ProviderRequest
+from segue._core.contracts import ProviderRequest
+from segue.apps.protocol.config import build_app, load_config
+from segue.cache.layout import RuntimeState
+from segue.demo.sample_tools import FakeClock
 from segue.generated import Message, TextBlock
 from segue.generated.wire.openai_responses import tool as tool_param
-from segue.layout import RuntimeState
-from segue.protocol.config import build_app, load_config
 from segue.providers import AnthropicProvider, OpenAIChatProvider, OpenAIResponsesProvider
-from segue.twin import ScriptedPolicy, Twin
-from segue.twin.testing import FakeClock
-from segue.twin.view import AssistantTurn, PlannedCall
 from segue.wire.breakpoints import implicit_only
+from segue_twin import ScriptedPolicy, Twin
+from segue_twin.view import AssistantTurn, PlannedCall
 
 MODEL = "gpt-5.6-sol"  # catalog: a breakpoint cache
 #: Long enough that tools + instructions pass the catalog's minimum cacheable length (1,024 tokens).

@@ -11,7 +11,7 @@ import pytest
 from test_provider_openai_chat import completion
 from test_wire_support import Recorder, anthropic_client, json_response, openai_client, sse
 
-from segue.contracts import Provider, ProviderRequest
+from segue._core.contracts import Provider, ProviderRequest
 from segue.errors import ProviderError
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from segue.providers import AnthropicProvider, Failover, OpenAIChatProvider, StreamDelta, StreamDone

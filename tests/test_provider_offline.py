@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from segue import Agent
+from segue.demo import shop_db as sample_db
 from segue.errors import ProviderError
 from segue.providers import (
     AnthropicProvider,
@@ -21,7 +22,7 @@ from segue.providers import (
     OpenRouterProvider,
     _offline,
 )
-from segue.twin import TWIN_BASE_URL, sample_db
+from segue_twin import TWIN_BASE_URL
 
 VARIABLES = (
     "ANTHROPIC_API_KEY",

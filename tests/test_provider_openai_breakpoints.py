@@ -21,10 +21,10 @@ from openai.types.responses import Response
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 from test_wire_support import Recorder, assert_typed, json_response, openai_client
 
+from segue._core.contracts import ProviderRequest
+from segue.cache.layout import build_fragment
 from segue.catalog import Catalog
-from segue.contracts import ProviderRequest
 from segue.generated import Message, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock, Usage
-from segue.layout import build_fragment
 from segue.providers import OpenAIChatProvider, OpenAIResponsesProvider, OpenRouterProvider, StreamDone
 from segue.wire.common import WireError
 

@@ -13,7 +13,7 @@ from openai.types.chat.completion_create_params import (
 )
 from test_wire_support import Recorder, assert_typed, json_response, openai_client, sse
 
-from segue.contracts import ProviderRequest
+from segue._core.contracts import ProviderRequest
 from segue.errors import ProviderError
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock, Usage
 from segue.providers import OpenAIChatProvider, StreamDelta, StreamDone

@@ -13,7 +13,7 @@ from openai.types.chat.completion_create_params import (
 )
 from test_wire_support import Recorder, assert_typed, json_response, openai_client, sse
 
-from segue.contracts import FRAGMENT_META_KEY, ProviderRequest
+from segue._core.contracts import FRAGMENT_META_KEY, ProviderRequest
 from segue.errors import ProviderError
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock, Usage
 from segue.providers import OpenRouterProvider, StreamDelta, StreamDone

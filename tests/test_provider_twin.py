@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from segue.contracts import FRAGMENT_META_KEY, Provider, ProviderRequest, ProviderResponse
+from segue._core.contracts import FRAGMENT_META_KEY, Provider, ProviderRequest, ProviderResponse
 from segue.generated import Message, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock
 from segue.providers import AnthropicProvider, OpenAIChatProvider, OpenAIResponsesProvider, StreamDone
-from segue.twin import Twin
+from segue_twin import Twin
 
 SYSTEM = "You answer questions about the shop database, precisely and briefly. " * 150  # above cache minimums
 TOOLS = [

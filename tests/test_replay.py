@@ -307,7 +307,7 @@ async def test_vendor_report_of_dropped_reasoning_reaches_the_replay_summary(sto
     vendor-dropped warning naming it, however many requests of the run reported it; nothing else is vendor-dropped."""
     import attrs
 
-    from segue.contracts import REPLAYED_META_KEY, ProviderNote, ProviderRequest, ProviderResponse
+    from segue._core.contracts import REPLAYED_META_KEY, ProviderNote, ProviderRequest, ProviderResponse
 
     class Reporting(ScriptedProvider):
         async def complete(self, request: ProviderRequest) -> ProviderResponse:

@@ -15,12 +15,12 @@ import httpx2
 from helpers import stored_meta
 
 from segue import Agent, RunResult, RunStore
-from segue.contracts import Provider
-from segue.demo import PROMPT, QUESTIONS, demo_tools
+from segue._core.contracts import Provider
+from segue.cache.layout import RuntimeState
+from segue.demo.chat import PROMPT, QUESTIONS, demo_tools
 from segue.generated import RunDetail
-from segue.layout import RuntimeState
 from segue.providers import AnthropicProvider, Failover, OpenAIResponsesProvider
-from segue.twin import Twin
+from segue_twin import Twin
 
 SONNET, HAIKU, TERRA = "claude-sonnet-4-6", "claude-haiku-4-5", "gpt-5.6-terra"
 OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}

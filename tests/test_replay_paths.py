@@ -16,9 +16,9 @@ from test_provider_anthropic import response as anthropic_body
 from test_wire_support import Recorder, anthropic_client, json_response
 
 from segue import Agent, IdempotencyConflictError, InputError, ReplayRunError, RunStore
-from segue.contracts import ProviderRequest
+from segue._core.contracts import ProviderRequest
+from segue.cache.layout import RuntimeState, is_fragment
 from segue.generated import Message, ReasoningBlock, TextBlock
-from segue.layout import RuntimeState, is_fragment
 from segue.providers import AnthropicProvider, Failover
 from segue.testing import ScriptedProvider, canonical_messages, text
 
@@ -30,7 +30,7 @@ def causes(result: Any) -> list[tuple[str, str]]:
 
 
 def wire_hash(messages: list[dict[str, Any]]) -> str:
-    """docs/replay.md's canonical hash, computed here independently of segue.hashing."""
+    """docs/replay.md's canonical hash, computed here independently of segue._core.hashing."""
     encoded = json.dumps(messages, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return "sha256:" + hashlib.sha256(encoded.encode("utf-8")).hexdigest()
 

@@ -25,8 +25,8 @@ from segue.generated import (
     Trace,
     Usage,
 )
-from segue.prefix_rule import CurrentPrefix, seed_of
-from segue.replay import plan_replay
+from segue.replay.planner import plan_replay
+from segue.replay.prefix_rule import CurrentPrefix, seed_of
 from segue.store.records import StoredRun
 
 CURRENT = CurrentPrefix(

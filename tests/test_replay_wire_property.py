@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from segue import Agent, RunStore
-from segue.contracts import ProviderRequest
+from segue._core.contracts import ProviderRequest
+from segue.cache.layout import RuntimeState, is_fragment
 from segue.errors import ProviderError
 from segue.generated import LlmInteraction, Message
-from segue.layout import RuntimeState, is_fragment
 from segue.providers import Failover
 from segue.testing import ScriptedProvider
 

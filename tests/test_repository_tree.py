@@ -11,7 +11,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from conftest import REPO
 
 #: What a tracked file may be, by suffix (a file without one is named in NAMES).

@@ -16,10 +16,10 @@ from test_cli_runs import run_cli
 from test_dashboard import get
 
 from segue import Agent, RunStore
+from segue.apps.dashboard import create_app
 from segue.catalog import Catalog
-from segue.dashboard import create_app
 from segue.providers import AnthropicProvider
-from segue.twin import Twin
+from segue_twin import Twin
 
 SYSTEM = "You answer questions about the shop database, precisely and briefly. " * 150
 XSS = '<script>alert("q")</script> & friends'

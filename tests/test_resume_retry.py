@@ -99,8 +99,8 @@ async def test_a_vendor_400_on_the_call_after_a_resume_leaves_the_run_resumable(
 
 
 def test_resume_and_retry_refusals_over_json_rpc(tmp_path: Path) -> None:
-    guarded = {"name": "run_query", "python": "segue.twin.sample_db:run_query", "requires_approval": True}
-    tools = [LIST_TABLES_CLIENT, {"name": "describe_table", "python": "segue.twin.sample_db:describe_table"}, guarded]
+    guarded = {"name": "run_query", "python": "segue.demo.shop_db:run_query", "requires_approval": True}
+    tools = [LIST_TABLES_CLIENT, {"name": "describe_table", "python": "segue.demo.shop_db:describe_table"}, guarded]
     careful = twin_agent(tools, name="careful")
     analyst = twin_agent(tools, name="analyst")
     analyst["provider"] = {**analyst["provider"], "thinking": {"type": "enabled", "budget_tokens": 1024}}

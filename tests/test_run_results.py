@@ -11,14 +11,14 @@ import pytest
 from helpers import lookup, policy_provider
 
 from segue import Agent
-from segue.cache_notes import cache_notes
+from segue._core.run_text import question, replay_text
+from segue.cache.misses import cache_notes
 from segue.catalog import Catalog
 from segue.catalog.costs import run_cost
 from segue.generated import ReplaySummary, ReplayWarning, Usage
 from segue.providers import AnthropicProvider, OpenAIResponsesProvider
-from segue.run_text import question, replay_text
 from segue.tools import tool
-from segue.twin import AssistantTurn, PlannedCall, ScriptedPolicy, Twin
+from segue_twin import AssistantTurn, PlannedCall, ScriptedPolicy, Twin
 
 LONG = "You answer questions about the shop database, precisely and briefly. " * 150  # above every minimum
 
@@ -104,7 +104,7 @@ def test_cache_write_prices_follow_the_ttl() -> None:
 
 
 def test_cached_share_is_none_when_the_vendor_reports_no_cache_reads() -> None:
-    from segue.usage import cache_parts
+    from segue._core.usage import cache_parts
 
     assert cache_parts(Usage(input_tokens=100, output_tokens=1)).read_share is None
     assert cache_parts(Usage(input_tokens=0, output_tokens=1, cache_read_tokens=0)).read_share is None

@@ -1,9 +1,15 @@
 """The runtime's modules import down their tiers only, never in a circle (at module level, inside functions or
-under TYPE_CHECKING), no hand-written module is over 500 lines, and the twin stays an independent oracle.
+under TYPE_CHECKING), no hand-written module is over 500 lines, and the twin stays an independent oracle beside
+the runtime.
 
 The tiers are the picture in docs/architecture.md ("Layers"). Generated modules take part as two nodes,
 `segue.generated` (types and converter) and `segue.generated.wire` (the vendor serializers), so a hand-written
-module cannot reach up into them or make a circle through them.
+module cannot reach up into them or make a circle through them. The same holds one level up, for folders: a
+folder (`segue.run`, `segue.wire`, ...) stands for every module in it, and the folders too import each other
+without a circle; generated code imports only the support folder (`segue._support`).
+
+The twin (`segue_twin`, a sibling package of the same distribution) is checked here too: it may import only the
+catalog, the token counter and canonical JSON from segue, and no runtime module imports it (issue 25, item 3).
 """
 
 from __future__ import annotations
@@ -16,28 +22,28 @@ from conftest import REPO
 
 SDK = REPO / "sdk"
 PACKAGE = SDK / "segue"
+TWIN = SDK / "segue_twin"
 MAX_LINES = 500
 
 #: Tiers, lowest first. A module may import modules of its own tier or a lower one; within a tier the circle test
 #: keeps the imports a tree. A module name ending in `.*` stands for every module of that package.
 TIERS: list[tuple[str, list[str]]] = [
-    ("foundations", ["segue._hooks", "segue._resources", "segue.errors"]),
+    ("foundations", ["segue._support", "segue._support.*", "segue.errors"]),
     ("generated types", ["segue.generated"]),
-    ("contracts", ["segue.hashing", "segue.contracts"]),
+    ("contracts", ["segue._core", "segue._core.hashing", "segue._core.contracts"]),
     (
         "basics",
         [
-            "segue.tokens",
-            "segue.context",
-            "segue.usage",
-            "segue.run_text",
+            "segue._core.tokens",
+            "segue._core.usage",
+            "segue._core.run_text",
+            "segue._core.json_types",
             "segue.skills",
             "segue.guardrails",
             "segue.tools",
             "segue.telemetry",
             "segue.mcp",
             "segue.mcp.*",
-            "segue.json_types",
         ],
     ),
     (
@@ -47,49 +53,41 @@ TIERS: list[tuple[str, list[str]]] = [
             "segue.store.*",
             "segue.catalog",
             "segue.catalog.*",
+            "segue.wire",
             "segue.wire.*",
             "segue.generated.wire",
-            "segue.history",
-            "segue.conversation",
         ],
     ),
     (
-        "replay, layout, drivers, twin",
+        "replay, cache, drivers",
         [
-            "segue.prefix_rule",
             "segue.replay",
-            "segue.layout",
-            "segue.notes",
-            "segue.cache_notes",
-            "segue.explain",
+            "segue.replay.*",
+            "segue.cache",
+            "segue.cache.*",
             "segue.providers",
             "segue.providers.*",
             "segue.testing",
-            "segue.twin",
-            "segue.twin.*",
         ],
     ),
     ("run pipeline", ["segue.run", "segue.run.*"]),
     ("agent", ["segue.agent"]),
-    (
-        "public faces",
-        [
-            "segue",
-            "segue.protocol",
-            "segue.protocol.*",
-            "segue.dashboard",
-            "segue.dashboard.*",
-            "segue.cli",
-            "segue.cli_render",
-            "segue.cli_tools",
-            "segue.demo",
-            "segue.bundle",
-        ],
-    ),
+    # Beside the runtime rather than on it: the twin imports only TWIN_MAY_IMPORT, and nothing below the public
+    # faces imports it (test_the_runtime_imports_nothing_of_the_twin); the apps and the demo use it.
+    ("the twin (beside the runtime)", ["segue_twin", "segue_twin.*"]),
+    ("public faces", ["segue", "segue.twin", "segue.apps", "segue.apps.*", "segue.demo", "segue.demo.*"]),
 ]
-#: What the twin must never import: it emulates the vendors, so sharing the drivers' wire code would let a driver
-#: bug pass as vendor behaviour (issue 15, item 7).
-TWIN_FORBIDDEN = ("segue.wire", "segue.providers", "segue.generated.wire", "segue.contracts")
+#: What the twin may import of segue: the catalog (prices, cache minimums and TTLs), the token counter and the
+#: canonical JSON it counts and signs. Nothing of the drivers' wire code: sharing it would let a driver bug pass
+#: as vendor behaviour (issue 15, item 7).
+TWIN_MAY_IMPORT = ("segue.catalog", "segue._core.tokens", "segue._core.hashing")
+TWIN_FORBIDDEN = ("segue.wire", "segue.providers", "segue.generated.wire", "segue._core.contracts")
+#: Runtime modules allowed to import the twin while issue 25 item 6 (no silent stand-in: a driver without a key
+#: raises instead of talking to the twin) lands on its own branch; test_the_runtime_imports_nothing_of_the_twin
+#: fails once an entry no longer imports it, so the list only shrinks.
+RUNTIME_TWIN_EXCEPTIONS = {"segue.providers._offline"}
+#: Where a runtime module may sit: below the apps, the demo and the alias.
+APPS = ("segue.apps", "segue.demo", "segue.twin")
 
 
 def module_name(path: Path) -> str:
@@ -98,7 +96,8 @@ def module_name(path: Path) -> str:
 
 
 def hand_written() -> dict[str, Path]:
-    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py")) if "generated" not in p.parts}
+    files = [*PACKAGE.rglob("*.py"), *TWIN.rglob("*.py")]
+    return {module_name(p): p for p in sorted(files) if "generated" not in p.parts}
 
 
 def generated_modules() -> set[str]:
@@ -127,15 +126,15 @@ def imports(path: Path, known: set[str]) -> set[str]:
             for a in n.names:
                 sub = f"{n.module}.{a.name}"
                 found.add(sub if sub in known else n.module)
-    return {m for m in found if m == "segue" or m.startswith("segue.")}
+    return {m for m in found if m in ("segue", "segue_twin") or m.startswith(("segue.", "segue_twin."))}
 
 
 def graph() -> dict[str, set[str]]:
     """node -> the nodes it imports (generated modules included, as their nodes)."""
-    files = {**hand_written(), **{m: PACKAGE.parent / (m.replace(".", "/") + ".py") for m in generated_modules()}}
+    files = {**hand_written(), **{m: SDK / (m.replace(".", "/") + ".py") for m in generated_modules()}}
     for m in list(files):
         if not files[m].exists():  # a package: its __init__.py
-            files[m] = PACKAGE.parent / m.replace(".", "/") / "__init__.py"
+            files[m] = SDK / m.replace(".", "/") / "__init__.py"
     known = set(files)
     deps: dict[str, set[str]] = {}
     for m, path in files.items():
@@ -173,11 +172,84 @@ def test_there_is_no_import_circle() -> None:
         raise AssertionError("import circle: " + " -> ".join(reversed(e.args[1]))) from None
 
 
-def test_the_twin_imports_nothing_of_the_drivers_wire() -> None:
-    twin = {m: d for m, d in graph().items() if m == "segue.twin" or m.startswith("segue.twin.")}
-    assert twin, "the twin's modules were not found"
-    found = sorted(f"{m} imports {d}" for m, deps in twin.items() for d in deps if d.startswith(TWIN_FORBIDDEN))
+def folder(module: str) -> str:
+    """The folder a module lives in: `segue.run.loop` -> `segue.run`; a module of segue's top level is its own."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "segue" else parts[0]
+
+
+def folder_graph() -> dict[str, set[str]]:
+    deps: dict[str, set[str]] = {}
+    for m, ds in graph().items():
+        deps.setdefault(folder(m), set()).update(folder(d) for d in ds)
+    return {f: d - {f} for f, d in deps.items()}
+
+
+def test_there_is_no_folder_circle() -> None:
+    """Folders import each other down the tiers too: no two folders import each other, however indirectly."""
+    folders = folder_graph()
+    assert {"segue.run", "segue.wire", "segue._support", "segue.generated", "segue_twin"} <= set(folders)
+    try:
+        tuple(TopologicalSorter(folders).static_order())
+    except CycleError as e:
+        raise AssertionError("folder circle: " + " -> ".join(reversed(e.args[1]))) from None
+
+
+def test_generated_code_imports_only_the_support_folder() -> None:
+    """Generated modules call hand-written code only in segue._support (the converter hooks, the wire readers), so
+    nothing generated depends on a folder that depends on generated types."""
+    found = sorted(
+        f"{m} imports {d}"
+        for m in generated_modules()
+        for d in imports(
+            SDK / (m.replace(".", "/") + ".py")
+            if not m.endswith(("generated", "wire"))
+            else SDK / m.replace(".", "/") / "__init__.py",
+            set(),
+        )
+        if not d.startswith(("segue.generated", "segue._support"))
+    )
     assert found == []
+
+
+def test_the_twin_imports_only_the_catalog_and_the_token_counter() -> None:
+    twin = {m: d for m, d in graph().items() if m == "segue_twin" or m.startswith("segue_twin.")}
+    assert len(twin) > 10, "the twin's modules were not found"
+    found = sorted(
+        f"{m} imports {d}"
+        for m, deps in twin.items()
+        for d in deps
+        if (d.startswith("segue.") and not d.startswith(TWIN_MAY_IMPORT)) or d.startswith(TWIN_FORBIDDEN)
+    )
+    assert found == []
+
+
+def test_the_runtime_imports_nothing_of_the_twin() -> None:
+    """Only the apps, the demo and the `segue.twin` alias import segue_twin; a runtime module never does."""
+    importers = {
+        m
+        for m, deps in graph().items()
+        if m.startswith("segue")
+        and not m.startswith(("segue_twin", *APPS))
+        and any(d.startswith("segue_twin") for d in deps)
+    }
+    assert importers - RUNTIME_TWIN_EXCEPTIONS == set()
+    assert RUNTIME_TWIN_EXCEPTIONS <= importers, "an exception no longer imports the twin: drop it from the list"
+
+
+def test_the_twin_alias_is_the_same_package() -> None:
+    """`segue.twin` (documented in docs/twin.md) is segue_twin under its old name, submodules the docs use included."""
+    import segue.twin
+    import segue_twin
+    import segue_twin.server
+    from segue.demo import sample_tools, shop_db
+    from segue.twin import Twin, sample_db
+    from segue.twin.server import serve
+    from segue.twin.testing import FakeClock
+
+    assert Twin is segue_twin.Twin and serve is segue_twin.server.serve
+    assert sample_db is shop_db and FakeClock is sample_tools.FakeClock
+    assert set(segue_twin.__all__) <= set(segue.twin.__all__)
 
 
 def test_the_checks_see_imports_inside_functions_and_type_checking(tmp_path: Path) -> None:
@@ -186,10 +258,10 @@ def test_the_checks_see_imports_inside_functions_and_type_checking(tmp_path: Pat
     source.write_text(
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    from segue.agent import Agent\n"
-        "def f():\n    from segue.store import run_store\n    import segue.replay\n",
+        "def f():\n    from segue.store import run_store\n    import segue.cache.layout\n",
         encoding="utf-8",
     )
-    assert imports(source, {"segue.store.run_store"}) == {"segue.agent", "segue.store.run_store", "segue.replay"}
+    assert imports(source, {"segue.store.run_store"}) == {"segue.agent", "segue.store.run_store", "segue.cache.layout"}
 
 
 def test_no_hand_written_module_is_over_500_lines() -> None:

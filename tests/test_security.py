@@ -39,8 +39,8 @@ from segue import (
     RunStore,
     tool,
 )
-from segue.cli import main
-from segue.dashboard import create_app
+from segue.apps.cli.main import main
+from segue.apps.dashboard import create_app
 from segue.generated import get_converter
 from segue.providers import AnthropicProvider, Failover, OpenAIChatProvider, OpenAIResponsesProvider
 from segue.store.models import ALL_MODELS

@@ -12,7 +12,7 @@ import pytest
 from mcp_helpers import SERVER, records, wait_gone
 from protocol_harness import stdio_server, write_config
 
-from segue.cli import main
+from segue.apps.cli.main import main
 
 
 def agent_with(servers: list[dict[str, Any]]) -> dict[str, Any]:

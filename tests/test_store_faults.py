@@ -12,7 +12,7 @@ from conftest import fresh_pg_store, pg_url
 from test_store import new_run
 
 from segue import Agent, InputError, RunStore
-from segue.contracts import ProviderRequest
+from segue._core.contracts import ProviderRequest
 from segue.errors import StoreError
 from segue.generated import Message, TextBlock, ToolResultBlock
 from segue.store import migrations

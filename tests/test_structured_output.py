@@ -29,13 +29,13 @@ from openai.types.shared_params import ResponseFormatJSONSchema
 from test_wire_support import assert_typed
 
 from segue import Agent, RunStore
-from segue.contracts import FINAL_ANSWER_TOOL
+from segue._core.contracts import FINAL_ANSWER_TOOL
+from segue._core.json_types import output_spec
 from segue.errors import InputError
-from segue.json_types import output_spec
 from segue.providers import AnthropicProvider, OpenAIChatProvider, OpenAIResponsesProvider, OpenRouterProvider
-from segue.twin import Twin
-from segue.twin.scripted import ScriptedPolicy
-from segue.twin.view import AssistantTurn, PlannedCall
+from segue_twin import Twin
+from segue_twin.scripted import ScriptedPolicy
+from segue_twin.view import AssistantTurn, PlannedCall
 
 
 @attrs.frozen
@@ -155,9 +155,9 @@ def test_the_same_type_gives_byte_identical_wire_across_processes(tmp_path: Path
         import sys
         sys.path.insert(0, sys.argv[1])
         from order_types import Order
-        from segue.contracts import ProviderRequest
+        from segue._core.contracts import ProviderRequest
         from segue.generated import Message, TextBlock
-        from segue.json_types import output_spec
+        from segue._core.json_types import output_spec
         from segue.wire import anthropic, openai_chat, openai_responses
         fmt = output_spec(Order).format
         req = ProviderRequest(system="s", messages=[Message(role="user", content=[TextBlock(text="q")])], output=fmt)

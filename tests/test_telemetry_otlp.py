@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from segue import Agent, RunStore, tool
 from segue.providers import AnthropicProvider
 from segue.telemetry import Telemetry
-from segue.twin import Twin
+from segue_twin import Twin
 
 
 class Receiver(BaseHTTPRequestHandler):

@@ -22,7 +22,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from segue import Agent, RunStore, tool
 from segue.providers import AnthropicProvider, OpenAIResponsesProvider
 from segue.telemetry import CONTENT_ENV, Telemetry
-from segue.twin import ScriptedPolicy, Twin
+from segue_twin import ScriptedPolicy, Twin
 
 SYSTEM = "You answer questions about orders, precisely and briefly. " * 150  # above the cache minimums
 
@@ -185,7 +185,7 @@ def test_the_mcp_sdks_client_span_nests_under_execute_tool(tmp_path: Path) -> No
             from segue import Agent
             from segue.mcp import MCPTools
             from segue.providers import AnthropicProvider
-            from segue.twin import ScriptedPolicy, Twin
+            from segue_twin import ScriptedPolicy, Twin
 
             exporter = InMemorySpanExporter()
             provider = TracerProvider()

@@ -1,4 +1,4 @@
-"""segue.run.toolset: the one place a run's tools come from (the agent's own and its tool sources', read once per
+"""segue.run.toolbox: the one place a run's tools come from (the agent's own and its tool sources', read once per
 run), with sources that need no server: the order of the agent's list, unique names, a snapshot reused while a
 source lists the very same tools, and the configuration hash of an agent without sources unchanged by them."""
 
@@ -8,9 +8,9 @@ import attrs
 import pytest
 
 from segue import Agent, InputError, tool
+from segue._core.hashing import canonical_hash
 from segue.generated import get_converter
-from segue.hashing import canonical_hash
-from segue.run.toolset import Toolbox
+from segue.run.toolbox import Toolbox
 from segue.testing import ScriptedProvider
 from segue.tools import Tool, ToolSource
 

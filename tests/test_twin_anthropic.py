@@ -7,7 +7,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from segue.twin import AssistantTurn, PlannedCall, ScriptedPolicy, Twin
+from segue_twin import AssistantTurn, PlannedCall, ScriptedPolicy, Twin
 
 MODEL = "claude-sonnet-4-6"
 BETA = "thinking-binding-controls-2026-08-01"
@@ -288,5 +288,5 @@ async def test_bodies_are_deterministic() -> None:
     assert bodies[0] == bodies[1]
     assert bodies[0]["id"] == "msg_000000000001"
     assert bodies[0]["content"][1] == {"type": "text", "text": "hi", "citations": None}
-    # Output tokens by segue.tokens: "think" is 5 bytes (2 tokens), "hi" 2 bytes (1 token).
+    # Output tokens by segue._core.tokens: "think" is 5 bytes (2 tokens), "hi" 2 bytes (1 token).
     assert bodies[0]["usage"]["output_tokens"] == 3

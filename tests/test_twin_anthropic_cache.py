@@ -1,7 +1,7 @@
 """Anthropic prompt-cache accounting in the twin: breakpoints, 20-block lookback, minimum length, TTLs.
 
 Rules from https://platform.claude.com/docs/en/build-with-claude/prompt-caching. Expected numbers are computed
-with segue.tokens (4 UTF-8 bytes per token over each block's canonical JSON, cache_control excluded).
+with segue._core.tokens (4 UTF-8 bytes per token over each block's canonical JSON, cache_control excluded).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import Any
 import anthropic
 import pytest
 
+from segue._core.tokens import count_json
 from segue.catalog import Catalog
-from segue.tokens import count_json
-from segue.twin import ScriptedPolicy, Twin
-from segue.twin.rules import catalog_rules
-from segue.twin.testing import FakeClock
+from segue.demo.sample_tools import FakeClock
+from segue_twin import ScriptedPolicy, Twin
+from segue_twin.rules import catalog_rules
 
 MODEL = "claude-sonnet-4-6"  # minimum cacheable prompt: 1024 tokens
 

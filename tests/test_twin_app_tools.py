@@ -10,12 +10,12 @@ import jsonschema
 import pytest
 
 from segue import Agent, tool
-from segue.contracts import Provider
+from segue._core.contracts import Provider
 from segue.providers import AnthropicProvider, OpenAIChatProvider, OpenAIResponsesProvider
-from segue.twin import DefaultPolicy, Twin
-from segue.twin.app_policy import named_tools
-from segue.twin.arguments import build_arguments
-from segue.twin.view import ToolSpec
+from segue_twin import DefaultPolicy, Twin
+from segue_twin.app_policy import named_tools
+from segue_twin.arguments import build_arguments
+from segue_twin.view import ToolSpec
 
 WEATHER = {
     "type": "object",
@@ -148,7 +148,7 @@ def test_placeholders_follow_the_schema() -> None:
 
 
 async def test_the_demo_tools_keep_the_shop_analyst_and_a_named_app_tool_is_still_called() -> None:
-    from segue.demo import demo_tools
+    from segue.demo.chat import demo_tools
 
     shop = demo_tools(with_export=True)
     twin = Twin()

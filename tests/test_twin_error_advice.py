@@ -11,12 +11,12 @@ import pytest
 from anthropic.types.shared import ErrorResponse as AnthropicErrorResponse
 from openai.types.shared import ErrorObject as OpenAIErrorObject
 
-from segue.contracts import Provider, ProviderRequest
+from segue._core.contracts import Provider, ProviderRequest
 from segue.errors import ProviderError
 from segue.generated import Message, TextBlock
 from segue.providers import AnthropicProvider, OpenAIChatProvider, OpenAIResponsesProvider
-from segue.twin import ScriptedPolicy, Twin, rules_for
-from segue.twin.rules import CacheRules
+from segue_twin import ScriptedPolicy, Twin, rules_for
+from segue_twin.rules import CacheRules
 
 EXHAUSTED = (
     "twin: the ScriptedPolicy has no answer left (it was given 1 answer and this is request 2); give it more "

@@ -14,8 +14,8 @@ from typing import Any
 import openai
 import pytest
 
-from segue.twin import ScriptedPolicy, Twin
-from segue.twin.testing import FakeClock
+from segue.demo.sample_tools import FakeClock
+from segue_twin import ScriptedPolicy, Twin
 
 MODEL = "gpt-5.6-sol"
 LONG = "Answer questions about the shop database carefully, citing the tables you used. " * 80  # ~1700 tokens

@@ -14,7 +14,7 @@ from test_sdk_layers import PACKAGE, TWIN_FORBIDDEN, graph
 
 def test_nothing_the_twin_reaches_through_its_imports_is_the_drivers_wire_code() -> None:
     deps = graph()
-    start = [m for m in deps if m == "segue.twin" or m.startswith("segue.twin.")]
+    start = [m for m in deps if m == "segue_twin" or m.startswith("segue_twin.")]
     assert len(start) > 10, "the twin's modules were not found"
     reached: dict[str, str] = {}  # module -> the twin module whose imports reach it
     stack = [(m, m) for m in start]
@@ -24,7 +24,7 @@ def test_nothing_the_twin_reaches_through_its_imports_is_the_drivers_wire_code()
             if d not in reached:
                 reached[d] = origin
                 stack.append((d, origin))
-    assert "segue.catalog" in reached and "segue.tokens" in reached, "the walk missed what the twin does use"
+    assert "segue.catalog" in reached and "segue._core.tokens" in reached, "the walk missed what the twin does use"
     assert sorted(f"{origin} reaches {m}" for m, origin in reached.items() if m.startswith(TWIN_FORBIDDEN)) == []
 
 
@@ -38,10 +38,10 @@ package.__path__ = [{package!r}]
 sys.modules["segue"] = package
 for name in {forbidden!r}:
     sys.modules[name] = None
-import segue.twin
-for info in pkgutil.walk_packages(segue.twin.__path__, "segue.twin."):
+import segue_twin
+for info in pkgutil.walk_packages(segue_twin.__path__, "segue_twin."):
     importlib.import_module(info.name)
-from segue.twin import ScriptedPolicy, Twin
+from segue_twin import ScriptedPolicy, Twin
 twin = Twin(policy=ScriptedPolicy(["ok"] * 10))
 user = {{"role": "user", "content": "hi"}}
 requests = [
@@ -66,5 +66,5 @@ def test_the_twin_runs_with_the_drivers_wire_code_blocked() -> None:
     report = json.loads(out.stdout)
     assert report["statuses"] == [200, 200, 200]
     loaded = report["loaded"]
-    assert "segue.twin.anthropic_api" in loaded and "segue.tokens" in loaded
+    assert "segue_twin.anthropic_api" in loaded and "segue._core.tokens" in loaded
     assert [m for m in loaded if m.startswith(TWIN_FORBIDDEN)] == []

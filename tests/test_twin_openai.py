@@ -11,7 +11,7 @@ from typing import Any
 import openai
 import pytest
 
-from segue.twin import AssistantTurn, PlannedCall, ScriptedPolicy, Twin
+from segue_twin import AssistantTurn, PlannedCall, ScriptedPolicy, Twin
 
 REASONER = "gpt-5"
 TOOLS = [{"type": "function", "name": "list_tables", "parameters": {"type": "object", "properties": {}}}]

@@ -11,8 +11,8 @@ from typing import Any
 
 import openai
 
-from segue.twin import PrefixCache, ScriptedPolicy, Twin, rules_for
-from segue.twin.testing import FakeClock
+from segue.demo.sample_tools import FakeClock
+from segue_twin import PrefixCache, ScriptedPolicy, Twin, rules_for
 
 LONG = "Answer questions about the shop database carefully. " * 120  # ~1600 tokens
 RULES = rules_for("gpt-4.1")

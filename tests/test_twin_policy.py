@@ -11,10 +11,11 @@ import anthropic
 import openai
 import pytest
 
-from segue.twin import DatabaseChatPolicy, ScriptedPolicy, Twin, sample_db
-from segue.twin._shopgen import generate
-from segue.twin.db_policy import plan_question
-from segue.twin.testing import anthropic_shop_tools, anthropic_tool_loop, responses_shop_tools, responses_tool_loop
+from segue.demo import shop_db as sample_db
+from segue.demo._shopgen import generate
+from segue.demo.sample_tools import anthropic_shop_tools, anthropic_tool_loop, responses_shop_tools, responses_tool_loop
+from segue_twin import DatabaseChatPolicy, ScriptedPolicy, Twin
+from segue_twin.db_policy import plan_question
 
 MODEL = "claude-sonnet-4-6"
 QUESTIONS = [
@@ -196,14 +197,14 @@ def test_committed_shop_sql_matches_its_generator() -> None:
 
 
 def test_database_policy_is_a_policy() -> None:
-    from segue.twin import Policy
+    from segue_twin import Policy
 
     assert isinstance(DatabaseChatPolicy(), Policy)
     assert isinstance(ScriptedPolicy([]), Policy)
 
 
 def test_a_whole_schema_question_describes_every_table() -> None:
-    from segue.twin.db_policy import plan_question
+    from segue_twin.db_policy import plan_question
 
     plan = plan_question("Which tables are there, and what columns do they have?")
     assert plan is not None and plan.whole_schema

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from segue.twin import ScriptedPolicy, Twin
+from segue_twin import ScriptedPolicy, Twin
 
 _LEAF = st.one_of(
     st.none(),

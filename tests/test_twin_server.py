@@ -13,8 +13,8 @@ import anthropic
 import openai
 import pytest
 
-from segue.twin import ScriptedPolicy, Twin
-from segue.twin.server import TwinServer, serve
+from segue_twin import ScriptedPolicy, Twin
+from segue_twin.server import TwinServer, serve
 
 LIMIT = 64 * 1024
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from itertools import groupby
 from typing import Any
 
-from segue.twin import AssistantTurn, PlannedCall, ScriptedPolicy, Twin
+from segue_twin import AssistantTurn, PlannedCall, ScriptedPolicy, Twin
 
 TURN = AssistantTurn(
     text="Here is what I found in the shop database so far.",

@@ -1,4 +1,4 @@
-"""The twin's structured-output rules (segue.twin.structured), each test quoting the rule and its source.
+"""The twin's structured-output rules (segue_twin.structured), each test quoting the rule and its source.
 
 The quotes from the pinned SDKs are read from the installed packages, so an SDK bump that rewords a rule fails
 here until the twin is checked against the new wording.
@@ -16,9 +16,9 @@ import openai.types.shared_params.response_format_json_schema as chat_format
 import pytest
 from jsonschema import Draft202012Validator
 
-from segue.twin import Twin
-from segue.twin.scripted import ScriptedPolicy
-from segue.twin.structured import instance
+from segue_twin import Twin
+from segue_twin.scripted import ScriptedPolicy
+from segue_twin.structured import instance
 
 SCHEMA = {
     "type": "object",

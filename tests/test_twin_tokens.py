@@ -1,11 +1,11 @@
-"""segue.tokens: one token per started 4 UTF-8 bytes, counted over canonical JSON; prefix-stable."""
+"""segue._core.tokens: one token per started 4 UTF-8 bytes, counted over canonical JSON; prefix-stable."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from segue.tokens import canonical_json, complete_tokens, count_json, count_tokens
+from segue._core.tokens import canonical_json, complete_tokens, count_json, count_tokens
 
 
 def test_counting_rule() -> None:

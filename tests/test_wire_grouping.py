@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from segue.contracts import FRAGMENT_META_KEY, ProviderNote, ProviderRequest
+from segue._core.contracts import FRAGMENT_META_KEY, ProviderNote, ProviderRequest
 from segue.generated import (
     Base64ImageSource,
     ImageBlock,

@@ -13,11 +13,11 @@ import pytest
 from test_provider_anthropic import MODEL, TOOLS, response
 from test_wire_support import Recorder, anthropic_client, json_response
 
-import segue.prefix_rule
-import segue.replay
+import segue.replay.planner
+import segue.replay.prefix_rule
 import segue.store.rows
 from segue import Agent, RunStore
-from segue.contracts import FRAGMENT_META_KEY, REPLAYED_META_KEY, ProviderRequest, WirePrefix
+from segue._core.contracts import FRAGMENT_META_KEY, REPLAYED_META_KEY, ProviderRequest, WirePrefix
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from segue.generated.wire import anthropic as g_anthropic
 from segue.providers import AnthropicProvider
@@ -213,7 +213,7 @@ async def test_a_replayed_run_serializes_and_hashes_its_replayed_region_once_how
 
         return count
 
-    for module in (segue.replay, segue.prefix_rule, segue.store.rows):
+    for module in (segue.replay.planner, segue.replay.prefix_rule, segue.store.rows):
         monkeypatch.setattr(module, "message_json", counting_hash(module.message_json))
     monkeypatch.setattr(g_anthropic, "content_block", counting_block)
     built: list[tuple[ProviderRequest, dict[str, Any]]] = []

@@ -1,6 +1,6 @@
 """Plugin: the cattrs converter -> converter.py, listing every class and each tagged union's tag table.
 
-The hooks themselves are hand-written (`segue._hooks.configure_converter`); the generated module only tells
+The hooks themselves are hand-written (`segue._support.hooks.configure_converter`); the generated module only tells
 them which classes and unions exist, so a new schema type needs no new hook.
 """
 

@@ -22,8 +22,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
+from segue._core.json_types import json_schema_for
 from segue.generated import ImageBlock, ToolDefinition, ToolResultBlock
-from segue.json_types import json_schema_for
 
 #: Results longer than this many characters are cut, with a marker saying so (Tool(max_result_chars=...)).
 DEFAULT_MAX_RESULT_CHARS = 100_000

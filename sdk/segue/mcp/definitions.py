@@ -20,8 +20,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
+from segue._core.hashing import canonical_json
 from segue.errors import ToolSourceError
-from segue.hashing import canonical_json
 
 #: Segue's (and the vendors') rule for a tool name; MCP allows more (dots, slashes, 128 characters).
 NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

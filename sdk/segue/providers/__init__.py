@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from segue.contracts import (
+from segue._core.contracts import (
     FRAGMENT_META_KEY,
     REPLAYED_META_KEY,
     Provider,

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Mapping
 from types import ModuleType
 from typing import Any, Protocol
 
-from segue.contracts import ProviderNote, ProviderRequest, ProviderResponse, StreamDelta, StreamDone, StreamEvent
+from segue._core.contracts import ProviderNote, ProviderRequest, ProviderResponse, StreamDelta, StreamDone, StreamEvent
 from segue.errors import ProviderError, ProviderErrorKind
 from segue.generated.wire import shared
 from segue.wire.common import MalformedResponseError, ParsedResponse, WireRequest

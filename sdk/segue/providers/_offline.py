@@ -14,7 +14,7 @@ import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from segue.twin import Twin
+    from segue_twin import Twin
 
 log = logging.getLogger("segue.providers")
 
@@ -31,7 +31,7 @@ def offline_twin(driver: str, model: str, key_variable: str, vendor: str) -> Twi
     """The process's twin, for a driver that found no `key_variable`; warns once per variable."""
     global _twin
     if _twin is None:
-        from segue.twin import Twin
+        from segue_twin import Twin
 
         _twin = Twin()
     if key_variable not in _warned:

@@ -16,11 +16,11 @@ from typing import Any, Literal
 
 import attrs
 
-from segue.conversation import as_history
+from segue._core.hashing import canonical_json
+from segue._core.json_types import OutputSpec, output_spec
 from segue.errors import InputError, ReplayRunError
 from segue.generated import ContextBlock, Message, PrewarmParams, ReplayKnobs, RunParams, get_converter
-from segue.hashing import canonical_json
-from segue.json_types import OutputSpec, output_spec
+from segue.run.conversation import as_history
 from segue.store.records import DEFAULT_TENANT
 
 DEFAULT_MAX_INPUT_CHARS = 1_000_000

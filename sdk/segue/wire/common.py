@@ -12,7 +12,7 @@ from typing import Any, TypeVar, get_args
 
 import attrs
 
-from segue.contracts import FRAGMENT_META_KEY, ProviderNote, ProviderRequest
+from segue._core.contracts import FRAGMENT_META_KEY, ProviderNote, ProviderRequest
 from segue.errors import SegueError
 from segue.generated import Message, ReasoningBlock, Role, Usage
 
