@@ -2,7 +2,7 @@
 
 codegen/plugins/wire.py decides which rules a module defines; `ModuleBuilder` turns each into what the template
 prints and collects what the module must import (canonical classes, SDK types under TYPE_CHECKING, the readers
-of segue.wire.common). Keys are written in the mapping's order, so a request body is byte-for-byte the JSON the
+of segue._support.readers). Keys are written in the mapping's order, so a request body is byte-for-byte the JSON the
 mapping describes.
 """
 
@@ -28,7 +28,7 @@ from codegen.wire_rules import (
 from codegen.wire_sdk import shape as sdk_shape
 from codegen.wire_sdk import value_source
 
-#: The helpers of segue.wire.common a generated body may call, found by name in the rendered expressions.
+#: The helpers of segue._support.readers a generated body may call, found by name in the rendered expressions.
 HELPERS = tuple(
     "req_str opt_str req_int opt_int req_bool opt_bool req_float opt_float req_obj opt_obj req_list opt_list "
     "req_any opt_any req_map opt_map as_map loads_arguments dumps_arguments tokens_by_ttl value_or need known "

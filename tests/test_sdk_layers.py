@@ -160,7 +160,7 @@ def test_imports_point_down_the_tiers() -> None:
         f"{m} ({TIERS[tier_of(m)][0]}) imports {d} ({TIERS[tier_of(d)][0]})"
         for m, deps in sorted(graph().items())
         for d in sorted(deps)
-        if tier_of(d) > tier_of(m)
+        if tier_of(d) > tier_of(m) and not (m in RUNTIME_TWIN_EXCEPTIONS and d.startswith("segue_twin"))
     ]
     assert upward == []
 
@@ -198,18 +198,12 @@ def test_there_is_no_folder_circle() -> None:
 def test_generated_code_imports_only_the_support_folder() -> None:
     """Generated modules call hand-written code only in segue._support (the converter hooks, the wire readers), so
     nothing generated depends on a folder that depends on generated types."""
-    found = sorted(
-        f"{m} imports {d}"
-        for m in generated_modules()
-        for d in imports(
-            SDK / (m.replace(".", "/") + ".py")
-            if not m.endswith(("generated", "wire"))
-            else SDK / m.replace(".", "/") / "__init__.py",
-            set(),
-        )
-        if not d.startswith(("segue.generated", "segue._support"))
-    )
-    assert found == []
+    files = [p for p in (PACKAGE / "generated").rglob("*.py")]
+    outside = {
+        f"{p.relative_to(SDK)}: {d}" for p in files for d in imports(p, set()) if not d.startswith("segue.generated")
+    }
+    assert len(outside) > 5, "the generated modules' imports were not read"
+    assert sorted(x for x in outside if not x.split(": ")[1].startswith("segue._support")) == []
 
 
 def test_the_twin_imports_only_the_catalog_and_the_token_counter() -> None:
