@@ -164,7 +164,7 @@ PRELOAD = (
     "openai",
     "segue",
     "segue.catalog",
-    "segue.dashboard",
+    "segue.apps.dashboard",
     "segue.providers.anthropic",
     "segue.providers.openai_chat",
     "segue.providers.openai_responses",

@@ -2,7 +2,7 @@
 # Schema: schemas/protocol.schema.json (sha256:b0a377a96e46c80543651a4f2e14afb172abdf3441927f2efb8814b2a318a900)
 """The JSON-RPC method table of schemas/protocol.schema.json: method name -> params class, result class, kind.
 
-`segue.protocol` validates params against the bundled schema (`$defs/<params class name>`), structures them with
+`segue.apps.protocol` validates params against the bundled schema (`$defs/<params class name>`), structures them with
 the generated converter into the params class, and answers with the result class. Error codes and the class of
 their `data` are in `ErrorCode` and `ERROR_DATA`; `LEGACY_CODES` holds the code a session speaking an older
 protocol version receives for an error whose code changed since. `PROTOCOL_VERSION` is the version the table
