@@ -350,7 +350,8 @@ async def _last_result(events: AsyncIterator[RunEvent]) -> RunResult:
 
 def _arguments(call_locals: dict[str, Any]) -> dict[str, Any]:
     """run / stream pass their own keyword arguments (locals() before anything else is assigned): they are the
-    RunParams fields by name, which tests/test_run_params.py holds to the schema, so no list of them is kept here."""
+    RunParams fields by name, which tests/run/test_run_params.py holds to the schema, so no list of them is kept
+    here."""
     return {k: v for k, v in call_locals.items() if k != "self"}
 
 

@@ -1,6 +1,6 @@
 """Structured outputs on the twin: a requested JSON schema constrains the answer text, as the vendors' do.
 
-Vendor rules emulated (each checked by a test in tests/test_twin_structured.py that quotes it):
+Vendor rules emulated (each checked by a test in tests/twin/test_twin_structured.py that quotes it):
 
 - OpenAI (Responses `text.format`, Chat Completions `response_format`, type `json_schema`): "If set to true, the
   model will always follow the exact schema defined in the `schema` field" (the pinned SDK's `strict` docstring).

@@ -1,7 +1,7 @@
 """Step 1 of a run: its request, validated once, all of it, before any I/O.
 
 `RunParams` (schemas/protocol.schema.json) is the one definition of what a run is asked. Agent.run and
-Agent.stream take its fields as explicit keyword arguments (tests/test_run_params.py holds their signatures to
+Agent.stream take its fields as explicit keyword arguments (tests/run/test_run_params.py holds their signatures to
 the schema), the protocol receives it as it is, and retry / resume rebuild one from the run's RunMeta.
 `validate` checks every argument and returns a `RunRequest`: the RunParams with each default filled in, plus the
 replay knobs it implies. What needs a stored row (do the replayed runs exist, are they this tenant's, have they

@@ -25,7 +25,7 @@ from segue.apps.protocol.rpc import Dispatcher
 from segue.generated.protocol import ServerLimits
 from segue.generated.protocol_methods import ERROR_DATA, LEGACY_CODES, METHODS, PROTOCOL_VERSION, ErrorCode
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 GENERATED = Path("sdk/segue/generated")
 SCHEMA = json.loads((REPO / "schemas" / "protocol.schema.json").read_text())
 

@@ -104,7 +104,7 @@ def test_without_a_vendor_only_the_default_type_answers(cat: Catalog) -> None:
 
 
 def test_no_default_model_type_leaves_only_the_vendor(tmp_path: Path) -> None:
-    types = json.loads((Path(__file__).parents[1] / "catalogs" / "model_types.json").read_text())
+    types = json.loads((Path(__file__).parents[2] / "catalogs" / "model_types.json").read_text())
     types["model_types"][0]["default_for_unknown_models"] = False
     write(tmp_path / "app", "model_types.json", model_types=types["model_types"])
     r = load(tmp_path / "app").resolve("gpt-9-experimental", "openai")

@@ -18,7 +18,7 @@ from test_dashboard_data import SampleRuns, build_store, copy_store
 from segue import RunStore
 from segue.apps.dashboard import create_app
 
-SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
 _raw = [json.loads(p.read_text()) for p in sorted(SCHEMAS.glob("*.schema.json"))]
 _registry: Registry[Any] = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in _raw)
 _home = {name: s["$id"] for s in _raw for name in s.get("$defs", {})}

@@ -1,4 +1,4 @@
-"""segue.mcp against real MCP servers written with the official SDK (tests/mcp_servers/fixture_server.py), over
+"""segue.mcp against real MCP servers written with the official SDK (tests/_support/mcp_servers/fixture_server.py), over
 stdio (a subprocess) and Streamable HTTP (loopback): canonical tool definitions, results of every kind, failures
 that become error results, change notifications, and no server process left behind."""
 
@@ -207,7 +207,7 @@ def test_keyboard_interrupt_stops_the_server(tmp_path: Path) -> None:
         textwrap.dedent(
             f"""
             import asyncio, sys
-            sys.path.insert(0, {str(SERVER.parent.parent)!r})
+            sys.path[:0] = [{str(SERVER.parent.parent)!r}, {str(SERVER.parents[2])!r}]  # tests/_support, tests
             from mcp_helpers import stdio
             from pathlib import Path
 

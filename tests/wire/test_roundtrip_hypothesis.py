@@ -21,7 +21,7 @@ import segue.generated as generated
 from codegen.model import Field, Model, NamedType, TypeExpr, load_model
 from segue.generated import get_converter
 
-SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 MODEL: Model = load_model(SCHEMAS)
 _raw = [f.raw for f in MODEL.files]
 _registry: Registry[Any] = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in _raw)

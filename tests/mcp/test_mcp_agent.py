@@ -1,4 +1,5 @@
-"""Agents whose tools come from MCP servers written with the official SDK (tests/mcp_servers/fixture_server.py),
+"""Agents whose tools come from MCP servers written with the official SDK
+(tests/_support/mcp_servers/fixture_server.py),
 end to end on the twin: a replayed conversation whose server lists its tools in another order on every start,
 a tool added between turns, failures that become error results, approval, images, errors before a run, and no
 server process left behind."""

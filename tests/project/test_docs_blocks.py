@@ -1,7 +1,7 @@
 """Every ```python block in README.md and docs/*.md runs as pasted, offline, with no API key.
 
-Each page runs in its own process (forked by `tests/docs_blocks.py --batch` from one that imported segue and the
-vendor SDKs, and ran nothing), in a fresh working directory (so `segue.db` and other files of one page never meet
+Each page runs in its own process (forked by `tests/_support/docs_blocks.py --batch` from one that imported segue and
+the vendor SDKs, and ran nothing), in a fresh working directory (so `segue.db` and other files of one page never meet
 another's), its blocks in order in one namespace with top-level `await` allowed, as in `python -m asyncio`. Vendor
 keys are removed from the environment, so the drivers fall back to segue's twin as on a fresh install. Pages run
 in parallel, one per core; each page is one test.
@@ -24,7 +24,7 @@ import pytest
 from conftest import REPO
 from docs_blocks import blocks
 
-RUNNER = Path(__file__).with_name("docs_blocks.py")
+RUNNER = Path(__file__).parents[1] / "_support" / "docs_blocks.py"
 PAGES = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])
 #: The pages with at least one block to run; each is one test.
 RUNNABLE = [page for page in PAGES if any(block.no_run is None for block in blocks(page).blocks)]

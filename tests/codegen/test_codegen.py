@@ -13,7 +13,7 @@ import pytest
 from codegen.model import load_model
 from codegen.naming import py_field_name, ts_property
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 GENERATED = Path("sdk/segue/generated")
 
 

@@ -1,14 +1,14 @@
 """Run a documentation page's Python blocks as a reader pastes them into `python -m asyncio`.
 
-`python tests/docs_blocks.py PAGE` runs every ```python block of PAGE (a Markdown file) in order, in one namespace,
-in one event loop, with top-level `await` allowed, in the current working directory. A block preceded by
+`python tests/_support/docs_blocks.py PAGE` runs every ```python block of PAGE (a Markdown file) in order, in one
+namespace, in one event loop, with top-level `await` allowed, in the current working directory. A block preceded by
 `<!-- no-run: reason -->` is skipped. Line numbers in tracebacks are the page's own (the file name is the page).
 Before each block it prints `BLOCK index line` so a caller that has to stop a hung page can say which block hung;
 on a failure it prints `FAILED index line: error` and exits 1.
 
 `--batch OUT PAGE SHOWN ...` runs many pages, each in a child forked from one process that imported segue and the
 vendor SDKs once (importing them is most of a small page's time), each in its own directory under OUT.
-`tests/test_docs_blocks.py` imports `blocks()` to check the markers, and runs every page through `--batch`.
+`tests/project/test_docs_blocks.py` imports `blocks()` to check the markers, and runs every page through `--batch`.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from openai.types.shared import ChatModel, ResponsesModel
 from segue.apps.cli.main import main
 from segue.catalog import Catalog
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PINNED = {"anthropic": "2.14.0", "openai": "3.57.0"}  # the `dev` extra in pyproject.toml
 
 

@@ -1,5 +1,5 @@
-"""Starting the test MCP server (tests/mcp_servers/fixture_server.py, written with the official SDK) and checking
-that its processes are gone."""
+"""Starting the test MCP server (tests/_support/mcp_servers/fixture_server.py, written with the official SDK) and
+checking that its processes are gone."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from conftest import REPO
 
-SERVER = REPO / "tests" / "mcp_servers" / "fixture_server.py"
+SERVER = REPO / "tests" / "_support" / "mcp_servers" / "fixture_server.py"
 
 
 def stdio(record: Path, *options: str, **kw: Any) -> Any:

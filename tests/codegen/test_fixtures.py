@@ -13,7 +13,7 @@ from referencing import Registry, Resource
 import segue.generated as generated
 from segue.generated import get_converter
 
-SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 _raw = [json.loads(p.read_text()) for p in sorted(SCHEMAS.glob("*.schema.json"))]
 _registry: Registry[Any] = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in _raw)
 _home = {name: s["$id"] for s in _raw for name in s.get("$defs", {})}

@@ -27,7 +27,7 @@ from codegen.wire_sdk import SdkLookupError, literals, shape
 SDK = REPO / "sdk" / "segue"
 #: The hand-written modules that deal with vendor JSON (the generated ones are sdk/segue/generated/wire/).
 FOLDERS = ("wire", "providers", "apps/dashboard")
-#: wire/history.py reads the vendor SDKs' own message shapes (issue 23), checked by tests/test_history_types.py
+#: wire/history.py reads the vendor SDKs' own message shapes (issue 23), checked by tests/wire/test_history_types.py
 #: against the SDKs' TypedDicts rather than against the mappings; it sat outside these folders before issue 25.
 HAND_WRITTEN = [
     *sorted(p for d in FOLDERS for p in (SDK / d).glob("*.py") if p != SDK / "wire" / "history.py"),

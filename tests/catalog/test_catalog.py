@@ -490,7 +490,7 @@ def test_an_api_name_shared_by_two_models_needs_the_vendor(tmp_path: Path) -> No
 
 def test_the_catalogs_doc_example_prints_what_its_comments_say(capsys: pytest.CaptureFixture[str]) -> None:
     """docs/catalogs.md's Python example runs, and each print matches the value its comment shows."""
-    text = (Path(__file__).parents[1] / "docs" / "catalogs.md").read_text()
+    text = (Path(__file__).parents[2] / "docs" / "catalogs.md").read_text()
     (block,) = [b.split("\n", 1)[1] for b in text.split("```")[1::2] if b.startswith("python\n")]
     exec(compile(block, "docs/catalogs.md", "exec"), {})
     printed = capsys.readouterr().out.splitlines()

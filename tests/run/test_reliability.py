@@ -17,7 +17,7 @@ from segue import Agent, InputError, ReplayRunError, RunStore
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock
 from segue.testing import ScriptedProvider, call, text
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 async def test_ten_megabyte_message_is_refused_before_any_row(sqlite_store: RunStore) -> None:

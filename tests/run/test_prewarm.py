@@ -319,7 +319,7 @@ async def test_segue_runs_show_says_a_prewarm_is_not_a_run(tmp_path: Path, capsy
 async def test_the_docs_example_runs_offline_as_printed(capsys: pytest.CaptureFixture[str]) -> None:
     """docs/replay.md "Pre-warming the next turn": its block runs as pasted (top-level await) and prints what its
     comments say."""
-    page = (Path(__file__).resolve().parent.parent / "docs" / "replay.md").read_text()
+    page = (Path(__file__).resolve().parents[2] / "docs" / "replay.md").read_text()
     section = page[page.index("## Pre-warming the next turn") :]
     block = section[section.index("```python\n") + len("```python\n") : section.index("```\n", 10)]
     code = compile(block, "docs/replay.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)

@@ -277,7 +277,7 @@ def test_undecided_later_iteration_freezes_replace(catalog: Catalog) -> None:
 
 def test_one_catalog_file_flips_the_next_runs_layout(catalog: Catalog, tmp_path: Path) -> None:
     before = make(catalog).observe_served(1, *PREFIX_HOST)
-    vendors = json.loads((Path(__file__).parents[1] / "catalogs" / "vendors.json").read_text())
+    vendors = json.loads((Path(__file__).parents[2] / "catalogs" / "vendors.json").read_text())
     for v in vendors["vendors"]:
         if v["id"] == "openai":
             v["model_defaults"]["llm"]["prefix_prompt_cache"] = False

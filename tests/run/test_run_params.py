@@ -20,7 +20,7 @@ from segue.generated import RunParams, StoredRequest, get_converter
 from segue.run.request import TRANSPORT_FIELDS, Rules, run_arguments, validate
 from segue.testing import ScriptedProvider, text
 
-SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 FIXTURES = sorted((SCHEMAS / "fixtures" / "RunParams" / "valid").glob("*.json"))
 RULES = Rules(single_call=False, has_store=True, vendors=("scripted",), max_input_chars=1_000_000)
 #: The Python name of RunParams.input (the first, positional argument).
