@@ -11,6 +11,9 @@ import asyncio
 import json
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the answers bench/replay.py gives segue too
 
 import anthropic
 import httpx

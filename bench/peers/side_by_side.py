@@ -4,7 +4,7 @@ Both run `runs=<earlier runs>, replay_last="all"` with thinking on, the same pro
 name, each against its own twin server (same rules, fresh caches). dendrux 0.4.1 is installed into its own
 virtual environment on first use (skipped with a message if the registry cannot provide it). Usage is read from
 the twin's own responses, so both are measured the same way; cost uses segue's catalog prices for both.
-Run: python bench/side_by_side.py
+Run: python bench/peers/side_by_side.py
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Run INSIDE dendrux's own virtual environment (bench/side_by_side.py starts it): the demo chat on dendrux.
+"""Run INSIDE dendrux's own virtual environment (bench/peers/side_by_side.py starts it): the demo chat on dendrux.
 
 argv: a JSON file with {"prompt", "questions", "shop_sql", "model", "db_url"}. ANTHROPIC_BASE_URL and
 ANTHROPIC_API_KEY point dendrux's Anthropic client at the twin. The three tools return the same shapes as
