@@ -22,7 +22,7 @@ LAYERS: dict[str, int] = {
     "codegen.pytypes": 2,
     "codegen.emit": 2,
     "codegen.wire_check": 3,
-    "codegen.wire_emit": 3,
+    "codegen.plugins.wire.emit": 3,
     "codegen.wire_mapping": 4,
     "codegen.spec": 5,
     "codegen.plugins": 6,

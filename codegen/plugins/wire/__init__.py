@@ -2,7 +2,7 @@
 
 The mappings arrive checked (codegen/wire_check.py). Each generated function is annotated with the vendor SDK's
 TypedDicts (imported only under TYPE_CHECKING), so mypy --strict checks the shapes against the SDK too; the
-function bodies come from codegen/wire_emit.py, this module assembles the module around them: which names it
+function bodies come from codegen/plugins/wire/emit.py, this module assembles the module around them: which names it
 defines and which it inherits from the wire it extends, its imports, constants and views.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from codegen.emit import header, imports_by_module, render
 from codegen.model import Model
+from codegen.plugins.wire.emit import ModuleBuilder, typing_names
 from codegen.spec import Spec
-from codegen.wire_emit import ModuleBuilder, typing_names
 from codegen.wire_rules import Mapping, Rule, rule_refs
 
 
