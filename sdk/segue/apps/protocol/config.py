@@ -23,6 +23,7 @@ from segue.apps.protocol.tools import Mode, ToolConfigError, build_tool
 from segue.catalog import Catalog
 from segue.generated import get_converter
 from segue.generated.serve import AgentConfig, McpServerConfig, ProviderConfig, ServeConfig
+from segue.providers.registry import BY_KIND, KINDS, OPTIONS, kinds_taking
 from segue.store.connection import redact
 from segue.store.run_store import RunStore
 from segue.tools import Tool, ToolSource
@@ -30,25 +31,13 @@ from segue.tools import Tool, ToolSource
 _SCHEMA = Path(__file__).resolve().parents[2] / "generated" / "schemas" / "serve.schema.json"
 DB_ENV = "SEGUE_DB"
 DEFAULT_STORE = "sqlite:///segue.db"
-_ONLY_FOR: dict[str, tuple[str, ...]] = {
-    "replies": ("scripted",),
-    "thinking": ("anthropic", "twin-anthropic"),
-    "max_tokens": ("anthropic", "twin-anthropic"),
-    "cache_ttl": ("anthropic", "twin-anthropic", "openrouter", "openai_responses", "twin-openai"),
-    "cache_mode": ("openai_responses", "twin-openai", "openai_chat", "openrouter"),
-    "reasoning": ("openai_responses", "twin-openai", "openrouter"),
-    "vendor": ("openai_chat",),
-    "base_url": ("anthropic", "openai_responses", "openai_chat"),
-    "api_key_env": ("anthropic", "openai_responses", "openai_chat", "openrouter"),
-}
+#: Which provider kinds each option applies to, from the one table of kinds (segue.providers.registry).
+_ONLY_FOR: dict[str, tuple[str, ...]] = {option: kinds_taking(option) for option in OPTIONS}
 
-#: A vendor kind's key variables, and the kind that asks for the twin. A driver built in a script without a key
-#: talks to the twin (segue.providers._offline); a server's config says what it serves, so it never does that on
-#: its own.
+#: A vendor kind's key variables, and the kind that asks for the twin (segue.providers.registry). A server's
+#: config says what it serves, so a kind with none of its variables set is refused, never served by the twin.
 _KEY_VARIABLES: dict[str, tuple[tuple[str, ...], str]] = {
-    "anthropic": (("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"), "twin-anthropic"),
-    "openai_responses": (("OPENAI_API_KEY", "OPENAI_BASE_URL"), "twin-openai"),
-    "openai_chat": (("OPENAI_API_KEY", "OPENAI_BASE_URL"), "twin-openai"),
+    k.kind: (k.key_variables, k.twin_kind) for k in KINDS if k.key_variables and k.twin_kind is not None
 }
 
 
@@ -291,7 +280,7 @@ def _make_provider(cfg: ProviderConfig, key: str | None, twin: list[Any]) -> Pro
     from segue import providers
 
     kind, model = cfg.kind, cfg.model
-    if kind in ("twin-anthropic", "twin-openai") and not twin:
+    if BY_KIND[kind].on_twin and not twin:
         from segue_twin import Twin
 
         twin.append(Twin())  # one twin per server, so prompt caches carry over between runs
