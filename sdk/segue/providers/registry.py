@@ -4,12 +4,14 @@ hold its key, the config options that apply to it, and the kind that serves it o
 `segue.providers` loads its drivers lazily from this table and `segue serve`'s config (segue.apps.protocol.config)
 checks options and keys against it; schemas/serve.schema.json's `ProviderKind` lists the same kinds
 (tests/providers/test_registry.py). Adding a vendor adds one row here (docs/architecture.md, "Adding a vendor").
-Nothing here imports a driver or a vendor SDK.
+Nothing here imports a driver or a vendor SDK; the option names are the generated ProviderConfig's fields.
 """
 
 from __future__ import annotations
 
 import attrs
+
+from segue.generated.serve import ProviderConfig
 
 
 @attrs.frozen(kw_only=True)
@@ -30,8 +32,10 @@ class ProviderKind:
     on_twin: bool = False
 
 
-_ANTHROPIC_OPTIONS = frozenset({"thinking", "max_tokens", "cache_ttl"})
-_RESPONSES_OPTIONS = frozenset({"cache_ttl", "cache_mode", "reasoning"})
+#: The options are ProviderConfig's fields (schemas/serve.schema.json), named through the generated type.
+_F = attrs.fields(ProviderConfig)
+_ANTHROPIC_OPTIONS = frozenset({_F.thinking.name, _F.max_tokens.name, _F.cache_ttl.name})
+_RESPONSES_OPTIONS = frozenset({_F.cache_ttl.name, _F.cache_mode.name, _F.reasoning.name})
 
 #: Every kind, in the order the config's error messages list them.
 KINDS: tuple[ProviderKind, ...] = (
@@ -40,7 +44,7 @@ KINDS: tuple[ProviderKind, ...] = (
         driver="AnthropicProvider",
         module="segue.providers.anthropic",
         key_variables=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"),
-        options=_ANTHROPIC_OPTIONS | {"base_url", "api_key_env"},
+        options=_ANTHROPIC_OPTIONS | {_F.base_url.name, _F.api_key_env.name},
         twin_kind="twin-anthropic",
     ),
     ProviderKind(
@@ -55,7 +59,7 @@ KINDS: tuple[ProviderKind, ...] = (
         driver="OpenAIResponsesProvider",
         module="segue.providers.openai_responses",
         key_variables=("OPENAI_API_KEY", "OPENAI_BASE_URL"),
-        options=_RESPONSES_OPTIONS | {"base_url", "api_key_env"},
+        options=_RESPONSES_OPTIONS | {_F.base_url.name, _F.api_key_env.name},
         twin_kind="twin-openai",
     ),
     ProviderKind(
@@ -70,31 +74,24 @@ KINDS: tuple[ProviderKind, ...] = (
         driver="OpenAIChatProvider",
         module="segue.providers.openai_chat",
         key_variables=("OPENAI_API_KEY", "OPENAI_BASE_URL"),
-        options=frozenset({"cache_mode", "vendor", "base_url", "api_key_env"}),
+        options=frozenset({_F.cache_mode.name, _F.vendor.name, _F.base_url.name, _F.api_key_env.name}),
         twin_kind="twin-openai",
     ),
     ProviderKind(
         kind="openrouter",
         driver="OpenRouterProvider",
         module="segue.providers.openrouter",
-        options=frozenset({"cache_ttl", "cache_mode", "reasoning", "api_key_env"}),
+        options=frozenset({_F.cache_ttl.name, _F.cache_mode.name, _F.reasoning.name, _F.api_key_env.name}),
     ),
-    ProviderKind(kind="scripted", driver="ScriptedProvider", module="segue.testing", options=frozenset({"replies"})),
+    ProviderKind(
+        kind="scripted", driver="ScriptedProvider", module="segue.testing", options=frozenset({_F.replies.name})
+    ),
 )
 
 BY_KIND: dict[str, ProviderKind] = {k.kind: k for k in KINDS}
 #: Every option some kind takes, in the order the config checks them.
-OPTIONS: tuple[str, ...] = (
-    "replies",
-    "thinking",
-    "max_tokens",
-    "cache_ttl",
-    "cache_mode",
-    "reasoning",
-    "vendor",
-    "base_url",
-    "api_key_env",
-)
+_CHECKED = (_F.replies, _F.thinking, _F.max_tokens, _F.cache_ttl, _F.cache_mode, _F.reasoning, _F.vendor, _F.base_url)
+OPTIONS: tuple[str, ...] = tuple(f.name for f in (*_CHECKED, _F.api_key_env))
 
 #: The classes `segue.providers` loads on first use: every kind's driver, and Failover (not a kind: it composes
 #: other drivers). ScriptedProvider stays in segue.testing.

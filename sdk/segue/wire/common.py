@@ -14,34 +14,88 @@ import attrs
 
 from segue._core.contracts import FRAGMENT_META_KEY, ProviderNote, ProviderRequest
 from segue._support.readers import (  # the readers and errors every wire module uses, re-exported
-    MalformedResponseError,
-    Unknown,
-    WireError,
-    as_map,
-    dumps_arguments,
-    known,
-    loads_arguments,
-    need,
-    one_of,
-    opt_any,
-    opt_bool,
-    opt_float,
-    opt_int,
-    opt_list,
-    opt_map,
-    opt_obj,
-    opt_str,
-    req_any,
-    req_bool,
-    req_float,
-    req_int,
-    req_list,
-    req_map,
-    req_obj,
-    req_str,
-    stop_reason,
-    tokens_by_ttl,
-    value_or,
+    MalformedResponseError as MalformedResponseError,
+)
+from segue._support.readers import (
+    Unknown as Unknown,
+)
+from segue._support.readers import (
+    WireError as WireError,
+)
+from segue._support.readers import (
+    as_map as as_map,
+)
+from segue._support.readers import (
+    dumps_arguments as dumps_arguments,
+)
+from segue._support.readers import (
+    known as known,
+)
+from segue._support.readers import (
+    loads_arguments as loads_arguments,
+)
+from segue._support.readers import (
+    need as need,
+)
+from segue._support.readers import (
+    one_of as one_of,
+)
+from segue._support.readers import (
+    opt_any as opt_any,
+)
+from segue._support.readers import (
+    opt_bool as opt_bool,
+)
+from segue._support.readers import (
+    opt_float as opt_float,
+)
+from segue._support.readers import (
+    opt_int as opt_int,
+)
+from segue._support.readers import (
+    opt_list as opt_list,
+)
+from segue._support.readers import (
+    opt_map as opt_map,
+)
+from segue._support.readers import (
+    opt_obj as opt_obj,
+)
+from segue._support.readers import (
+    opt_str as opt_str,
+)
+from segue._support.readers import (
+    req_any as req_any,
+)
+from segue._support.readers import (
+    req_bool as req_bool,
+)
+from segue._support.readers import (
+    req_float as req_float,
+)
+from segue._support.readers import (
+    req_int as req_int,
+)
+from segue._support.readers import (
+    req_list as req_list,
+)
+from segue._support.readers import (
+    req_map as req_map,
+)
+from segue._support.readers import (
+    req_obj as req_obj,
+)
+from segue._support.readers import (
+    req_str as req_str,
+)
+from segue._support.readers import (
+    stop_reason as stop_reason,
+)
+from segue._support.readers import (
+    tokens_by_ttl as tokens_by_ttl,
+)
+from segue._support.readers import (
+    value_or as value_or,
 )
 from segue.generated import Message, ReasoningBlock, Role, Usage
 
@@ -160,47 +214,3 @@ def _path(node: Any, target: Any) -> list[Any] | None:
 def foreign_reasoning(block: object, reasoning_vendor: str | None) -> bool:
     """Reasoning this wire must not carry: another vendor's (never rendered as text), or any when it replays none."""
     return isinstance(block, ReasoningBlock) and (reasoning_vendor is None or block.vendor != reasoning_vendor)
-
-
-__all__ = [
-    "ASSISTANT",
-    "SYSTEM",
-    "TOOL",
-    "USER",
-    "MalformedResponseError",
-    "ParsedResponse",
-    "Unknown",
-    "WireError",
-    "WireRequest",
-    "as_map",
-    "breakpoint_blocks",
-    "cache_anchor",
-    "dumps_arguments",
-    "foreign_reasoning",
-    "is_fragment",
-    "known",
-    "loads_arguments",
-    "need",
-    "one_of",
-    "opt_any",
-    "opt_bool",
-    "opt_float",
-    "opt_int",
-    "opt_list",
-    "opt_map",
-    "opt_obj",
-    "opt_str",
-    "req_any",
-    "req_bool",
-    "req_float",
-    "req_int",
-    "req_list",
-    "req_map",
-    "req_obj",
-    "req_str",
-    "stop_reason",
-    "tokens_by_ttl",
-    "unshare",
-    "value_or",
-    "writable",
-]
