@@ -263,3 +263,10 @@ def test_no_hand_written_module_is_over_500_lines() -> None:
     sizes = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in hand_written().items()}
     assert {m: n for m, n in sizes.items() if n > MAX_LINES} == {}
     assert max(sizes.values()) > MAX_LINES // 2, "the sizes were not read"
+
+
+def test_the_top_level_is_the_authoring_surface() -> None:
+    """segue/ itself holds only what a user imports (issue 25: at most ~12 modules); everything else has a folder
+    that says its tier (docs/architecture.md, "Why each folder exists")."""
+    top = sorted(p.stem for p in PACKAGE.glob("*.py"))
+    assert "agent" in top and len(top) <= 12, top
