@@ -1,4 +1,4 @@
-"""The in-process vendor's answers for bench/replay.py, shared with bench/_dendrux_overhead.py (which runs in
+"""The in-process vendor's answers for bench/replay.py, shared with bench/peers/_dendrux_overhead.py (which runs in
 dendrux's own virtual environment, so this module uses the standard library only).
 
 Per question: `calls` turns of thinking + a tool_use, then the answer, as the Messages API returns them.

@@ -13,9 +13,9 @@ the same clock times. Both columns are the same requests, measured in the same r
     demo's prompt and tools and the customer's profile as stable context);
 (b) a 10-iteration tool loop with a trailing runtime-state fragment, under trailing_state_layout auto, appendOnly
     and replace, for a small (~100 tokens) and a large (~1,500 tokens) state;
-(c) the demo's 5-turn database chat (`segue.demo`), every turn replaying all earlier runs.
+(c) the demo's 5-turn database chat (`segue.demo.chat`), every turn replaying all earlier runs.
 
-Token counts use the twin's approximation (segue.tokens); costs the catalog's prices for gpt-5.6-sol.
+Token counts use the twin's approximation (segue._core.tokens); costs the catalog's prices for gpt-5.6-sol.
 """
 
 from __future__ import annotations
@@ -34,16 +34,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from layout import ITERATIONS, loop_agent, script
 
 from segue import Agent, ContextBlock, RunStore
+from segue.cache.layout import LayoutMode
 from segue.catalog import Catalog
-from segue.demo import PROMPT, QUESTIONS, demo_tools, run_chat
+from segue.demo.chat import PROMPT, QUESTIONS, demo_tools, run_chat
+from segue.demo.sample_tools import FakeClock
+from segue.demo.shop_db import run_query
 from segue.generated import Usage
-from segue.layout import LayoutMode
 from segue.providers import OpenAIResponsesProvider
-from segue.twin import ScriptedPolicy, Twin
-from segue.twin.sample_db import run_query
-from segue.twin.testing import FakeClock
 from segue.wire.breakpoints import CacheMode, implicit_only
 from segue.wire.openai_responses import parse_usage
+from segue_twin import ScriptedPolicy, Twin
 
 MODEL, VENDOR = "gpt-5.6-sol", "openai"
 CUSTOMER = "customer-7"

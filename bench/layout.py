@@ -27,12 +27,12 @@ import random
 from typing import Any
 
 from segue import Agent, RunStore, tool
+from segue._core.tokens import complete_tokens
+from segue.cache.layout import LayoutMode, RuntimeState
 from segue.catalog import Catalog
-from segue.layout import LayoutMode, RuntimeState
 from segue.providers import OpenAIChatProvider, Provider
-from segue.tokens import complete_tokens
-from segue.twin import ScriptedPolicy, Twin
-from segue.twin.view import AssistantTurn, PlannedCall
+from segue_twin import ScriptedPolicy, Twin
+from segue_twin.view import AssistantTurn, PlannedCall
 
 MODEL, VENDOR = "gpt-4.1-mini", "openai"
 ITERATIONS = 10

@@ -42,12 +42,12 @@ import anthropic
 from pg_server import NoPostgres, PgServer, throwaway_postgres
 
 from segue import Agent, RunStore
-from segue.contracts import Provider, ProviderRequest, ProviderResponse, StreamEvent
-from segue.demo import PROMPT, QUESTIONS, demo_tools
+from segue._core.contracts import Provider, ProviderRequest, ProviderResponse, StreamEvent
+from segue.demo.chat import PROMPT, QUESTIONS, demo_tools
 from segue.errors import StoreError
 from segue.providers import AnthropicProvider
-from segue.twin import Twin
-from segue.twin.server import serve
+from segue_twin import Twin
+from segue_twin.server import serve
 
 
 class Timed:

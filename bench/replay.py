@@ -17,7 +17,7 @@ and the official `anthropic` client against an in-process vendor (httpx2.MockTra
 Each round measures both back to back; the ratio printed is the median of the rounds' ratios (target <= 5x).
 The databases are on /dev/shm when the machine has it, so the numbers are work, not the disk's fsync latency.
 dendrux 0.4.1 (installed into its own virtual environment on first use, skipped if the registry cannot provide
-it) runs the same conversation shape against the same in-process vendor answers (bench/_dendrux_overhead.py);
+it) runs the same conversation shape against the same in-process vendor answers (bench/peers/_dendrux_overhead.py);
 segue's overhead is compared with dendrux's, median of `--rounds` each (target: at most 1/10).
 """
 
@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))  # _peer_venv, beside the peer benches
 import anthropic
 import httpx2
 from _anthropic_answers import SQL
@@ -44,7 +45,7 @@ from _anthropic_answers import answer as answer_to
 from _peer_venv import peer_python
 
 from segue import Agent, RunStore
-from segue.contracts import ProviderRequest
+from segue._core.contracts import ProviderRequest
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock
 from segue.providers import AnthropicProvider
 from segue.testing import ScriptedProvider
@@ -224,7 +225,7 @@ def _dendrux_side(python: Path, tmp: Path, runs: int, rounds: int) -> dict[str, 
             }
         )
     )
-    script = Path(__file__).resolve().parent / "_dendrux_overhead.py"
+    script = Path(__file__).resolve().parent / "peers" / "_dendrux_overhead.py"
     out = subprocess.run([str(python), str(script), str(config)], capture_output=True, text=True, check=False)
     if out.returncode != 0:
         return f"failed: {(out.stderr.strip().splitlines() or ['?'])[-1]}"

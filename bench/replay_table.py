@@ -12,8 +12,8 @@ import argparse
 import asyncio
 import logging
 
-from segue.demo import SETTINGS, TurnReport, run_chat
-from segue.twin import Twin
+from segue.demo.chat import SETTINGS, TurnReport, run_chat
+from segue_twin import Twin
 
 LABELS = {
     "all": 'replay_last="all"',

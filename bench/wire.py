@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from segue.contracts import FRAGMENT_META_KEY, ProviderRequest
+from segue._core.contracts import FRAGMENT_META_KEY, ProviderRequest
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock
 from segue.wire import anthropic, openai_chat, openai_responses, openrouter
 

@@ -16,7 +16,8 @@ import jinja2
 from codegen.model import Model, SchemaFile, referenced_names
 
 COMMAND = "python -m codegen"
-TEMPLATES = Path(__file__).parent / "templates"
+#: Each plugin keeps its templates in its own package (codegen/plugins/<plugin>/templates/); names are unique.
+TEMPLATES = sorted((Path(__file__).parent / "plugins").glob("*/templates"))
 
 
 @functools.cache

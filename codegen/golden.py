@@ -3,7 +3,7 @@
 Each case is a folder tests/codegen_golden/<case>/ holding `schemas/` (input laid out like the repository's
 schemas/ folder, with `wire/` mapping files if any) and `expected/` (every file the plugins generate from it, as
 the package `golden_<case>`). `python -m codegen --update-golden` rewrites each `expected/`;
-tests/test_codegen_golden.py regenerates every case into a temporary folder, compares it file by file with
+tests/codegen/test_codegen_golden.py regenerates every case into a temporary folder, compares it file by file with
 `expected/`, and type-checks the result (mypy --strict, tsc --strict).
 """
 

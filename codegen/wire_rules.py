@@ -115,7 +115,7 @@ def rule_refs(spec: Any) -> set[str]:
 # How a field is read from a vendor dict, as Python source. The checker's question "can this field be read this
 # way?" is answered by trying: read_expr returns None when it cannot.
 
-#: Reader suffix per kind: req_<suffix> / opt_<suffix> in segue.wire.common.
+#: Reader suffix per kind: req_<suffix> / opt_<suffix> in segue._support.readers.
 READERS = {"str": "str", "bool": "bool", "int": "int", "float": "float", "object": "obj", "list": "list", "any": "any"}
 
 

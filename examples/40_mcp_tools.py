@@ -30,7 +30,7 @@ async def main() -> None:
     run_ids: list[str] = []
     for question in QUESTIONS:
         # A new MCPTools (and server process) per turn, as after an app restart.
-        orders = MCPTools.stdio(sys.executable, ["-m", "segue.mcp.order_desk"], name="orders")
+        orders = MCPTools.stdio(sys.executable, ["-m", "segue.demo.order_desk"], name="orders")
         async with Agent(provider, PROMPT, [orders], store) as agent:  # leaving it stops the server
             result = await agent.run(question, runs=run_ids or None, replay_last="all")
         run_ids.append(result.run_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,17 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+TESTS = REPO / "tests"
+#: Folders of tests/ that hold data, not test modules.
+_DATA = {"node", "codegen_golden", "__pycache__", "node_modules", "mcp_servers"}
+
+# tests/ mirrors the package (tests/run/, tests/wire/, ...) and keeps its helpers in tests/_support/. Tests import
+# the helpers and each other by module name (`from helpers import ...`, `from test_store import new_run`), as when
+# the folder was flat: every folder is on sys.path before the first test module is imported, whatever the order
+# xdist collects them in.
+for _folder in sorted({p.parent for p in TESTS.rglob("*.py")} - {TESTS}, reverse=True):
+    if not _DATA & set(_folder.relative_to(TESTS).parts) and str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 
 
 def require_tool(name: str, why: str) -> str:

@@ -5,6 +5,7 @@ replay_last="all")` replays those runs from segue's own traces ahead of the new 
 """
 
 from segue.agent import Agent, SingleCall
+from segue.cache.layout import RuntimeState
 from segue.errors import (
     IdempotencyConflictError,
     InputError,
@@ -29,7 +30,6 @@ from segue.generated import (
     Usage,
 )
 from segue.guardrails import PIIGuardrail
-from segue.layout import RuntimeState
 from segue.skills import Skill
 from segue.store import RunStore
 from segue.tool_context import RunContext

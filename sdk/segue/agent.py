@@ -14,25 +14,25 @@ import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
+from segue._core.contracts import Provider
+from segue._core.json_types import OutputType, output_spec
+from segue.cache.layout import LayoutMode, TrailingStateFn
 from segue.catalog import Catalog
-from segue.contracts import Provider
 from segue.errors import IdempotencyConflictError, InputError, ReplayRunError, RunStateError, ToolSourceError
 from segue.generated import ContextBlock, PrewarmResult, RunEvent, RunResult
 from segue.guardrails import Guardrail
-from segue.history import HistoryItem
-from segue.json_types import OutputType, output_spec
-from segue.layout import LayoutMode, TrailingStateFn
 from segue.providers.base import members
 from segue.run.config import AgentConfig
 from segue.run.pipeline import Pipeline
 from segue.run.request import DEFAULT_MAX_INPUT_CHARS, PYTHON_ONLY, Rules
 from segue.run.state import make_event
-from segue.run.toolset import Toolbox
+from segue.run.toolbox import Toolbox
 from segue.skills import Skill, render_system
 from segue.store.records import DEFAULT_TENANT
 from segue.store.run_store import RunStore
 from segue.telemetry import Telemetry
 from segue.tools import Tool, ToolSource, as_tools
+from segue.wire.history import HistoryItem
 
 #: Refusals before a run row exists: on stream() they arrive as one RUN_ERROR event.
 _VALIDATION_ERRORS = (ReplayRunError, InputError, IdempotencyConflictError, ToolSourceError)
@@ -359,8 +359,8 @@ async def _last_result(events: AsyncIterator[RunEvent]) -> RunResult:
 
 def _arguments(call_locals: dict[str, Any]) -> dict[str, Any]:
     """run / stream pass their own keyword arguments (locals() before anything else is assigned): they are the
-    RunParams fields by name, which tests/test_run_params.py holds to the schema, so no list of them is kept here;
-    the Python-only ones (`deps`) go their own way."""
+    RunParams fields by name, which tests/run/test_run_params.py holds to the schema, so no list of them is kept
+    here; the Python-only ones (`deps`) go their own way."""
     return {k: v for k, v in call_locals.items() if k != "self" and k not in PYTHON_ONLY}
 
 

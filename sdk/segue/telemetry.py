@@ -31,9 +31,9 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from segue.contracts import SDK_SPAN_GLOBAL
+from segue._core.contracts import SDK_SPAN_GLOBAL
+from segue._core.telemetry_content import CONTENT_LIMIT, content_json, cut_text, semconv_message
 from segue.generated import Message, ReplaySummary, ToolCallBlock, ToolDefinition, ToolResultBlock, Usage
-from segue.telemetry_content import CONTENT_LIMIT, content_json, cut_text, semconv_message
 
 try:
     from opentelemetry import context as otel_context

@@ -8,10 +8,10 @@ from typing import Any
 
 import attrs
 
-from segue.contracts import ProviderRequest, ProviderResponse, StreamDelta, StreamDone, StreamEvent
+from segue._core.contracts import ProviderRequest, ProviderResponse, StreamDelta, StreamDone, StreamEvent
+from segue._core.tokens import count_json
 from segue.errors import ProviderError
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, Usage, get_converter
-from segue.tokens import count_json
 
 Reply = Message | Exception | Callable[[ProviderRequest], Message]
 
@@ -30,7 +30,7 @@ def call(name: str, arguments: dict[str, Any] | None = None, *, id: str | None =
 class ScriptedProvider:
     """Answers each call with the next scripted reply and records every request.
 
-    Usage is estimated with segue.tokens over the canonical request, so token numbers are deterministic.
+    Usage is estimated with segue._core.tokens over the canonical request, so token numbers are deterministic.
     When the script runs out it raises, naming how many calls were scripted. `reasoning_vendor` (default: the
     vendor) is the ReasoningBlock.vendor it takes back; its "wire" is the canonical request as is.
     """

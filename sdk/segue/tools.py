@@ -21,9 +21,9 @@ from typing import Annotated, Any, overload
 import attrs
 from jsonschema.protocols import Validator
 
+from segue._core.json_schema import errors_of, local_validator
+from segue._core.json_types import from_json, json_schema_for, to_json
 from segue.generated import ImageBlock, ToolDefinition, ToolResultBlock
-from segue.json_schema import errors_of, local_validator
-from segue.json_types import from_json, json_schema_for, to_json
 from segue.tool_context import RunContext, is_run_context
 
 #: Results longer than this many characters are cut, with a marker saying so (Tool(max_result_chars=...)).

@@ -28,7 +28,7 @@ agents.agents.push({ ...analyst, name: "careful", tools: careful });
 const config = join(dirname(baseConfig), "agents-old-client.json");
 writeFileSync(config, JSON.stringify(agents, null, 2));
 
-const client = SegueClient.spawn(python, ["-m", "segue.cli", "serve", "--stdio", "--config", config]);
+const client = SegueClient.spawn(python, ["-m", "segue.apps.cli.main", "serve", "--stdio", "--config", config]);
 const events = new Map<RequestId, RunEvent[]>();
 client.onNotification("run/event", ({ request_id, event }) => {
   events.set(request_id, [...(events.get(request_id) ?? []), event]);

@@ -278,7 +278,7 @@ async function scenario(client: Connection, transport: "stdio" | "http"): Promis
 
 // -- stdio --------------------------------------------------------------------------------------------------------
 
-const stdio = SegueClient.spawn(python, ["-m", "segue.cli", "serve", "--stdio", "--config", config]);
+const stdio = SegueClient.spawn(python, ["-m", "segue.apps.cli.main", "serve", "--stdio", "--config", config]);
 stdio.onRequest("tool/call", (params: ToolCallParams) => {
   clientToolRuns.push(params.call.id);
   if (params.call.name !== "list_tables") {
@@ -292,7 +292,7 @@ assert.equal(await stdio.close(), 0, "exit after shutdown: exit code 0");
 
 // -- HTTP ---------------------------------------------------------------------------------------------------------
 
-const server = spawn(python, ["-m", "segue.cli", "serve", "--http", "--port", "0", "--config", config], {
+const server = spawn(python, ["-m", "segue.apps.cli.main", "serve", "--http", "--port", "0", "--config", config], {
   stdio: ["ignore", "inherit", "pipe"],
 });
 const address = await new Promise<string>((resolve, reject) => {

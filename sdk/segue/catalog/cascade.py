@@ -9,7 +9,7 @@ from typing import Any, Generic
 
 import attrs
 
-from segue._hooks import UNSET
+from segue._support.hooks import UNSET
 from segue.catalog.errors import (
     _T,
     CatalogLookupError,

@@ -6,7 +6,7 @@ import difflib
 from collections.abc import Iterable
 from typing import Any, Final, TypeVar
 
-from segue._hooks import UNSET
+from segue._support.hooks import UNSET
 from segue.errors import SegueError
 from segue.generated import LeftOutModel, Model, ModelType, ModelVendor, Vendor
 

@@ -11,8 +11,8 @@ from typing import Any, Final
 
 import attrs
 
-from segue._hooks import UNSET
-from segue._resources import data_dir
+from segue._support.hooks import UNSET
+from segue._support.resources import data_dir
 from segue.catalog.errors import (
     _CATALOG_ENV,
     _KINDS,

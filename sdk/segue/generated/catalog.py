@@ -12,7 +12,7 @@ from typing import Literal, TypeAlias
 import attrs
 from attrs import validators as _v
 
-from segue._hooks import UNSET, Unset, unset_or
+from segue._support.hooks import UNSET, Unset, unset_or
 
 __schema_id__ = "urn:segue:schema:catalog:2"
 __all__ = [

@@ -3,10 +3,10 @@
 # Schema: schemas/explain.schema.json (sha256:d806b842adad90405597c6c0b45ad77a0c4dcb8c316d83942da96432d2565972)
 # Schema: schemas/message.schema.json (sha256:11b022e99e8654fe1600a6d969a97687dbbf3dd064e5f42839eba16749d6b91c)
 # Schema: schemas/prefix.schema.json (sha256:6bdd78a1abcc592e82291e7acbf262034d043bab6db6d243f3dd4e8605dc6cb1)
-# Schema: schemas/protocol.schema.json (sha256:883059e1cae367dc4dade4993ad4c4f6cc97a570ea065bfc9014cfcb0d107326)
+# Schema: schemas/protocol.schema.json (sha256:b0a377a96e46c80543651a4f2e14afb172abdf3441927f2efb8814b2a318a900)
 # Schema: schemas/replay.schema.json (sha256:e5ed01fa431acf71970670dbd20e6af15feeda18c8ed4808b1b95429d9e1cb2a)
 # Schema: schemas/runs.schema.json (sha256:d45efb0a178a9cc222c1858abac5f48a4161ec3f5fa10cc9fb84aab649a89297)
-# Schema: schemas/serve.schema.json (sha256:08bf1f3ed74684bd0df5ac5c70b994d061d17cfbe7b2f619e5f41f8cef41d087)
+# Schema: schemas/serve.schema.json (sha256:329587c484c999f6290d0445d63e9b44b0e4d4cc0c0be603d0283066ae4ed930)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """The one cattrs converter for every generated type: tagged unions dispatch on their tag, None is omitted."""
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import cattrs
 
-from segue._hooks import configure_converter
+from segue._support.hooks import configure_converter
 from segue.generated import catalog, explain, message, prefix, protocol, replay, runs, serve, tool
 
 #: Every generated attrs class.

@@ -9,7 +9,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 from attrs import validators as _v
 
-from segue._hooks import UNSET, Unset, unset_or
+from segue._support.hooks import UNSET, Unset, unset_or
 from segue.generated.message import Message, ToolCallBlock, ToolResultBlock, Usage
 from segue.generated.prefix import PrefixDescriptor
 from segue.generated.replay import ReplayLast, ReplaySummary

@@ -18,9 +18,9 @@ from typing import Any
 import attrs
 from jsonschema.exceptions import SchemaError
 
+from segue._core.hashing import canonical_json
+from segue._core.json_schema import local_validator
 from segue.errors import InputError, ToolSourceError
-from segue.hashing import canonical_json
-from segue.json_schema import local_validator
 
 #: Segue's (and the vendors') rule for a tool name; MCP allows more (dots, slashes, 128 characters).
 NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

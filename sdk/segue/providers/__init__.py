@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from segue.contracts import (
+from segue._core.contracts import (
     FRAGMENT_META_KEY,
     REPLAYED_META_KEY,
     Provider,
@@ -21,6 +21,7 @@ from segue.contracts import (
     StreamDone,
     StreamEvent,
 )
+from segue.providers.registry import LAZY
 
 if TYPE_CHECKING:
     from segue.providers.anthropic import AnthropicProvider
@@ -29,13 +30,7 @@ if TYPE_CHECKING:
     from segue.providers.openai_responses import OpenAIResponsesProvider
     from segue.providers.openrouter import OpenRouterProvider
 
-_LAZY = {
-    "AnthropicProvider": "segue.providers.anthropic",
-    "OpenAIResponsesProvider": "segue.providers.openai_responses",
-    "OpenAIChatProvider": "segue.providers.openai_chat",
-    "OpenRouterProvider": "segue.providers.openrouter",
-    "Failover": "segue.providers.failover",
-}
+_LAZY = LAZY  # class name -> module, from the one table of provider kinds (segue.providers.registry)
 
 __all__ = [
     "FRAGMENT_META_KEY",

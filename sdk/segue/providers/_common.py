@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Mapping
 from types import ModuleType
 from typing import Any, Protocol
 
-from segue.contracts import (
+from segue._core.contracts import (
     SDK_SPAN_GLOBAL,
     TWIN_HEADER,
     ProviderNote,

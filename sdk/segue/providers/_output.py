@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import attrs
 
-from segue.contracts import OutputFormat, ProviderRequest
+from segue._core.contracts import OutputFormat, ProviderRequest
 from segue.providers._cache import CatalogRows
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from segue.contracts import Provider, ServingPath
+from segue._core.contracts import Provider, ServingPath
 
 
 def members(provider: Provider) -> list[Provider]:

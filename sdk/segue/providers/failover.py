@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 
 import attrs
 
-from segue.contracts import (
+from segue._core.contracts import (
     Provider,
     ProviderNote,
     ProviderRequest,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from segue.contracts import ProviderRequest
+from segue._core.contracts import ProviderRequest
 from segue.providers._cache import BreakpointPaths
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers._keys import require_credentials

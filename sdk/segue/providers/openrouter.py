@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from segue.contracts import ProviderRequest
+from segue._core.contracts import ProviderRequest
 from segue.providers._cache import BreakpointPaths
 from segue.providers._keys import require_credentials
 from segue.providers._output import OutputPaths

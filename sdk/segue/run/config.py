@@ -2,7 +2,7 @@
 snapshot one run takes of them at its plan step (RunConfig).
 
 Everything a run sends or compares about the agent comes from its RunConfig: the rendered system prompt and
-stable head, the run's tools (segue.run.toolset: read from the agent's tool sources once per run), the serving
+stable head, the run's tools (segue.run.toolbox: read from the agent's tool sources once per run), the serving
 paths. A run never re-reads the agent, so a value that may differ per run has one place to go.
 """
 
@@ -12,17 +12,17 @@ from collections.abc import Callable
 
 import attrs
 
+from segue._core.contracts import Provider
+from segue._core.hashing import canonical_hash
+from segue._core.json_types import format_hash
+from segue.cache.layout import LayoutMode, LayoutPolicy, TrailingStateFn
 from segue.catalog import Catalog
-from segue.context import render_stable_head
-from segue.contracts import Provider
 from segue.guardrails import Guardrail
-from segue.hashing import canonical_hash
-from segue.json_types import format_hash
-from segue.layout import LayoutMode, LayoutPolicy, TrailingStateFn
-from segue.prefix_rule import CurrentPrefix
 from segue.providers.base import first_member, serving_paths
+from segue.replay.prefix_rule import CurrentPrefix
+from segue.run.context import render_stable_head
 from segue.run.request import Rules, RunRequest
-from segue.run.toolset import Toolbox, ToolSet
+from segue.run.toolbox import Toolbox, ToolSet
 from segue.store.run_store import RunStore
 from segue.telemetry import Telemetry
 
@@ -77,7 +77,7 @@ class AgentConfig:
 
     def snapshot(self, request: RunRequest, tools: ToolSet | None = None) -> RunConfig:
         """The run's configuration: the agent's, with the request's stable context and model / vendor override,
-        and the run's tools (segue.run.toolset; by default the agent's own, for an agent without tool sources)."""
+        and the run's tools (segue.run.toolbox; by default the agent's own, for an agent without tool sources)."""
         tools = tools if tools is not None else self.tools.fixed
         stable_head = render_stable_head(request.context)
         paths = serving_paths(self.provider, model=request.params.model, vendor=request.params.vendor)

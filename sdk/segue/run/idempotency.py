@@ -13,9 +13,9 @@ from typing import Any
 
 import attrs
 
+from segue._core.hashing import canonical_hash
 from segue.errors import IdempotencyConflictError
 from segue.generated import Message, RunEvent, RunResult, get_converter
-from segue.hashing import canonical_hash
 from segue.run.request import RunRequest
 from segue.run.state import make_event, stored_result
 from segue.store.run_store import RunStore

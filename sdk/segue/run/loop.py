@@ -3,7 +3,7 @@
 Each iteration's request is the plan's prefix (replayed runs and history, fitted to each serving path once)
 followed by the run's own messages, laid out by the trailing-state layout. The response says who served
 (segue.run.serving), the iteration is recorded in one transaction (segue.run.recorder), and the tools run
-(segue.run.tools) unless a call waits for approval, which pauses the run. Every step yields RunEvents.
+(segue.run.tool_calls) unless a call waits for approval, which pauses the run. Every step yields RunEvents.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator
 
 import attrs
 
-from segue.cache_notes import cache_notes
+from segue._core.contracts import REPLAYED_META_KEY, ProviderRequest, ProviderResponse, StreamDone, WirePrefix
+from segue.cache.layout import RuntimeState
+from segue.cache.misses import cache_notes
 from segue.catalog import CatalogError
 from segue.catalog.costs import add_call
-from segue.contracts import REPLAYED_META_KEY, ProviderRequest, ProviderResponse, StreamDone, WirePrefix
-from segue.conversation import add_usage, answer_text, tool_calls
 from segue.errors import ProviderError, SegueError
 from segue.generated import (
     LlmInteraction,
@@ -30,14 +30,14 @@ from segue.generated import (
     RunMeta,
     ToolCallBlock,
 )
-from segue.layout import RuntimeState
 from segue.run.config import AgentConfig
+from segue.run.conversation import add_usage, answer_text, tool_calls
 from segue.run.guard import Guard
 from segue.run.output import check_call, check_text, failure, final_call, repair_message
 from segue.run.recorder import Recorder, RunEndNotStored, interaction_of
 from segue.run.serving import fit, observe
 from segue.run.state import RunState, make_event
-from segue.run.tools import ToolRunner
+from segue.run.tool_calls import ToolRunner
 from segue.telemetry import ChatTrace, attached, response_id, traced
 
 

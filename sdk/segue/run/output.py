@@ -2,7 +2,7 @@
 
 The answer arrives one of two ways, whichever the serving driver used (segue.providers._output): as text, on a
 path with the vendor's native JSON-schema output, or as a call to the final-answer tool elsewhere. Either way it
-is validated against the schema (jsonschema) and converted to the app's type (cattrs) by segue.json_types. An
+is validated against the schema (jsonschema) and converted to the app's type (cattrs) by segue._core.json_types. An
 answer that does not match gets a repair turn (the validation error, naming the JSON path, goes back to the
 model: as a user message after text, as the tool's error result after a call); when the repairs are used up the
 run ends with status error, the answer kept, and the error naming the path. Nothing here raises on bad output.
@@ -18,10 +18,10 @@ from typing import Any
 
 import attrs
 
-from segue.contracts import FINAL_ANSWER_TOOL
+from segue._core.contracts import FINAL_ANSWER_TOOL
+from segue._core.hashing import canonical_json
+from segue._core.json_types import OutputSpec
 from segue.generated import Message, TextBlock, ToolCallBlock, ToolResultBlock
-from segue.hashing import canonical_json
-from segue.json_types import OutputSpec
 
 ACCEPTED = "accepted: this is the final answer"
 NOT_RUN = "not run: the final answer ended the turn"

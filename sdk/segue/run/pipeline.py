@@ -26,13 +26,13 @@ from typing import Any
 import attrs
 from ulid import ULID
 
-from segue.context import fold_dynamic
-from segue.conversation import tool_calls, user_message
+from segue.cache.notes import RunNotes
 from segue.errors import InputError, RunStateError
 from segue.generated import RunEvent, get_converter
-from segue.notes import RunNotes
 from segue.providers.base import serving_path
 from segue.run.config import AgentConfig
+from segue.run.context import fold_dynamic
+from segue.run.conversation import tool_calls, user_message
 from segue.run.guard import Guard
 from segue.run.idempotency import Idempotency, fingerprint_of, replayed_event
 from segue.run.loop import Loop
@@ -42,7 +42,7 @@ from segue.run.recorder import Recorder
 from segue.run.request import RunRequest, validate, validate_prewarm
 from segue.run.resume import arguments_of, decisions_for, load_own_run, pending_calls, still_sent
 from segue.run.state import RunState, make_event
-from segue.run.tools import ToolRunner
+from segue.run.tool_calls import ToolRunner
 from segue.store.records import TERMINAL, IdempotencyKeyTaken, StoredRun
 from segue.store.run_store import RunStore
 from segue.telemetry import RunTrace, attached

@@ -1,7 +1,7 @@
 """Step 3 of a run: plan it. Reads only (one store query), after the request was validated and found new.
 
 The plan is everything about a run that is known before its first call and fixed for the run: the run's tools
-(segue.run.toolset: the agent's tool sources are read here, once per run), the configuration snapshot
+(segue.run.toolbox: the agent's tool sources are read here, once per run), the configuration snapshot
 (segue.run.config), the trailing-state layout decided as far as it can be, and the replay: the
 replayed runs plus `history=` as canonical messages (computed once; each iteration only appends the run's own
 messages after them), a replay summary per path the run may be served on, and per path the seed its prefix
@@ -15,11 +15,11 @@ from collections.abc import Collection
 
 import attrs
 
-from segue.contracts import ServingPath, without_replayed_reasoning
+from segue._core.contracts import ServingPath, without_replayed_reasoning
+from segue.cache.layout import LayoutPolicy
 from segue.generated import Message, ReplaySummary
-from segue.layout import LayoutPolicy
-from segue.prefix_rule import WireView, seed_of
-from segue.replay import plan_replay
+from segue.replay.planner import plan_replay
+from segue.replay.prefix_rule import WireView, seed_of
 from segue.run.config import AgentConfig, RunConfig
 from segue.run.request import RunRequest
 

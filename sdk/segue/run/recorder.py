@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 
+from segue._core.contracts import ProviderResponse
 from segue.catalog import CatalogError
-from segue.contracts import ProviderResponse
 from segue.errors import StoreError
 from segue.generated import (
     LlmInteraction,

@@ -1,7 +1,7 @@
 """Step 1 of a run: its request, validated once, all of it, before any I/O.
 
 `RunParams` (schemas/protocol.schema.json) is the one definition of what a run is asked. Agent.run and
-Agent.stream take its fields as explicit keyword arguments (tests/test_run_params.py holds their signatures to
+Agent.stream take its fields as explicit keyword arguments (tests/run/test_run_params.py holds their signatures to
 the schema), the protocol receives it as it is, and retry / resume rebuild one from the run's RunMeta.
 `validate` checks every argument and returns a `RunRequest`: the RunParams with each default filled in, plus the
 replay knobs it implies. What needs a stored row (do the replayed runs exist, are they this tenant's, have they
@@ -16,11 +16,11 @@ from typing import Any, Literal
 
 import attrs
 
-from segue.conversation import as_history
+from segue._core.hashing import canonical_json
+from segue._core.json_types import OutputSpec, output_spec
 from segue.errors import InputError, ReplayRunError
 from segue.generated import ContextBlock, Message, PrewarmParams, ReplayKnobs, RunParams, get_converter
-from segue.hashing import canonical_json
-from segue.json_types import OutputSpec, output_spec
+from segue.run.conversation import as_history
 from segue.store.records import DEFAULT_TENANT
 
 DEFAULT_MAX_INPUT_CHARS = 1_000_000

@@ -23,7 +23,7 @@ import logging
 
 import attrs
 
-from segue.contracts import (
+from segue._core.contracts import (
     REPLAYED_META_KEY,
     ProviderNote,
     ProviderRequest,
@@ -31,9 +31,9 @@ from segue.contracts import (
     ServingPath,
     without_replayed_reasoning,
 )
+from segue.cache.notes import ONCE_PER_RUN
 from segue.generated import Message, PrefixDescriptor, ReplaySummary, ReplayWarning, RunMeta, ServedBy, ServedPath
-from segue.notes import ONCE_PER_RUN
-from segue.prefix_rule import drop_kept, log, path_cause
+from segue.replay.prefix_rule import drop_kept, log, path_cause
 from segue.run.state import RunState
 
 cache_log = logging.getLogger("segue.cache")

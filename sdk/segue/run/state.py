@@ -6,8 +6,10 @@ from typing import Any
 
 import attrs
 
-from segue.contracts import ServingPath, WirePrefix
-from segue.conversation import ZERO_USAGE
+from segue._core.contracts import ServingPath, WirePrefix
+from segue._core.run_text import replay_text
+from segue._core.usage import cache_parts
+from segue.cache.notes import RunNotes
 from segue.generated import (
     Message,
     PendingApproval,
@@ -24,12 +26,10 @@ from segue.generated import (
     ToolResultBlock,
     Usage,
 )
-from segue.notes import RunNotes
+from segue.run.conversation import ZERO_USAGE
 from segue.run.plan import RunPlan
 from segue.run.request import RunRequest
-from segue.run_text import replay_text
 from segue.telemetry import RunTrace
-from segue.usage import cache_parts
 
 
 @attrs.define(kw_only=True)

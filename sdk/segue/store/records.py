@@ -55,7 +55,7 @@ class StoredRun:
     usage: Usage
     agent_name: str = ""
     private: dict[str, Any] | None = None
-    #: canonical JSON of each trace's role + content (segue.replay.message_json), computed on first use and
+    #: canonical JSON of each trace's role + content (segue._core.hashing.message_json), computed on first use and
     #: remembered with the cached message.
     hash_items: Sequence[str] = ()
 

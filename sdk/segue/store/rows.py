@@ -8,6 +8,9 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
+from segue._core.hashing import message_json
+from segue._core.run_text import question, replay_text
+from segue._core.usage import cache_parts
 from segue.errors import StoreError
 from segue.generated import (
     LlmInteraction,
@@ -22,11 +25,8 @@ from segue.generated import (
     Usage,
     get_converter,
 )
-from segue.hashing import message_json
-from segue.run_text import question, replay_text
 from segue.store.models import AgentRun
 from segue.store.records import StoredRun
-from segue.usage import cache_parts
 
 
 def loads(text: str | None, where: str) -> Any:

@@ -23,6 +23,7 @@ from typing import Any, cast
 
 import peewee as pw
 
+from segue._core.hashing import canonical_json
 from segue.errors import StoreError
 from segue.generated import (
     LlmInteraction,
@@ -35,7 +36,6 @@ from segue.generated import (
     Usage,
     get_converter,
 )
-from segue.hashing import canonical_json
 from segue.store import migrations
 from segue.store.connection import DEFAULT_RECONNECT_SECONDS, Units, open_database, read_only_fallback, redact
 from segue.store.models import Bound

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
-from segue.contracts import OutputFormat, ProviderNote, ProviderRequest, WirePrefix
+from segue._core.contracts import OutputFormat, ProviderNote, ProviderRequest, WirePrefix
 from segue.generated import ContentBlock, Message, ReasoningBlock, TextBlock, ToolResultBlock
 from segue.generated.wire import anthropic as g
 from segue.wire.common import (

@@ -23,7 +23,7 @@ from typing import Any, Literal, get_args
 
 import attrs
 
-from segue.contracts import ProviderRequest
+from segue._core.contracts import ProviderRequest
 from segue.generated import Message
 from segue.generated.wire import openai_chat, openai_responses
 from segue.wire.common import ASSISTANT, breakpoint_blocks, writable

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from segue.contracts import OutputFormat, ProviderNote, ProviderRequest, WirePrefix
+from segue._core.contracts import OutputFormat, ProviderNote, ProviderRequest, WirePrefix
 from segue.generated import ContentBlock, Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock, Usage
 from segue.generated.wire import openai_chat as g
 from segue.wire.breakpoints import BreakpointCache, mark

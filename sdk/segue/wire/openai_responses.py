@@ -19,7 +19,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from segue.contracts import OutputFormat, ProviderNote, ProviderRequest
+from segue._core.contracts import OutputFormat, ProviderNote, ProviderRequest
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from segue.generated.wire import openai_responses as g
 from segue.wire.breakpoints import BreakpointCache, mark

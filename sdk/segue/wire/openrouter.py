@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from segue.contracts import OutputFormat, ProviderRequest
+from segue._core.contracts import OutputFormat, ProviderRequest
 from segue.generated import ReasoningBlock
 from segue.generated.wire import openai_chat as g_chat
 from segue.generated.wire import openrouter as g

@@ -18,7 +18,7 @@ from typing import Any, get_args
 import attrs
 from cattrs.errors import BaseValidationError
 
-from segue.contracts import ProviderRequest
+from segue._core.contracts import ProviderRequest
 from segue.generated import (
     ContentBlock,
     ExplainSection,

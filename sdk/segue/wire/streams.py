@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from segue.contracts import StreamDelta
+from segue._core.contracts import StreamDelta
 from segue.errors import ProviderError
 from segue.generated.wire import anthropic, openai_chat, openai_responses
 from segue.wire.common import MalformedResponseError, Unknown, loads_arguments

@@ -18,20 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import attrs
 
-from segue.generated.explain import ExplainSection
-from segue.generated.message import (
-    Base64ImageSource,
-    ImageBlock,
-    ImageSource,
-    ReasoningBlock,
-    TextBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-    UrlImageSource,
-    Usage,
-)
-from segue.generated.tool import ToolDefinition
-from segue.wire.common import (
+from segue._support.readers import (
     Unknown,
     WireError,
     known,
@@ -53,6 +40,19 @@ from segue.wire.common import (
     tokens_by_ttl,
     value_or,
 )
+from segue.generated.explain import ExplainSection
+from segue.generated.message import (
+    Base64ImageSource,
+    ImageBlock,
+    ImageSource,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    UrlImageSource,
+    Usage,
+)
+from segue.generated.tool import ToolDefinition
 
 if TYPE_CHECKING:
     from anthropic.types import (

@@ -19,18 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import attrs
 
-from segue.generated.explain import ExplainSection
-from segue.generated.message import (
-    Base64ImageSource,
-    ImageBlock,
-    TextBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-    UrlImageSource,
-    Usage,
-)
-from segue.generated.tool import ToolDefinition
-from segue.wire.common import (
+from segue._support.readers import (
     Unknown,
     WireError,
     as_map,
@@ -48,6 +37,17 @@ from segue.wire.common import (
     req_str,
     value_or,
 )
+from segue.generated.explain import ExplainSection
+from segue.generated.message import (
+    Base64ImageSource,
+    ImageBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    UrlImageSource,
+    Usage,
+)
+from segue.generated.tool import ToolDefinition
 
 if TYPE_CHECKING:
     from openai.types.chat import (

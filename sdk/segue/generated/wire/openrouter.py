@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import attrs
 
+from segue._support.readers import WireError, need, opt_any, opt_str
 from segue.generated.explain import ExplainSection
 from segue.generated.message import ReasoningBlock
 from segue.generated.wire.openai_chat import (
@@ -68,7 +69,6 @@ from segue.generated.wire.openai_chat import (
     tool_message_parts,
     url_image_url,
 )
-from segue.wire.common import WireError, need, opt_any, opt_str
 
 if TYPE_CHECKING:
     from anthropic.types import CacheControlEphemeralParam

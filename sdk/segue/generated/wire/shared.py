@@ -16,7 +16,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from segue.wire.common import opt_any
+from segue._support.readers import opt_any
 
 __wire__ = "shared"
 __all__ = [

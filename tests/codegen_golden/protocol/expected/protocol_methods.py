@@ -2,7 +2,7 @@
 # Schema: schemas/rpc.schema.json (sha256:5e22a297b4b70c215af71f98820bc640843f30ab9fbac5fdae3b1422b09fcddc)
 """The JSON-RPC method table of schemas/rpc.schema.json: method name -> params class, result class, kind.
 
-`segue.protocol` validates params against the bundled schema (`$defs/<params class name>`), structures them with
+`segue.apps.protocol` validates params against the bundled schema (`$defs/<params class name>`), structures them with
 the generated converter into the params class, and answers with the result class. Error codes and the class of
 their `data` are in `ErrorCode` and `ERROR_DATA`; `LEGACY_CODES` holds the code a session speaking an older
 protocol version receives for an error whose code changed since. `PROTOCOL_VERSION` is the version the table

@@ -13,7 +13,7 @@ import attrs
 from attrs import validators as _v
 
 from golden_types.shapes import Color, Shape
-from segue._hooks import UNSET, Unset
+from segue._support.hooks import UNSET, Unset
 
 __schema_id__ = "urn:segue:schema:canvas:1"
 __all__ = ["Canvas", "Layers", "Opacity"]

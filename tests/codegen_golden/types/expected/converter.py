@@ -11,7 +11,7 @@ from typing import Any
 import cattrs
 
 from golden_types import canvas, shapes
-from segue._hooks import configure_converter
+from segue._support.hooks import configure_converter
 
 #: Every generated attrs class.
 CLASSES: tuple[type, ...] = (

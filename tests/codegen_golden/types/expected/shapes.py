@@ -10,7 +10,7 @@ from typing import Literal, TypeAlias
 import attrs
 from attrs import validators as _v
 
-from segue._hooks import UNSET, Unset
+from segue._support.hooks import UNSET, Unset
 
 __schema_id__ = "urn:segue:schema:shapes:1"
 __all__ = ["Circle", "Color", "Shape", "Square"]

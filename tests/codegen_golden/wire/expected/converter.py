@@ -10,7 +10,7 @@ from typing import Any
 import cattrs
 
 from golden_wire import blocks
-from segue._hooks import configure_converter
+from segue._support.hooks import configure_converter
 
 #: Every generated attrs class.
 CLASSES: tuple[type, ...] = (

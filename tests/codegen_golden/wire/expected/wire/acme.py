@@ -26,7 +26,7 @@ from golden_wire.blocks import (
     Tally,
     UrlSource,
 )
-from segue.wire.common import (
+from segue._support.readers import (
     Unknown,
     WireError,
     as_map,

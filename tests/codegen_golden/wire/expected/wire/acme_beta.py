@@ -55,7 +55,7 @@ from golden_wire.wire.acme import (
     request,
     turn,
 )
-from segue.wire.common import (
+from segue._support.readers import (
     Unknown,
     WireError,
     as_map,

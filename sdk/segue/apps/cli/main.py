@@ -1,0 +1,501 @@
+"""The `segue` command. Exit codes: 0 ok, 1 the command ran and found nothing or a problem, 2 bad input or
+environment.
+
+Adding a command is one handler `_name(args) -> int` plus one `_command(...)` entry in `build_parser`. Handlers
+raise `CommandError` for bad input; `main` prints it as one line on stderr and returns its exit code. No command
+prints a traceback: anything unexpected is one `segue: internal error: ...` line, and a reader that goes away
+(`segue runs list --json | head`) ends the command quietly, as it ends other Unix tools. Commands that read runs
+take `--db URL` (default $SEGUE_DB, else sqlite:///segue.db) and `--tenant T` / `--admin`, and open the store
+read-only: they never create, migrate or change it (`segue db migrate` and `segue runs sweep` are the writers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, get_args
+from urllib.parse import urlparse
+
+from segue._support.resources import package_version
+from segue.apps.cli.render import Style, clean, count, explain_text, prewarm_text, share, show_text, table
+from segue.errors import StoreError
+from segue.generated import RunDetail, RunExplanation, RunStatus, RunSummary, SweptRuns, Usage, get_converter
+
+EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT = 0, 1, 2
+DB_ENV = "SEGUE_DB"
+DEFAULT_DB = "sqlite:///segue.db"
+DEFAULT_TENANT = "default"
+_STATUSES: tuple[str, ...] = get_args(RunStatus)
+_MAX_CHAIN = 200  # runs `runs show` adds up for "conversation so far"
+
+if TYPE_CHECKING:  # imported lazily at run time, so `segue --help` stays quick
+    from segue.store.run_store import RunStore
+
+
+class CommandError(Exception):
+    """Bad input or environment: one line on stderr, nothing written, exit code 2 (or `code`)."""
+
+    def __init__(self, message: str, code: int = EXIT_BAD_INPUT) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+# -- the store ----------------------------------------------------------------------------------------------
+
+
+def _db_url(args: argparse.Namespace) -> str:
+    url: str = args.db or os.environ.get(DB_ENV) or DEFAULT_DB
+    return url
+
+
+@contextmanager
+def _store(args: argparse.Namespace, *, write: bool = False, create: bool = False) -> Iterator[RunStore]:
+    """The run store of `--db`: read-only unless the command writes (then migrated; created only with `create`)."""
+    from segue.store.connection import sqlite_path
+    from segue.store.run_store import RunStore
+
+    url = _db_url(args)
+    path = sqlite_path(url) if urlparse(url).scheme == "sqlite" else ":memory:"
+    if not write and path != ":memory:" and not Path(path).is_file():
+        raise CommandError(f"no run store at {path} ({url}); pass --db URL or set {DB_ENV}")
+    store = RunStore(url, read_only=not write, create=create)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _scope(args: argparse.Namespace) -> dict[str, Any]:
+    return {"tenant_id": args.tenant, "all_tenants": bool(args.admin)}
+
+
+def _who(args: argparse.Namespace) -> str:
+    return "any tenant (--admin)" if args.admin else f"tenant {args.tenant!r}"
+
+
+def _tenant_hint(args: argparse.Namespace, tenants: list[tuple[str, int]]) -> str:
+    """When the list is empty because of the tenant: which tenants the database holds (operators read the file)."""
+    others = [(t, n) for t, n in tenants if t != args.tenant]
+    if not others:
+        return "; the database holds no runs of any tenant" if not tenants else ""
+    shown = ", ".join(f"{clean(t)!r} ({n:,} run{'s' if n != 1 else ''})" for t, n in others[:5])
+    more = f" and {len(others) - 5} more" if len(others) > 5 else ""
+    return f"; the database holds runs of tenant {shown}{more}: pass --tenant {clean(others[0][0])} (or --admin)"
+
+
+def _get_run(store: RunStore, args: argparse.Namespace, run_id: str) -> RunDetail:
+    run = store.get_run(run_id, **_scope(args))
+    if run is None:
+        prewarm = store.prewarms.get(run_id, **_scope(args))
+        if prewarm is not None:  # an Agent.prewarm call: it has no traces or answer to show
+            raise CommandError(prewarm_text(run_id, prewarm), EXIT_PROBLEM)
+        hint = "" if args.admin else "; pass --tenant T for another tenant's runs (or --admin)"
+        raise CommandError(f"no run {run_id!r} for {_who(args)}: check the run id{hint}", EXIT_PROBLEM)
+    return run
+
+
+# -- runs list / show / explain -----------------------------------------------------------------------------
+
+
+def _runs_list(args: argparse.Namespace) -> int:
+    with _store(args) as store:
+        runs = store.list_runs(
+            **_scope(args), status=args.status, agent_name=args.agent, limit=args.limit, offset=args.offset
+        )
+        tenants = store.tenants() if not runs and not args.admin else []
+    if args.json:
+        _print_json(get_converter().unstructure(runs, list[RunSummary]))
+    if not runs:
+        raise CommandError(f"no runs for {_who(args)} matching the filters{_tenant_hint(args, tenants)}", EXIT_PROBLEM)
+    if args.json:
+        return EXIT_OK
+    from segue._core.usage import cache_parts
+    from segue.apps.dashboard.views import shown_cost
+
+    price = _catalog_cost()
+    headers = [
+        "RUN", "STATUS", "TENANT", "AGENT", "MODEL", "STARTED", "INPUT", "OUTPUT", "CACHE READ", "COST", "CONTINUES",
+        "QUESTION",
+    ]  # fmt: skip
+    rows = [
+        [
+            r.run_id,
+            r.status,
+            clean(r.tenant_id, 20),
+            clean(r.agent_name, 24),
+            clean(r.model, 28),
+            r.created_at[:19].replace("T", " "),
+            count(r.usage.input_tokens),
+            count(r.usage.output_tokens),
+            share(cache_parts(r.usage).read_share),
+            shown_cost(r, price)[0],
+            r.continued_from or "",
+            clean(r.question or "", 60),
+        ]
+        for r in runs
+    ]
+    colours = [[None, Style.STATUS.get(r.status, "magenta"), *([None] * 10)] for r in runs]
+    print(table(headers, rows, colours))
+    return EXIT_OK
+
+
+def _runs_show(args: argparse.Namespace) -> int:
+    with _store(args) as store:
+        run = _get_run(store, args, args.run_id)
+        if args.json:
+            _print_json(get_converter().unstructure(run, RunDetail))
+            return EXIT_OK
+        chain = _conversation_so_far(store, args, run)
+    from segue.apps.dashboard.views import TWIN_TITLE, run_cost, shown_cost, totals
+
+    price = _catalog_cost()
+    shown, where = shown_cost(run, price)[0], run_cost(run, price)[1]
+    facts = [TWIN_TITLE] if run.served_by == "twin" else []
+    facts.append(f"cost: {shown} ({clean(where)})")
+    if len(chain) > 1:
+        t = totals(chain, price)
+        facts.append(
+            f"conversation so far: {t.runs} runs, input {count(t.usage.input_tokens)}, output "
+            f"{count(t.usage.output_tokens)}, cache read {count(t.usage.cache_read_tokens)} ({t.read_share}), "
+            f"cost {t.cost}"
+        )
+    print(show_text(run, facts))
+    return EXIT_OK
+
+
+def _conversation_so_far(store: RunStore, args: argparse.Namespace, run: RunDetail) -> list[RunDetail]:
+    """The run and the runs it continued from, oldest first (as far as this tenant can read them)."""
+    chain = [run]
+    while (earlier := chain[0].continued_from) and len(chain) < _MAX_CHAIN:
+        found = store.get_run(earlier, **_scope(args))
+        if found is None or any(r.run_id == found.run_id for r in chain):
+            break
+        chain.insert(0, found)
+    return chain
+
+
+def _runs_explain(args: argparse.Namespace) -> int:
+    from segue.cache.explain import breaks, explain_run
+
+    with _store(args) as store:
+        run = _get_run(store, args, args.run_id)
+        previous = store.get_run(run.continued_from, **_scope(args)) if run.continued_from else None
+    explanation = explain_run(run, previous)
+    if args.json:
+        _print_json(get_converter().unstructure(explanation, RunExplanation))
+        return EXIT_PROBLEM if breaks(explanation) else EXIT_OK
+    print(explain_text(run, explanation))
+    return EXIT_PROBLEM if breaks(explanation) else EXIT_OK
+
+
+# -- dashboard ----------------------------------------------------------------------------------------------
+
+
+def _catalog_cost() -> Callable[[Usage, str, str | None], float | None]:
+    """Dollar cost of a run from the catalog's prices (the model name may be the vendor's API name); the
+    dashboard shows "—" where the catalog knows no price (CatalogLookupError)."""
+    from segue.catalog import Catalog, CatalogError
+
+    try:
+        catalog = Catalog.load()
+    except CatalogError as e:
+        raise CommandError(f"cannot load the catalog for prices: {e}") from None
+
+    def cost(usage: Usage, model: str, vendor: str | None) -> float | None:
+        return catalog.cost(usage, model, vendor)
+
+    return cost
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    from segue.apps.dashboard import create_app, serve
+    from segue.apps.dashboard.app import LOOPBACK_HOSTS
+
+    loopback = args.host in LOOPBACK_HOSTS
+    # On loopback, requests naming another host are refused (DNS rebinding); elsewhere any Host is served.
+    hosts = LOOPBACK_HOSTS if loopback else None
+    with _store(args) as store:
+        app = create_app(store, tenant=args.tenant, admin=bool(args.admin), allowed_hosts=hosts, cost=_catalog_cost())
+        try:
+            server = serve(app, host=args.host, port=args.port)
+        except OSError as e:
+            raise CommandError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
+        host, port = str(server.server_address[0]), int(server.server_address[1])
+        who = "every tenant (--admin)" if args.admin else f"tenant {args.tenant!r}"
+        print(f"segue dashboard for {who}: http://{host}:{port}/  (Ctrl-C stops it)", file=sys.stderr)
+        if not loopback:
+            print("segue: serving beyond loopback: anyone who can reach this address sees these runs", file=sys.stderr)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()
+    return EXIT_OK
+
+
+# -- schema export ------------------------------------------------------------------------------------------
+
+
+def _schema_export(args: argparse.Namespace) -> int:
+    from segue.apps.bundle import export_bundle
+
+    dest: Path = args.dir
+    if dest.exists() and not dest.is_dir():
+        raise CommandError(f"{dest} exists and is not a folder; pass a folder path")
+    try:
+        written = export_bundle(dest, progress=lambda line: print(f"  {line}", file=sys.stderr))
+    except OSError as e:
+        raise CommandError(f"cannot write the bundle to {dest}: {e.strerror or e} ({e.filename or dest})") from None
+    print(f"exported {written} files to {dest}")
+    return EXIT_OK
+
+
+# -- store maintenance: the commands that write -------------------------------------------------------------
+
+
+def _db_migrate(args: argparse.Namespace) -> int:
+    with _store(args, write=True, create=args.create) as store:
+        before, after = store.migrated_from, store.schema_version()
+    shown = _shown_url(args)
+    if before == 0:
+        print(f"{shown}: created a run store (schema version {after})")
+    elif before == after:
+        print(f"{shown}: store schema version {after}, already the newest this segue knows")
+    else:
+        print(f"{shown}: store schema version {before} -> {after}")
+    return EXIT_OK
+
+
+def _runs_sweep(args: argparse.Namespace) -> int:
+    with _store(args, write=True) as store:
+        swept = store.sweep()
+    if args.json:
+        _print_json(get_converter().unstructure(swept, SweptRuns))
+    elif swept:
+        print(f"marked {len(swept)} abandoned run(s) error (their lease expired): {', '.join(swept)}")
+    else:
+        print("no abandoned runs: every running run still holds its lease")
+    return EXIT_OK
+
+
+def _shown_url(args: argparse.Namespace) -> str:
+    from segue.store.connection import redact
+
+    return redact(_db_url(args))
+
+
+# -- serve (JSON-RPC for apps in other languages; segue/protocol) -------------------------------------------
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from segue.apps.protocol import ServeError, serve
+
+    try:
+        return serve(args.config, http=args.http, host=args.host, port=args.port)
+    except ServeError as e:
+        raise CommandError(str(e)) from None
+
+
+# -- parser -------------------------------------------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port in 0..65535 (0 = any free port), got {value}")
+    return value
+
+
+def _offset(text: str) -> int:
+    from segue.store.records import MAX_OFFSET
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 0 <= value <= MAX_OFFSET:
+        raise argparse.ArgumentTypeError(f"expected an offset in 0..{MAX_OFFSET}, got {value}")
+    return value
+
+
+def _db_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--db",
+        metavar="URL",
+        help=f"run store: sqlite:///path.db or postgresql://... (default: ${DB_ENV}, else {DEFAULT_DB})",
+    )
+
+
+def _store_options(p: argparse.ArgumentParser) -> None:
+    _db_option(p)
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("--tenant", default=DEFAULT_TENANT, help=f"read this tenant's runs (default: {DEFAULT_TENANT})")
+    scope.add_argument("--admin", action="store_true", help="read every tenant's runs (operators only)")
+
+
+def _json_option(p: argparse.ArgumentParser, shape: str) -> None:
+    p.add_argument("--json", action="store_true", help=f"print JSON ({shape}) instead of text")
+
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _command(
+    group: Any, name: str, handler: Handler | None, help: str, description: str | None = None
+) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = group.add_parser(name, help=help, description=description or help)
+    if handler is not None:
+        parser.set_defaults(handler=handler)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="segue",
+        description="Cache-friendly, replayable LLM agent runs.",
+        epilog="exit codes: 0 ok, 1 the command found nothing or a problem, 2 bad input or environment",
+    )
+    parser.add_argument("--version", action="version", version=f"segue {package_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    runs = _command(commands, "runs", None, "list, show and explain recorded runs")
+    runs_cmds = runs.add_subparsers(dest="runs_command", required=True, metavar="SUBCOMMAND")
+    p = _command(runs_cmds, "list", _runs_list, "the newest runs, one per line")
+    _store_options(p)
+    p.add_argument("--status", choices=_STATUSES, help="only runs in this status")
+    p.add_argument("--agent", metavar="NAME", help="only runs of this agent name")
+    p.add_argument("--limit", type=_positive_int, default=50, help="at most this many runs (default: 50)")
+    p.add_argument("--offset", type=_offset, default=0, help=argparse.SUPPRESS)
+    _json_option(p, "a list of RunSummary")
+    p = _command(
+        runs_cmds,
+        "show",
+        _runs_show,
+        "one run: traces, tool calls, usage per iteration, replay summary, layout decision",
+    )
+    p.add_argument("run_id", metavar="RUN_ID", help="the run id")
+    _store_options(p)
+    _json_option(p, "a RunDetail")
+    p = _command(
+        runs_cmds,
+        "explain",
+        _runs_explain,
+        "why each request of a run did or did not reuse the previous one's cached prefix",
+        "Compare each provider request with the previous one (the previous iteration, or the last request of the "
+        "run it continued from) and name the first divergence: system prompt, tool definitions, a moved window, "
+        "a dropped runtime-state fragment, or messages[i]. Exits 1 when some request broke the prefix.",
+    )
+    p.add_argument("run_id", metavar="RUN_ID", help="the run id")
+    _store_options(p)
+    _json_option(p, "a RunExplanation")
+    p = _command(
+        runs_cmds,
+        "sweep",
+        _runs_sweep,
+        "mark runs abandoned by a killed process (their lease expired) as error, so they can be replayed",
+    )
+    _db_option(p)
+    _json_option(p, "SweptRuns: the run ids marked")
+
+    db = _command(commands, "db", None, "the run store itself")
+    db_cmds = db.add_subparsers(dest="db_command", required=True, metavar="SUBCOMMAND")
+    p = _command(
+        db_cmds,
+        "migrate",
+        _db_migrate,
+        "bring the store's schema to this segue's version (--create: a new store; read commands never migrate)",
+    )
+    _db_option(p)
+    p.add_argument("--create", action="store_true", help="create a store where there is none (else an error)")
+
+    p = _command(commands, "dashboard", _dashboard, "serve the run dashboard (run list, conversations, run detail)")
+    _store_options(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
+    p.add_argument("--port", type=_port, default=8710, help="port to listen on (default: 8710; 0 = any free port)")
+
+    from segue.apps.cli.extra_commands import add_commands
+
+    add_commands(commands, _command, _port)
+
+    schema = _command(commands, "schema", None, "segue's JSON Schemas and TypeScript declarations")
+    schema_cmds = schema.add_subparsers(dest="schema_command", required=True, metavar="SUBCOMMAND")
+    p = _command(schema_cmds, "export", _schema_export, "write the bundle for clients in other languages")
+    p.add_argument("dir", type=Path, help="folder to write (created if missing)")
+
+    p = _command(commands, "serve", _serve, "drive agents over JSON-RPC 2.0: stdio (LSP framing) or HTTP + SSE")
+    transport = p.add_mutually_exclusive_group(required=True)
+    transport.add_argument("--stdio", action="store_true", help="Content-Length framed JSON-RPC on stdin/stdout")
+    transport.add_argument("--http", action="store_true", help="POST /rpc for requests, GET /events for notifications")
+    p.add_argument("--config", type=Path, required=True, metavar="FILE", help="agents file (schemas/serve.schema.json)")
+    p.add_argument("--host", default="127.0.0.1", help="--http: address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=_port, default=8711, help="--http: port (default: 8711; 0 = any free port)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        handler: Handler = args.handler
+        return handler(args)
+    except CommandError as e:
+        return _fail(str(e), e.code)
+    except StoreError as e:
+        return _fail(str(e), EXIT_BAD_INPUT)
+    except BrokenPipeError:
+        return _reader_gone()
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
+    except Exception as e:  # a bug, or a failure nobody anticipated: still one line, never a traceback
+        return _fail(f"internal error: {type(e).__name__}: {e} (please report this)", EXIT_BAD_INPUT)
+
+
+def _fail(message: str, code: int) -> int:
+    try:
+        print(f"segue: {_one_line(message)}", file=sys.stderr, flush=True)
+    except BrokenPipeError:
+        pass
+    return code
+
+
+def _reader_gone() -> int:
+    """stdout's reader went away (`segue ... | head`): stop quietly, with the status of a process that SIGPIPE
+    ended, like other Unix tools. Python would flush stdout again at exit and complain: point it at /dev/null."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file descriptor (tests capture it)
+        pass
+    return 128 + signal.SIGPIPE
+
+
+def _one_line(message: str) -> str:
+    # Driver errors (e.g. psycopg2's) span lines; scripts read one line per error.
+    return " ".join(message.split())
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,227 @@
+"""How the `segue` command shows runs on a terminal: colour only on a terminal, control characters shown rather
+than obeyed, aligned tables, and the text forms of `segue runs show` and `segue runs explain`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from segue.generated import PrewarmRecord, RunDetail, RunExplanation, Usage
+
+
+class Style:
+    """ANSI colour only when stdout is a terminal (and NO_COLOR is unset)."""
+
+    CODES: ClassVar[dict[str, str]] = {
+        "green": "32",
+        "red": "31",
+        "yellow": "33",
+        "magenta": "35",
+        "dim": "2",
+        "bold": "1",
+    }
+    STATUS: ClassVar[dict[str, str]] = {
+        "success": "green",
+        "error": "red",
+        "running": "yellow",
+        "waiting_approval": "yellow",
+    }
+
+    def __init__(self) -> None:
+        self.enabled = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+
+    def __call__(self, text: str, colour: str | None) -> str:
+        if not self.enabled or colour is None:
+            return text
+        return f"\033[{self.CODES[colour]}m{text}\033[0m"
+
+    def status(self, status: str) -> str:
+        return self(status, self.STATUS.get(status, "magenta"))
+
+
+def _printable(c: str) -> bool:
+    code = ord(c)
+    return c in "\n\t" or (code >= 0x20 and not 0x7F <= code < 0xA0)
+
+
+def clean(text: str, width: int | None = None) -> str:
+    """Text from users, tools or models, safe for a terminal: control characters are shown, not obeyed."""
+    out = "".join(c if _printable(c) else f"\\x{ord(c):02x}" for c in text)
+    if width is not None:
+        out = " ".join(out.split())
+        if len(out) > width:
+            out = out[: width - 1] + "…"
+    return out
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], colours: Sequence[Sequence[str | None]]) -> str:
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    style = Style()
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    for row, colour in zip(rows, colours, strict=True):
+        cells = [style(c.ljust(w), k) for c, w, k in zip(row, widths, colour, strict=True)]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def count(value: int | None) -> str:
+    return "—" if value is None else f"{value:,}"
+
+
+def share(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+def _block_line(block: Any) -> str:
+    from segue.generated import ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
+
+    if isinstance(block, TextBlock):
+        return clean(block.text, 160)
+    if isinstance(block, ToolCallBlock):
+        return f"call {clean(block.name)}({clean(json.dumps(block.arguments, ensure_ascii=False), 120)})"
+    if isinstance(block, ToolResultBlock):
+        flag = " ERROR" if block.is_error else ""
+        return f"result{flag} [{clean(block.tool_call_id)}]: {clean(block.content, 140)}"
+    if isinstance(block, ReasoningBlock):
+        return f"reasoning ({clean(block.vendor)} {clean(block.format)}, {len(block.text or '')} chars)"
+    if isinstance(block, ImageBlock):
+        return "[image]"
+    return clean(str(block), 120)
+
+
+def _usage_line(u: Usage) -> str:
+    from segue._core.usage import cache_parts
+
+    parts = cache_parts(u)
+    return (
+        f"input {count(u.input_tokens)} (cache read {count(parts.read)}, cache write {count(parts.write)}, uncached "
+        f"{count(parts.uncached)}), output {count(u.output_tokens)}, cache-read share {share(parts.read_share)}"
+    )
+
+
+def show_text(run: RunDetail, facts: Sequence[str] = ()) -> str:
+    """The text form of `segue runs show`; `facts` are lines the caller adds after the usage (cost, totals)."""
+    from segue._core.usage import cache_parts
+    from segue.cache.explain import is_fragment_text
+    from segue.generated import TextBlock
+
+    style = Style()
+    out = [
+        f"{style('run', 'bold')} {run.run_id}  {style.status(run.status)}",
+        f"tenant {clean(run.tenant_id)} · agent {clean(run.agent_name)} · model {clean(run.model)}"
+        + (f" @ {clean(run.vendor)}" if run.vendor else ""),
+        f"started {run.created_at}" + (f" · finished {run.finished_at}" if run.finished_at else ""),
+    ]
+    for label, value in (("continued from", run.continued_from), ("retry of", run.retry_of)):
+        if value:
+            out.append(f"{label} {value}")
+    if run.error:
+        out.append(style(f"error: {clean(run.error)}", "red"))
+    out += [
+        f"input: {clean(run.input, 200)}",
+        f"answer: {clean(run.answer or '—', 200)}",
+        f"usage: {_usage_line(run.usage)}",
+        *facts,
+    ]
+    layout = run.meta.segue_layout if run.meta is not None else None
+    if layout is not None:
+        at = f" at iteration {layout.iteration}" if layout.iteration else ""
+        out.append(f"layout: {layout.mode or 'undecided'} ({clean(layout.reason or '')}){at}")
+    if run.replay is not None:
+        r = run.replay
+        out.append("replay:")
+        out.append(f"  in full: {', '.join(r.runs_full) or '—'}")
+        out.append(f"  as question + answer: {', '.join(r.runs_text) or '—'}")
+        out.append(f"  reasoning kept: {', '.join(r.reasoning_kept) or '—'}")
+        out.append(f"  reasoning dropped: {', '.join(r.reasoning_dropped) or '—'}")
+        out += [f"  warning {w.run_id} [{w.cause}]: {clean(w.message)}" for w in r.warnings]
+    if run.llm_interactions:
+        headers = ["ITER", "MODEL", "INPUT", "CACHE READ", "CACHE WRITE", "UNCACHED", "OUTPUT", "LATENCY"]
+        rows = []
+        for c in run.llm_interactions:
+            parts = cache_parts(c.usage)
+            rows.append(
+                [
+                    str(c.iteration),
+                    clean(c.model, 28) + (" (twin)" if c.served_by == "twin" else ""),
+                    count(c.usage.input_tokens),
+                    count(parts.read),
+                    count(parts.write),
+                    count(parts.uncached),
+                    count(c.usage.output_tokens),
+                    f"{c.latency_ms:,.0f} ms",
+                ]
+            )
+        out += ["", "iterations:", table(headers, rows, [[None] * 8] * len(rows))]
+    out += ["", "traces:"]
+    for t in run.traces:
+        fragment = any(isinstance(b, TextBlock) and is_fragment_text(b.text) for b in t.message.content)
+        tag = " (runtime-state fragment)" if fragment else ""
+        for i, block in enumerate(t.message.content):
+            head = f"  [{t.index}] iter {t.iteration if t.iteration is not None else '-'} {t.message.role}{tag}:"
+            out.append(f"{head if i == 0 else ' ' * len(head)} {_block_line(block)}")
+    if run.tool_calls:
+        out += ["", "tool calls:"]
+        for call in run.tool_calls:
+            flag = style(" ERROR", "red") if call.is_error else ""
+            args = clean(json.dumps(call.arguments, ensure_ascii=False), 100)
+            out.append(f"  iter {call.iteration} {clean(call.name)}({args}){flag} {call.duration_ms:,.0f} ms")
+            out.append(f"    → {clean(call.result or '—', 160)}")
+    return "\n".join(out)
+
+
+def explain_text(run: RunDetail, explanation: RunExplanation) -> str:
+    """The text form of `segue runs explain`: one row per request, then why each stopped reusing the last one."""
+    from segue.cache.explain import BREAK_CAUSES, prefix_share
+
+    out: list[str] = []
+    style = Style()
+    out.append(
+        f"{style('run', 'bold')} {run.run_id}" + (f" (continues {run.continued_from})" if run.continued_from else "")
+    )
+    if explanation.layout:
+        out.append(f"layout: {explanation.layout.mode or 'undecided'}")
+    if not explanation.iterations:
+        out.append("the run made no provider request")
+    headers = ["ITER", "COMPARED WITH", "REUSED", "OF", "SHARE", "CACHE READ", "INPUT", "CAUSE"]
+    rows, colours = [], []
+    for it in explanation.iterations:
+        before = f"{it.previous_run_id} #{it.previous_iteration}" if it.previous_run_id else "—"
+        rows.append(
+            [
+                str(it.iteration),
+                before,
+                f"{it.prefix_bytes:,} B",
+                f"{it.previous_bytes:,} B" if it.previous_bytes is not None else "—",
+                share(prefix_share(it)),
+                count(it.usage.cache_read_tokens),
+                count(it.usage.input_tokens),
+                it.cause,
+            ]
+        )
+        colour = "red" if it.cause in BREAK_CAUSES else "green" if it.cause == "extends" else "dim"
+        colours.append([*([None] * 7), colour])
+    if rows:
+        out.append(table(headers, rows, colours))
+    for it in explanation.iterations:
+        out.append(f"  {it.iteration}: {clean(it.reason)}")
+        if it.divergence is not None and it.cause in BREAK_CAUSES:
+            d = it.divergence
+            out.append(f"     at byte {d.byte_offset:,}, {d.path}: was {clean(d.previous or '∅', 70)}")
+            out.append(f"     {' ' * len(f'at byte {d.byte_offset:,}, {d.path}:')} now {clean(d.current or '∅', 70)}")
+        if it.note:
+            out.append(f"     note: {it.note}")
+    return "\n".join(out)
+
+
+def prewarm_text(run_id: str, prewarm: PrewarmRecord) -> str:
+    """What `runs show` says of a prewarm's id: it is not a run, and what it warmed."""
+    call = prewarm.interaction
+    return (
+        f"{run_id} is a prewarm, not a run: {call.vendor}/{call.model} at {prewarm.created_at[:19]}, "
+        f"{call.usage.cache_write_tokens or 0:,} tokens written to the cache for the runs "
+        f"{', '.join(prewarm.runs) or '(none)'}; it has no answer or traces to show"
+    )

@@ -1,0 +1,92 @@
+"""Why a request could not use the prompt cache, found from the request the vendor received, its usage and the
+serving path's catalog numbers: a prompt below the model's minimum cacheable length, a breakpoint further from
+the previous request's than the vendor looks back, a prefix-cache request without its routing key.
+
+Each finding is a ProviderNote of its own kind (segue.cache.notes keeps each kind once per run), naming the number that
+fell short, so a run that cached nothing says why on its result and in the log instead of only in
+`segue runs explain`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from segue._core.contracts import ProviderNote
+from segue.catalog import Resolved
+from segue.generated import Usage
+
+#: Anthropic: "a run of consecutive tool_use blocks is one lookback position, and so is a run of tool_result
+#: blocks" (prompt caching page; docs/twin.md "Fidelity rules").
+_RUN_TYPES = frozenset({"tool_use", "tool_result"})
+_MARKER = "cache_control"
+
+
+def cache_notes(
+    path: Resolved, body: Mapping[str, Any], usage: Usage, previous: Mapping[str, Any] | None
+) -> list[ProviderNote]:
+    """What kept this request (`body`, served on `path`) from the cache. `previous` is the run's previous request
+    body on the same path (None for its first)."""
+    notes = []
+    if path.cache_kind == "none":
+        return []
+    cached = bool(usage.cache_read_tokens) or bool(usage.cache_write_tokens)
+    minimum = path.cache_min_tokens
+    if minimum is not None and not cached and usage.input_tokens < minimum:
+        notes.append(
+            ProviderNote(
+                kind="cache-below-minimum",
+                message=f"a request's prompt of {usage.input_tokens:,} tokens is below {path.model}'s minimum "
+                f"cacheable {minimum:,} tokens, so that request cached nothing (the catalog's llm.cache_min_tokens)",
+            )
+        )
+    lookback = path.cache_lookback_blocks
+    if path.cache_kind == "block" and lookback is not None and previous is not None:
+        gap = _breakpoint_gap(previous, body)
+        if gap is not None and gap >= lookback:
+            notes.append(
+                ProviderNote(
+                    kind="cache-beyond-lookback",
+                    message=f"the request's cache breakpoint is {gap} block positions after the previous request's, "
+                    f"beyond {path.model}'s lookback of {lookback} (the catalog's llm.cache_lookback_blocks): the "
+                    "previous request's cache entry is not found there",
+                )
+            )
+    if path.cache_kind == "prefix" and path.wire == "openai_responses" and not body.get("prompt_cache_key"):
+        notes.append(
+            ProviderNote(
+                kind="cache-key-missing",
+                message=f"the request to {path.label} carried no prompt_cache_key: a prefix cache routes requests "
+                "by key, so without one they may reach cache nodes that do not hold the prefix",
+            )
+        )
+    return notes
+
+
+def _positions(body: Mapping[str, Any]) -> tuple[int, list[int]]:
+    """(lookback positions of the messages' content, the position of each block with a cache marker)."""
+    count, marks, last_type = 0, [], None
+    messages = body.get("messages")
+    for message in messages if isinstance(messages, list) else ():
+        content = message.get("content") if isinstance(message, dict) else None
+        blocks: Sequence[Any] = content if isinstance(content, list) else [content]
+        for block in blocks:
+            kind = block.get("type") if isinstance(block, dict) else "text"
+            if not (kind in _RUN_TYPES and kind == last_type):
+                count += 1
+            last_type = kind
+            if isinstance(block, dict) and block.get(_MARKER):
+                marks.append(count)
+    return count, marks
+
+
+def _breakpoint_gap(previous: Mapping[str, Any], body: Mapping[str, Any]) -> int | None:
+    """Positions from the previous request's last message breakpoint to this request's first breakpoint at or
+    after it (None: nothing to compare)."""
+    _, before = _positions(previous)
+    _, now = _positions(body)
+    if not before:
+        return None
+    start = before[-1]
+    later = [p for p in now if p >= start]
+    return later[0] - start if later else None

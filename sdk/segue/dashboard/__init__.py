@@ -1,7 +1,0 @@
-"""The run dashboard: `segue dashboard`, or `create_app(store, tenant=...)` as a WSGI app for any server."""
-
-from segue.dashboard.app import DashboardApp, create_app
-from segue.dashboard.server import RunningDashboard, serve, serve_in_thread
-from segue.dashboard.views import CostFn, no_pricing
-
-__all__ = ["CostFn", "DashboardApp", "RunningDashboard", "create_app", "no_pricing", "serve", "serve_in_thread"]

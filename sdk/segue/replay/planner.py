@@ -1,0 +1,317 @@
+"""Run replay: check the replayed runs, then rebuild them as canonical messages.
+
+Flow: the knobs were validated with the request (segue.run.request) -> one store query for every replayed run ->
+`plan_replay` (existence, tenant, terminal state; window and token budget; reasoning keep/drop by prefix
+descriptor) -> `ReplayPlan(messages, summaries, seeds)`. Nothing here writes.
+
+Reasoning is kept or dropped per run by the prefix rule (segue.replay.prefix_rule), once per path a request may be
+served on: the path it is aimed at, and the other members of a Failover. One warning per run names the cause.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import attrs
+
+from segue._core.contracts import REPLAYED_META_KEY, ServingPath
+from segue._core.hashing import ListHasher, message_json
+from segue._core.tokens import count_json
+from segue.errors import ReplayRunError
+from segue.generated import (
+    Message,
+    ReasoningBlock,
+    ReplayKnobs,
+    ReplaySummary,
+    ReplayWarning,
+    ReplayWarningCause,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    get_converter,
+)
+from segue.replay.prefix_rule import CurrentPrefix, WireView, reasoning_verdict
+from segue.store.records import TERMINAL, StoredRun
+
+__all__ = ["ReplayPlan", "check_runs", "plan_replay"]
+
+
+@attrs.frozen(kw_only=True)
+class ReplayPlan:
+    """`messages` carry the reasoning any planned path keeps (fit them to a path with without_replayed_reasoning
+    and that path's reasoning_kept); `summaries` has one ReplaySummary per path, the first path's first; `seeds`
+    per path, the hash of the replayed messages as that path sends them, then the messages that follow them
+    (`then`): what precedes the new run's user message, its descriptor's seed."""
+
+    messages: list[Message]
+    summaries: dict[ServingPath, ReplaySummary]
+    continued_from: str | None
+    seeds: dict[ServingPath, str] = attrs.Factory(dict)
+
+    @property
+    def summary(self) -> ReplaySummary:
+        return next(iter(self.summaries.values()))
+
+
+@attrs.define
+class _PathCheck:
+    """The prefix rule on one path: its own running hash of the wire and its own verdicts."""
+
+    current: CurrentPrefix
+    hasher: ListHasher = attrs.Factory(ListHasher)
+    kept: list[str] = attrs.Factory(list)
+    dropped: list[str] = attrs.Factory(list)
+    warnings: list[ReplayWarning] = attrs.Factory(list)
+
+
+def check_runs(stored: Mapping[str, StoredRun], run_ids: Sequence[str], tenant_id: str) -> None:
+    for run_id in run_ids:
+        run = stored.get(run_id)
+        if run is None:
+            raise ReplayRunError(f"run {run_id} does not exist; check the run id", run_id=run_id, reason="not_found")
+        if run.tenant_id != tenant_id:
+            raise ReplayRunError(
+                f"run {run_id} belongs to another tenant than {tenant_id!r}; replay only this tenant's runs",
+                run_id=run_id,
+                reason="tenant_mismatch",
+            )
+        if run.status not in TERMINAL:
+            raise ReplayRunError(
+                f"run {run_id} is still {run.status}; replay it once it has finished",
+                run_id=run_id,
+                reason="not_terminal",
+            )
+        if not run.traces:
+            raise ReplayRunError(
+                f"run {run_id} has no stored traces (deleted outside segue?); leave it out of runs= "
+                "or restore its traces",
+                run_id=run_id,
+                reason="not_found",
+            )
+
+
+def plan_replay(
+    stored: Mapping[str, StoredRun],
+    knobs: ReplayKnobs,
+    tenant_id: str,
+    current: CurrentPrefix,
+    *,
+    guardrails: bool = False,
+    view: WireView | None = None,
+    alternatives: Sequence[CurrentPrefix] = (),
+    then: Sequence[Message] = (),
+) -> ReplayPlan:
+    """The replayed messages (each marked with its run id) and a summary per path: `current`, then the
+    `alternatives` a Failover may serve instead (same system and tools, another vendor / model). `view` is how the
+    request's layout puts a message on the wire; seeds are compared against exactly that."""
+    check_runs(stored, knobs.runs, tenant_id)
+    runs = [stored[r] for r in knobs.runs]
+    checks = [_PathCheck(p) for p in (current, *alternatives)]
+
+    def warn(run_id: str, cause: ReplayWarningCause, message: str, only: _PathCheck | None = None) -> None:
+        for check in [only] if only is not None else checks:
+            check.warnings.append(ReplayWarning(run_id=run_id, cause=cause, message=message))
+
+    full_count = len(runs) if knobs.replay_last == "all" else min(int(knobs.replay_last), len(runs))
+    modes = ["text"] * (len(runs) - full_count) + ["full"] * full_count
+    full_messages = {r.run_id: _complete(r) for r in runs}
+    text_messages = {r.run_id: _question_and_answer(r) for r in runs}
+    if knobs.replay_budget_tokens is not None:
+        modes = _fit_budget(runs, modes, full_messages, text_messages, knobs.replay_budget_tokens, warn)
+
+    messages: list[Message] = []
+    for run, mode in zip(runs, modes, strict=True):
+        if mode == "skip":
+            continue
+        if mode == "text":
+            shown = text_messages[run.run_id]
+            for check in checks:
+                _hash(check.hasher, shown, None, view)
+            messages.extend(_mark(shown, run.run_id))
+            continue
+        full = full_messages[run.run_id]
+        _warn_tools(run, full, current, warn)
+        stripped: list[Message] | None = None
+        keep_any = False
+        for check in checks:
+            items = _stored_items(run, full)
+            sent = full
+            if any(isinstance(b, ReasoningBlock) for m in full for b in m.content):
+                cause = _drop_cause(run, full, check, knobs, guardrails, view)
+                if cause is None:
+                    check.kept.append(run.run_id)
+                else:
+                    check.dropped.append(run.run_id)
+                    if cause[0] != "off":
+                        warn(run.run_id, cause[0], cause[1], check)
+                    stripped = stripped or [_without_reasoning(m) for m in full]
+                    sent, items = stripped, None
+            keep_any = keep_any or sent is full
+            _hash(check.hasher, sent, items, view)
+        messages.extend(_mark(full if keep_any else stripped or full, run.run_id))
+
+    def summary(check: _PathCheck) -> ReplaySummary:
+        return ReplaySummary(
+            schema_version=1,
+            knobs=knobs,
+            runs_full=[r.run_id for r, m in zip(runs, modes, strict=True) if m == "full"],
+            runs_text=[r.run_id for r, m in zip(runs, modes, strict=True) if m == "text"],
+            reasoning_kept=check.kept,
+            reasoning_dropped=check.dropped,
+            warnings=check.warnings,
+        )
+
+    summaries: dict[ServingPath, ReplaySummary] = {}
+    seeds: dict[ServingPath, str] = {}
+    for check in checks:
+        if check.current.path not in summaries:
+            summaries[check.current.path] = summary(check)
+            _hash(check.hasher, then, None, view)
+            seeds[check.current.path] = check.hasher.digest()
+    return ReplayPlan(messages=messages, summaries=summaries, continued_from=knobs.runs[-1], seeds=seeds)
+
+
+def _hash(hasher: ListHasher, new: Sequence[Message], items: Sequence[str] | None, view: WireView | None) -> None:
+    """Add messages to a running hash of the wire, as `view` puts them there (precomputed items when unchanged)."""
+    for i, m in enumerate(new):
+        shown = view(m) if view is not None else m
+        if shown is None:
+            continue
+        hasher.add(items[i] if items is not None and shown is m else message_json(shown))
+
+
+def _stored_items(run: StoredRun, messages: Sequence[Message]) -> list[str] | None:
+    """The store's precomputed message_json of the run's traces, while `messages` are those traces unchanged."""
+    if len(run.hash_items) < len(messages):
+        return None
+    if any(messages[i] is not run.traces[i].message for i in range(len(messages))):
+        return None
+    return [run.hash_items[i] for i in range(len(messages))]
+
+
+def _drop_cause(
+    run: StoredRun,
+    messages: Sequence[Message],
+    check: _PathCheck,
+    knobs: ReplayKnobs,
+    guardrails: bool,
+    view: WireView | None,
+) -> tuple[ReplayWarningCause | Literal["off"], str] | None:
+    if not knobs.replay_reasoning:
+        return ("off", "")
+    if guardrails:
+        return ("guardrails", "reasoning dropped: guardrails are configured, and reasoning is not replayed with them")
+    earlier = check.dropped[-1] if check.dropped else None
+    layout = run.meta.segue_layout
+    unstored = set(layout.unstored_fragments or []) if layout is not None else set()
+    after_unstored = any(
+        t.iteration in unstored and any(isinstance(b, ReasoningBlock) for b in t.message.content) for t in run.traces
+    )
+    return reasoning_verdict(
+        run.meta.segue_prefix,
+        messages,
+        check.hasher.digest(),
+        check.current,
+        earlier_drop=earlier,
+        view=view,
+        unstored_fragment=after_unstored,
+    )
+
+
+def _warn_tools(run: StoredRun, messages: Sequence[Message], current: CurrentPrefix, warn: Any) -> None:
+    called = sorted({b.name for m in messages for b in m.content if isinstance(b, ToolCallBlock)})
+    missing = [n for n in called if n not in current.tool_hashes]
+    if missing:
+        warn(run.run_id, "tool-missing", f"replayed calls to tools no longer offered, sent as they were: {missing}")
+    then: Mapping[str, str] = run.meta.segue_tools or {}
+    changed = [n for n in called if n in current.tool_hashes and n in then and then[n] != current.tool_hashes[n]]
+    if changed:
+        warn(run.run_id, "tool-changed", f"tools whose definition changed since the run: {changed}")
+
+
+def _fit_budget(
+    runs: Sequence[StoredRun],
+    modes: list[str],
+    full: Mapping[str, list[Message]],
+    text: Mapping[str, list[Message]],
+    budget: int,
+    warn: Any,
+) -> list[str]:
+    """Collapse the oldest full runs to question + answer, then leave out the oldest runs, until within budget."""
+    conv = get_converter()
+    cost = {
+        (r.run_id, kind): count_json(conv.unstructure(msgs, list[Message]))
+        for r in runs
+        for kind, msgs in (("full", full[r.run_id]), ("text", text[r.run_id]))
+    }
+
+    def total() -> int:
+        return sum(cost[(r.run_id, m)] for r, m in zip(runs, modes, strict=True) if m != "skip")
+
+    for i, run in enumerate(runs):
+        if total() <= budget:
+            break
+        if modes[i] == "full":
+            modes[i] = "text"
+            warn(run.run_id, "budget", f"replayed as question + answer to stay within {budget} tokens")
+    for i, run in enumerate(runs):
+        if total() <= budget:
+            break
+        modes[i] = "skip"
+        warn(run.run_id, "budget", f"left out of the replay to stay within {budget} tokens")
+    return modes
+
+
+def _complete(run: StoredRun) -> list[Message]:
+    """The run's messages up to its last complete iteration, ending with an assistant message.
+
+    An assistant turn whose tool calls have no results (the run died mid-iteration) is cut, so a tool call is
+    never separated from its result; a run without a final answer gets a short assistant note, so roles
+    still alternate.
+    """
+    messages = [t.message for t in run.traces]
+    cut = len(messages)
+    for i, m in enumerate(messages):
+        calls = {b.id for b in m.content if isinstance(b, ToolCallBlock)}
+        if m.role == "assistant" and calls:
+            following = messages[i + 1] if i + 1 < len(messages) else None
+            answered = (
+                {b.tool_call_id for b in following.content if isinstance(b, ToolResultBlock)}
+                if following is not None and following.role == "tool"
+                else set()
+            )
+            if not calls <= answered:
+                cut = i
+                break
+    messages = messages[:cut]
+    if not messages:
+        return _question_and_answer(run)
+    if messages[-1].role != "assistant":
+        messages.append(_note(run))
+    return messages
+
+
+def _question_and_answer(run: StoredRun) -> list[Message]:
+    question = run.traces[0].message if run.traces else Message(role="user", content=[TextBlock(text=run.input)])
+    question = Message(role="user", content=[b for b in question.content if not isinstance(b, ReasoningBlock)])
+    answer = Message(role="assistant", content=[TextBlock(text=run.answer)]) if run.answer else _note(run)
+    return [question, answer]
+
+
+def _note(run: StoredRun) -> Message:
+    return Message(
+        role="assistant", content=[TextBlock(text=f"(This earlier run ended without an answer: {run.status}.)")]
+    )
+
+
+def _without_reasoning(m: Message) -> Message:
+    if not any(isinstance(b, ReasoningBlock) for b in m.content):
+        return m
+    return Message(role=m.role, content=[b for b in m.content if not isinstance(b, ReasoningBlock)], meta=m.meta)
+
+
+def _mark(messages: Sequence[Message], run_id: str) -> list[Message]:
+    return [
+        Message(role=m.role, content=m.content, meta={**(m.meta or {}), REPLAYED_META_KEY: run_id}) for m in messages
+    ]

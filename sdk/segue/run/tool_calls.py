@@ -1,0 +1,114 @@
+"""Tool execution for a run: which calls wait for approval, and running (or denying) the calls of one iteration.
+
+The tools a run may call are its RunConfig's (segue.run.toolbox: the agent's own and those its tool sources listed
+for this run). An unknown tool, a denied call, invalid arguments, an exception or a timeout become an error result
+the model sees, never a crash of the run (segue.tools). A tool that takes a RunContext gets the run's id, tenant,
+the iteration, the call id and the app's `deps=`. Arguments reach the tool with the guardrail's placeholders
+restored; results go back through the guardrails before the model sees them. Images a tool returns follow the
+results in the same tool message (every vendor takes images there). Each call has its `execute_tool` span.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+from segue.generated import ImageBlock, Message, RunEvent, ToolCallBlock, ToolCallRecord, ToolResultBlock
+from segue.run.guard import Guard
+from segue.run.state import RunState, make_event
+from segue.telemetry import attached
+from segue.tool_context import RunContext
+from segue.tools import Tool, ToolOutcome
+
+
+@attrs.frozen(kw_only=True)
+class ToolRound:
+    """What one iteration's calls produced: the tool message for the model, the records for the store, and a
+    TOOL_RESULT event per call."""
+
+    message: Message
+    records: list[ToolCallRecord]
+    events: list[RunEvent]
+
+
+class ToolRunner:
+    def __init__(self, guard: Guard) -> None:
+        self.guard = guard
+
+    def needs_approval(self, state: RunState, call: ToolCallBlock) -> bool:
+        tool = state.plan.config.tools.by_name.get(call.name)
+        return tool is not None and tool.requires_approval
+
+    async def run(
+        self,
+        state: RunState,
+        iteration: int,
+        calls: Sequence[ToolCallBlock],
+        decisions: Mapping[str, bool],
+        supplied: Mapping[str, str] | None,
+    ) -> ToolRound:
+        """Execute (or deny) each call, concurrently. `decisions` approve calls that need it; `supplied` holds
+        results the client computed itself (client-side tools)."""
+        tools = state.plan.config.tools.by_name
+
+        async def one(call: ToolCallBlock) -> ToolOutcome:
+            tool = tools.get(call.name)
+            span = state.trace.tool(call, source=tool.source if tool is not None else None)
+            with attached(span):  # an MCP client's own spans nest in execute_tool
+                outcome = await run(call, tool)
+            span.finish(outcome.result, images=len(outcome.images))
+            return outcome
+
+        async def run(call: ToolCallBlock, tool: Tool | None) -> ToolOutcome:
+            if supplied is not None and call.id in supplied:
+                return _given(call, supplied[call.id], is_error=False)
+            if tool is None:
+                known = ", ".join(sorted(tools)) or "none"
+                return _given(call, f"unknown tool {call.name!r}; the tools available are: {known}", is_error=True)
+            if tool.requires_approval and not decisions.get(call.id, False):
+                text = f"the user did not approve calling {call.name}; do not retry it without asking"
+                return _given(call, text, is_error=True)
+            arguments = self.guard.restore_arguments(call.arguments, state.pii)
+            context = RunContext(
+                run_id=state.run_id,
+                tenant_id=state.request.tenant_id,
+                iteration=iteration,
+                tool_call_id=call.id,
+                deps=state.request.deps,
+            )
+            return await tool.invoke(call.id, arguments, context)
+
+        outcomes = await asyncio.gather(*(one(c) for c in calls))
+        results: list[ToolResultBlock] = []
+        images: list[ImageBlock] = []
+        records: list[ToolCallRecord] = []
+        events: list[RunEvent] = []
+        for call, outcome in zip(calls, outcomes, strict=True):
+            result, duration = outcome.result, outcome.duration_ms
+            images.extend(outcome.images)
+            content = self.guard.protect(result.content, state.pii)
+            result = ToolResultBlock(tool_call_id=call.id, content=content, is_error=result.is_error)
+            results.append(result)
+            records.append(
+                ToolCallRecord(
+                    call_id=call.id,
+                    iteration=iteration,
+                    name=call.name,
+                    arguments=call.arguments,
+                    result=content,
+                    is_error=bool(result.is_error),
+                    duration_ms=duration,
+                )
+            )
+            events.append(make_event("TOOL_RESULT", state.run_id, iteration, tool_result=result))
+        return ToolRound(message=Message(role="tool", content=[*results, *images]), records=records, events=events)
+
+
+def _given(call: ToolCallBlock, text: str, *, is_error: bool) -> ToolOutcome:
+    """A result segue gives itself (supplied by the client, or a refusal), without running a tool."""
+    return ToolOutcome(
+        result=ToolResultBlock(tool_call_id=call.id, content=text, is_error=True if is_error else None),
+        duration_ms=0.0,
+    )

@@ -1,0 +1,428 @@
+"""OpenAI Responses (`POST /v1/responses`): reasoning items with verifiable encrypted_content, prefix caching.
+
+Rules (https://developers.openai.com/api/docs/guides/reasoning and the SDK's `types/responses`):
+- a reasoning item replayed without `encrypted_content` under `store: false` is "not found" (404);
+- `encrypted_content` that does not verify is a 400 (`invalid_encrypted_content`);
+- reasoning from another model is omitted, not rejected;
+- a `function_call` carrying its server `id` must come with the reasoning item of the same output
+  (reasoning models only), otherwise 400 "... was provided without its required 'reasoning' item".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from segue_twin._wire import pieces, sse
+from segue_twin.errors import TwinHTTPError, bad_request
+from segue_twin.openai_cache import CacheOutcome, PromptPiece, item_pieces
+from segue_twin.openai_common import (
+    VENDOR,
+    CommonParams,
+    SizedTurn,
+    cache_outcome,
+    common_params,
+    content_text,
+    expect,
+    model_param,
+    parse_arguments,
+    size_turn,
+)
+from segue_twin.signing import seal, unseal
+from segue_twin.state import Reply, TwinState
+from segue_twin.structured import openai_schema, respond
+from segue_twin.view import ConversationView, ToolCall, ToolResult, Turn, tool_spec
+
+_OUTPUT_KINDS = frozenset({"reasoning", "function_call", "assistant"})
+#: `prompt_cache_options` keys the Responses API takes (the pinned SDK's `PromptCacheOptions`).
+_CACHE_OPTION_FIELDS = ("mode", "ttl", "prewarm", "comparison_response_id")
+#: Input message roles whose content parts may carry `prompt_cache_breakpoint` (not assistant output).
+_BREAKPOINT_ROLES = ("user", "system", "developer")
+#: Per input item type: field -> (accepted JSON types, required).
+_ITEM_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
+    "message": {"role": ((str,), True), "content": ((str, list), True)},
+    "function_call": {
+        "call_id": ((str,), True),
+        "name": ((str,), True),
+        "arguments": ((str,), True),
+        "id": ((str,), False),
+    },
+    "function_call_output": {"call_id": ((str,), True), "output": ((str, list), True)},
+    "reasoning": {"id": ((str,), False), "summary": ((list,), False), "encrypted_content": ((str,), False)},
+    "item_reference": {"id": ((str,), True)},
+}
+
+
+def handle_responses(state: TwinState, body: Mapping[str, Any]) -> Reply:
+    rules = state.rules(model_param(body), VENDOR)
+    params = common_params(
+        body,
+        max_tokens_fields=("max_output_tokens",),
+        rules=rules,
+        option_fields=_CACHE_OPTION_FIELDS,
+        option_ttls=tuple(rules.ttl_seconds),
+    )
+    if body.get("previous_response_id") is not None:
+        raise bad_request(
+            "The twin does not emulate 'previous_response_id'; send the full input (with reasoning items) instead.",
+            param="previous_response_id",
+        )
+    store = body.get("store", True)
+    if not isinstance(store, bool):
+        raise bad_request(f"Invalid type for 'store': expected a boolean, got {store!r}.", param="store")
+    include = expect(body.get("include"), (list,), "include") or []
+    instructions = expect(body.get("instructions"), (str,), "instructions")
+    tools = [
+        expect(t, (dict,), f"tools[{i}]", optional=False)
+        for i, t in enumerate(expect(body.get("tools"), (list,), "tools") or [])
+    ]
+    expect(body.get("text"), (dict,), "text")
+    items = _resolve_items(state, _input_items(body.get("input")), params, store)
+    _check_reasoning_pairing(items, params)
+
+    prewarm = params.cache_options is not None and params.cache_options.prewarm
+    # prewarm "Prepares the prompt cache without generating output": the model is not asked.
+    if prewarm:
+        sized = SizedTurn(reasoning="", text="", calls=(), reasoning_tokens=0, output_tokens=0, truncated=False)
+    else:
+        schema = openai_schema((body.get("text") or {}).get("format"), "text.format")
+        turn = respond(state.policy, attrs.evolve(_view(params, instructions, tools, items), output_schema=schema))
+        sized = size_turn(turn, reasons=params.reasons, max_output=params.max_output)
+    header = {"text": body.get("text"), "reasoning_effort": params.effort}
+    outcome = cache_outcome(state, params, _pieces(header, tools, instructions, items))
+
+    summary_wanted = isinstance(body.get("reasoning"), dict) and body["reasoning"].get("summary") is not None
+    encrypted = "reasoning.encrypted_content" in include or not store
+    output = (
+        []
+        if prewarm
+        else _output_items(state, params, sized, summary_wanted=summary_wanted, encrypted=encrypted, store=store)
+    )
+    response: dict[str, Any] = {
+        "id": state.ids.next("resp"),
+        "object": "response",
+        "created_at": int(state.clock()),
+        "status": "incomplete" if sized.truncated else "completed",
+        "error": None,
+        "incomplete_details": {"reason": "max_output_tokens"} if sized.truncated else None,
+        "instructions": instructions,
+        "max_output_tokens": params.max_output,
+        "model": params.model,
+        "output": output,
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "previous_response_id": None,
+        "prompt_cache_key": params.cache_key,
+        "prompt_cache_options": params.cache_options.applied() if params.cache_options else None,
+        "prompt_cache_retention": params.retention,
+        "reasoning": {"effort": params.effort, "summary": (body.get("reasoning") or {}).get("summary")},
+        "store": store,
+        "temperature": body.get("temperature", 1.0),
+        "text": body.get("text") or {"format": {"type": "text"}},
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": tools,
+        "top_p": body.get("top_p", 1.0),
+        "truncation": "disabled",
+        "metadata": body.get("metadata") or {},
+        "usage": _usage(outcome, sized),
+    }
+    if params.cache_options is not None and params.cache_options.comparison_response_id is not None:
+        # Diagnostics come back "when the feature is enabled"; the twin does not emulate them.
+        response["prompt_cache_diagnostics"] = {"type": "unavailable"}
+    if not params.stream:
+        return Reply(body=response)
+    return Reply(body=response, events=tuple(stream_events(response)))
+
+
+def _input_items(raw: Any) -> list[dict[str, Any]]:
+    if isinstance(raw, str):
+        return [{"type": "message", "role": "user", "content": raw}]
+    if not isinstance(raw, list) or not raw:
+        raise bad_request("Missing required parameter: 'input'.", param="input", code="missing_required_parameter")
+    out = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise bad_request(f"Invalid 'input[{i}]': expected an object.", param=f"input[{i}]")
+        kind = item.get("type", "message" if "role" in item else None)
+        if kind not in _ITEM_FIELDS:
+            raise bad_request(f"Invalid 'input[{i}].type': {kind!r} is not supported by the twin.", param=f"input[{i}]")
+        for name, (kinds, required) in _ITEM_FIELDS[kind].items():
+            expect(item.get(name), kinds, f"input[{i}].{name}", optional=not required)
+        if kind == "message" and item["role"] not in ("user", "assistant", "system", "developer"):
+            raise bad_request(
+                f"Invalid value for 'input[{i}].role': {item['role']!r}; expected user, assistant, system or "
+                "developer.",
+                param=f"input[{i}].role",
+            )
+        out.append({**item, "type": kind})
+    return out
+
+
+def _not_found(item_id: Any, store: bool) -> TwinHTTPError:
+    hint = (
+        " Items are not persisted when `store` is set to false. Try again with `store` set to true, or remove this "
+        "item from your input."
+        if not store
+        else ""
+    )
+    return TwinHTTPError(404, f"Item with id '{item_id}' not found.{hint}", param="input")
+
+
+def _resolve_items(
+    state: TwinState, items: list[dict[str, Any]], params: CommonParams, store: bool
+) -> list[dict[str, Any]]:
+    """Replace references by stored items, verify reasoning, and mark reasoning from other models as omitted."""
+    out: list[dict[str, Any]] = []
+    for i, item in enumerate(items):
+        if item["type"] == "item_reference":
+            found = state.stored_items.get(str(item.get("id"))) if store else None
+            if found is None:
+                raise _not_found(item.get("id"), store)
+            item = found
+        if item["type"] == "reasoning":
+            item = _verified_reasoning(state, item, params, store, i)
+        out.append(item)
+    return out
+
+
+def _verified_reasoning(
+    state: TwinState, item: dict[str, Any], params: CommonParams, store: bool, index: int
+) -> dict[str, Any]:
+    token = item.get("encrypted_content")
+    if token is None:
+        stored = state.stored_items.get(str(item.get("id"))) if store else None
+        if stored is None:
+            raise _not_found(item.get("id"), store)
+        payload = stored["twin_payload"]
+    else:
+        opened = unseal(state.secret, token)
+        if opened is None:
+            raise bad_request(
+                f"The encrypted content for item {item.get('id')!r} could not be verified. Replay reasoning items "
+                "exactly as they were returned.",
+                param=f"input[{index}].encrypted_content",
+                code="invalid_encrypted_content",
+            )
+        payload = opened
+    # Reasoning is reusable only within the model that wrote it; other models' reasoning is omitted silently.
+    omitted = payload.get("model") != params.model
+    return {**item, "twin_payload": payload, "twin_omitted": omitted}
+
+
+def _check_reasoning_pairing(items: list[dict[str, Any]], params: CommonParams) -> None:
+    if not params.reasons:
+        return
+    group_has_reasoning = False
+    for item in items:
+        kind = _kind(item)
+        if kind not in _OUTPUT_KINDS:
+            group_has_reasoning = False
+            continue
+        if kind == "reasoning":
+            group_has_reasoning = True
+        elif kind == "function_call" and item.get("id") and not group_has_reasoning:
+            raise bad_request(
+                f"Item '{item['id']}' of type 'function_call' was provided without its required 'reasoning' item. "
+                "Replay the reasoning item that preceded it (with encrypted_content), or drop the function_call's "
+                "'id'.",
+                param="input",
+            )
+
+
+def _kind(item: dict[str, Any]) -> str:
+    if item["type"] == "message":
+        return "assistant" if item.get("role") == "assistant" else "message"
+    return str(item["type"])
+
+
+def _pieces(header: Any, tools: list[Any], instructions: Any, items: list[dict[str, Any]]) -> list[PromptPiece]:
+    """The prompt as the caches see it: settings, tools, instructions, then every item's content parts.
+
+    Ids, statuses and content representation do not matter; reasoning contributes its decoded text.
+    """
+    pieces = [PromptPiece(render=header), PromptPiece(render=tools), PromptPiece(render=instructions)]
+    for i, item in enumerate(items):
+        kind, path = item["type"], f"input[{i}]"
+        if kind == "message":
+            eligible = item.get("role") in _BREAKPOINT_ROLES
+            pieces += item_pieces(
+                {"role": item.get("role")}, item.get("content"), eligible=eligible, field="content", path=path
+            )
+        elif kind == "function_call_output":
+            head = {"type": kind, "call_id": item.get("call_id")}
+            pieces += item_pieces(head, item.get("output"), eligible=True, field="output", path=path)
+        elif kind == "function_call":
+            render = {k: item.get(k) for k in ("type", "call_id", "name", "arguments")}
+            pieces.append(PromptPiece(render=render))
+        elif item.get("twin_omitted"):
+            pieces.append(PromptPiece(render={"type": "reasoning", "omitted": True}))
+        else:
+            pieces.append(PromptPiece(render={"type": "reasoning", "text": item["twin_payload"].get("reasoning", "")}))
+    return pieces
+
+
+def _usage(outcome: CacheOutcome, sized: SizedTurn) -> dict[str, Any]:
+    details: dict[str, Any] = {"cached_tokens": outcome.cached_tokens, "cache_write_tokens": outcome.write_tokens}
+    if (per_ttl := outcome.write_details()) is not None:
+        details["cache_write_tokens_details"] = per_ttl
+    return {
+        "input_tokens": outcome.input_tokens,
+        "input_tokens_details": details,
+        "output_tokens": sized.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": sized.reasoning_tokens},
+        "total_tokens": outcome.input_tokens + sized.output_tokens,
+    }
+
+
+def _view(params: CommonParams, instructions: Any, tools: list[Any], items: list[dict[str, Any]]) -> ConversationView:
+    system = [instructions] if isinstance(instructions, str) and instructions else []
+    turns: list[dict[str, Any]] = []
+    calls: dict[str, ToolCall] = {}
+
+    def current(role: str) -> dict[str, Any]:
+        if not turns or turns[-1]["role"] != role:
+            turns.append({"role": role, "text": [], "tool_calls": [], "tool_results": [], "reasoning": []})
+        return turns[-1]
+
+    for i, item in enumerate(items):
+        kind = _kind(item)
+        if kind == "message":
+            if item.get("role") in ("system", "developer"):
+                system.append(content_text(item.get("content")))
+            else:
+                current("user")["text"].append(content_text(item.get("content")))
+        elif kind == "assistant":
+            current("assistant")["text"].append(content_text(item.get("content")))
+        elif kind == "reasoning":
+            if not item.get("twin_omitted"):
+                current("assistant")["reasoning"].append(str(item["twin_payload"].get("reasoning", "")))
+        elif kind == "function_call":
+            call = ToolCall(
+                id=str(item.get("call_id")),
+                name=str(item.get("name")),
+                arguments=parse_arguments(item.get("arguments"), f"input[{i}].arguments"),
+            )
+            calls[call.id] = call
+            current("assistant")["tool_calls"].append(call)
+        else:
+            call_id = str(item.get("call_id"))
+            made = calls.get(call_id)
+            current("user")["tool_results"].append(
+                ToolResult(
+                    call_id=call_id,
+                    content=content_text(item.get("output")),
+                    name=made.name if made else None,
+                    arguments=made.arguments if made else None,
+                )
+            )
+    return ConversationView(
+        vendor=VENDOR,
+        model=params.model,
+        system="\n".join(system),
+        turns=tuple(
+            Turn(
+                role=t["role"],
+                text="\n".join(t["text"]),
+                tool_calls=tuple(t["tool_calls"]),
+                tool_results=tuple(t["tool_results"]),
+                reasoning="\n".join(t["reasoning"]),
+            )
+            for t in turns
+        ),
+        tool_specs=tuple(
+            tool_spec(t.get("name"), t.get("description"), t.get("parameters"))
+            for t in tools
+            if isinstance(t, dict) and t.get("type") == "function"
+        ),
+        reasoning_enabled=params.reasons,
+    )
+
+
+def _output_items(
+    state: TwinState, params: CommonParams, sized: SizedTurn, *, summary_wanted: bool, encrypted: bool, store: bool
+) -> list[dict[str, Any]]:
+    output: list[dict[str, Any]] = []
+    if params.reasons:
+        rs_id = state.ids.next("rs")
+        payload = {"model": params.model, "id": rs_id, "reasoning": sized.reasoning}
+        item: dict[str, Any] = {
+            "id": rs_id,
+            "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": sized.reasoning}] if summary_wanted else [],
+        }
+        if encrypted:
+            item["encrypted_content"] = seal(state.secret, payload)
+        if store:
+            state.stored_items[rs_id] = {**item, "twin_payload": payload}
+        output.append(item)
+    if sized.text:
+        output.append(
+            {
+                "id": state.ids.next("msg"),
+                "type": "message",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": sized.text, "annotations": [], "logprobs": []}],
+            }
+        )
+    for name, arguments in sized.calls:
+        output.append(
+            {
+                "id": state.ids.next("fc"),
+                "type": "function_call",
+                "call_id": state.ids.next("call"),
+                "name": name,
+                "arguments": arguments,
+                "status": "completed",
+            }
+        )
+    if store:
+        state.stored_items.update((i["id"], i) for i in output if i["type"] != "reasoning")
+    return output
+
+
+def stream_events(response: dict[str, Any]) -> list[bytes]:
+    """The SSE events of a finished response, in the vendor's order; they assemble to ``response``."""
+    events: list[bytes] = []
+
+    def emit(kind: str, **fields: Any) -> None:
+        events.append(sse(kind, {"type": kind, "sequence_number": len(events), **fields}))
+
+    opening = {**response, "status": "in_progress", "output": [], "usage": None, "incomplete_details": None}
+    emit("response.created", response=opening)
+    emit("response.in_progress", response=opening)
+    for index, item in enumerate(response["output"]):
+        common = {"item_id": item["id"], "output_index": index}
+        if item["type"] == "reasoning":
+            emit("response.output_item.added", output_index=index, item={**item, "summary": []})
+            for s_index, part in enumerate(item["summary"]):
+                emit(
+                    "response.reasoning_summary_part.added", **common, summary_index=s_index, part={**part, "text": ""}
+                )
+                for delta in pieces(part["text"]):
+                    emit("response.reasoning_summary_text.delta", **common, summary_index=s_index, delta=delta)
+                emit("response.reasoning_summary_text.done", **common, summary_index=s_index, text=part["text"])
+                emit("response.reasoning_summary_part.done", **common, summary_index=s_index, part=part)
+        elif item["type"] == "message":
+            emit(
+                "response.output_item.added", output_index=index, item={**item, "status": "in_progress", "content": []}
+            )
+            for c_index, part in enumerate(item["content"]):
+                emit("response.content_part.added", **common, content_index=c_index, part={**part, "text": ""})
+                for delta in pieces(part["text"]):
+                    emit("response.output_text.delta", **common, content_index=c_index, delta=delta, logprobs=[])
+                emit("response.output_text.done", **common, content_index=c_index, text=part["text"], logprobs=[])
+                emit("response.content_part.done", **common, content_index=c_index, part=part)
+        else:
+            emit(
+                "response.output_item.added",
+                output_index=index,
+                item={**item, "status": "in_progress", "arguments": ""},
+            )
+            for delta in pieces(item["arguments"]):
+                emit("response.function_call_arguments.delta", **common, delta=delta)
+            emit("response.function_call_arguments.done", **common, name=item["name"], arguments=item["arguments"])
+        emit("response.output_item.done", output_index=index, item=item)
+    emit("response.incomplete" if response["status"] == "incomplete" else "response.completed", response=response)
+    return events

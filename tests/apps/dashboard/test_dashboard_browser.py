@@ -1,0 +1,166 @@
+"""The dashboard in real headless Chromium (Debian's chromium + chromium-driver, driven by Selenium).
+
+Skipped locally when chromium, chromedriver or selenium is missing; a failure in CI (CI=true), which installs them.
+The browser runs with background networking off and a fresh profile: this machine has no network.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import require_tool
+from test_dashboard_data import SampleRuns, build_store
+
+from segue import RunStore
+from segue.apps.dashboard import RunningDashboard, create_app, serve_in_thread
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--window-size=1400,1200",
+]
+
+
+def _require_selenium() -> None:
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail("selenium is required in CI (dashboard browser tests); add it to the dev extra")
+        pytest.skip("selenium is not installed (dashboard browser tests)")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> SampleRuns:
+    return build_store(tmp_path_factory.mktemp("browser") / "segue.db")
+
+
+@pytest.fixture(scope="module")
+def dashboard(runs: SampleRuns) -> Iterator[RunningDashboard]:
+    store = RunStore(runs.url)
+    running = serve_in_thread(create_app(store), host="127.0.0.1", port=0)
+    yield running
+    running.stop()
+    store.close()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    chromium = require_tool("chromium", "headless browser tests of the dashboard")
+    chromedriver = require_tool("chromedriver", "headless browser tests of the dashboard (chromium-driver)")
+    _require_selenium()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=chromedriver))
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def _wait_for_url(browser: Any, part: str) -> None:
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 10).until(expected_conditions.url_contains(part))
+
+
+def _png(path: Path) -> None:
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
+def test_run_list_conversation_chain_and_chart(
+    browser: Any, dashboard: RunningDashboard, runs: SampleRuns, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(dashboard.url + "/")
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr.run-row")
+    assert [r.get_attribute("data-run-id") for r in rows] == [runs.edited, runs.third, runs.second, runs.first]
+    browser.save_screenshot(str(tmp_path / "runs.png"))
+    _png(tmp_path / "runs.png")
+
+    # The JavaScript quick filter (allowed by the page's Content-Security-Policy) hides other rows.
+    browser.find_element(By.ID, "quick-filter").send_keys(runs.first)
+    visible = [r.get_attribute("data-run-id") for r in rows if r.is_displayed()]
+    assert visible == [runs.second, runs.first]  # the second run's "continues" cell names the first
+
+    browser.get(dashboard.url + "/")
+    browser.find_element(By.CSS_SELECTOR, f'tr[data-run-id="{runs.third}"] a.conversation-link').click()
+    _wait_for_url(browser, f"/conversations/{runs.third}")
+    turns = browser.find_elements(By.CSS_SELECTOR, "#chain li.turn")
+    assert [t.get_attribute("data-run-id") for t in turns] == [runs.first, runs.second, runs.third, runs.edited]
+    assert "current" in (turns[2].get_attribute("class") or "")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#chain .arrow")) == 3
+    for turn in turns:
+        read = turn.find_element(By.CSS_SELECTOR, "rect.seg-cache-read")
+        assert float(read.get_attribute("width") or 0) > 0
+        assert turn.find_element(By.CSS_SELECTOR, "dd.cache-read").text.replace(",", "").isdigit()
+    # The stylesheet loaded and colours the bars (cache read green).
+    assert turns[0].find_element(By.CSS_SELECTOR, "rect.seg-cache-read").value_of_css_property("fill") == (
+        "rgb(46, 157, 104)"
+    )
+    browser.save_screenshot(str(tmp_path / "conversation.png"))
+    _png(tmp_path / "conversation.png")
+
+    turns[1].find_element(By.CSS_SELECTOR, "a.run-id").click()
+    _wait_for_url(browser, f"/runs/{runs.second}")
+    bars = browser.find_elements(By.CSS_SELECTOR, "#iterations svg.chart g.bar")
+    assert [b.get_attribute("data-label") for b in bars] == ["#1", "#2"]
+    for bar in bars:
+        kinds = [r.get_attribute("data-kind") for r in bar.find_elements(By.CSS_SELECTOR, "rect")]
+        assert kinds == ["cache-read", "cache-write"]
+    origins = [m.get_attribute("class") for m in browser.find_elements(By.CSS_SELECTOR, "li.message")]
+    assert sum("origin-replayed" in (o or "") for o in origins) == 4
+    assert sum("origin-new" in (o or "") for o in origins) == 4
+
+    requests = browser.find_elements(By.CSS_SELECTOR, "details.request")
+    assert len(requests) == 2 and not any(d.get_attribute("open") for d in requests)
+    browser.find_element(By.CSS_SELECTOR, 'button[data-details="open"]').click()
+    assert all(d.get_attribute("open") is not None for d in requests)
+    assert '"messages": [' in requests[0].find_element(By.CSS_SELECTOR, "pre.json").text
+    browser.save_screenshot(str(tmp_path / "run.png"))
+    _png(tmp_path / "run.png")
+
+
+def test_a_script_in_a_model_answer_renders_as_text(
+    browser: Any, dashboard: RunningDashboard, runs: SampleRuns, tmp_path: Path
+) -> None:
+    from selenium.common.exceptions import NoAlertPresentException
+    from selenium.webdriver.common.by import By
+
+    for path in (f"/runs/{runs.third}", f"/conversations/{runs.third}"):
+        browser.get(dashboard.url + path)
+        assert browser.execute_script("return window.__pwned === undefined")
+        with pytest.raises(NoAlertPresentException):
+            browser.switch_to.alert.text  # noqa: B018 - reading it is what raises when there is no alert
+        body = browser.find_element(By.TAG_NAME, "body").text
+        assert "<script>window.__pwned = 1</script>" in body
+    answer = browser.find_element(By.CSS_SELECTOR, f'li.turn[data-run-id="{runs.third}"] p.answer')
+    assert answer.text.startswith("<script>window.__pwned")
+    browser.save_screenshot(str(tmp_path / "escaped.png"))
+    _png(tmp_path / "escaped.png")
+
+
+def test_another_tenants_run_is_not_found(browser: Any, dashboard: RunningDashboard, runs: SampleRuns) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{dashboard.url}/runs/{runs.other_tenant}")
+    assert browser.find_element(By.TAG_NAME, "h1").text == "404"
+    assert runs.other_tenant in browser.find_element(By.CSS_SELECTOR, ".error-message").text
