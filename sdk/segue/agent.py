@@ -25,7 +25,7 @@ from segue.layout import LayoutMode, TrailingStateFn
 from segue.providers.base import members
 from segue.run.config import AgentConfig
 from segue.run.pipeline import Pipeline
-from segue.run.request import DEFAULT_MAX_INPUT_CHARS, Rules
+from segue.run.request import DEFAULT_MAX_INPUT_CHARS, Rules, RunRequest
 from segue.run.state import make_event
 from segue.run.toolset import Toolbox
 from segue.skills import Skill, render_system
@@ -208,7 +208,7 @@ class Agent:
         of the provider's: with Failover, that vendor's first member is tried first), so the trailing-state layout
         is decided from the catalog before the first call. `output_type` / `output_repairs` override the agent's
         for this run (structured output: `result.output`)."""
-        request = self._pipeline.validate(_arguments(locals()))
+        request = await self._validate(_arguments(locals()))
         return await _last_result(self._pipeline.run(request, streaming=False))
 
     run_sync = _blocking(run)
@@ -234,11 +234,19 @@ class Agent:
         """The same run as events. Bad input arrives as one RUN_ERROR event and no row is created."""
         arguments = _arguments(locals())
         try:
-            request = self._pipeline.validate(arguments)
+            request = await self._validate(arguments)
             async for event in self._pipeline.run(request, streaming=True):
                 yield event
         except _VALIDATION_ERRORS as e:
             yield _validation_event(e)
+
+    async def _validate(self, arguments: Mapping[str, Any]) -> RunRequest:
+        """The run's arguments checked, in a worker thread when they carry a schema: checking a large
+        `output_type` against its meta-schema is pure Python and may take seconds, which must not stall the
+        event loop (the other runs)."""
+        if arguments.get("output_type") is None:
+            return self._pipeline.validate(arguments)
+        return await asyncio.to_thread(self._pipeline.validate, arguments)
 
     async def prewarm(
         self,
