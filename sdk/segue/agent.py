@@ -24,7 +24,7 @@ from segue.guardrails import Guardrail
 from segue.providers.base import members
 from segue.run.config import AgentConfig
 from segue.run.pipeline import Pipeline
-from segue.run.request import DEFAULT_MAX_INPUT_CHARS, PYTHON_ONLY, Rules
+from segue.run.request import DEFAULT_MAX_INPUT_CHARS, PYTHON_ONLY, Rules, RunRequest
 from segue.run.state import make_event
 from segue.run.toolbox import Toolbox
 from segue.skills import Skill, render_system
@@ -211,7 +211,7 @@ class Agent:
         is decided from the catalog before the first call. `output_type` / `output_repairs` override the agent's
         for this run (structured output: `result.output`). `deps` is handed to the tools that take a RunContext
         (`ctx.deps`); it is never stored, so retry and resume take it again."""
-        request = self._pipeline.validate(_arguments(locals()), deps=deps)
+        request = await self._validate(_arguments(locals()), deps)
         return await _last_result(self._pipeline.run(request, streaming=False))
 
     run_sync = _blocking(run)
@@ -238,11 +238,19 @@ class Agent:
         """The same run as events. Bad input arrives as one RUN_ERROR event and no row is created."""
         arguments = _arguments(locals())
         try:
-            request = self._pipeline.validate(arguments, deps=deps)
+            request = await self._validate(arguments, deps)
             async for event in self._pipeline.run(request, streaming=True):
                 yield event
         except _VALIDATION_ERRORS as e:
             yield _validation_event(e)
+
+    async def _validate(self, arguments: Mapping[str, Any], deps: Any) -> RunRequest:
+        """The run's arguments checked, in a worker thread when they carry a schema: checking a large
+        `output_type` against its meta-schema is pure Python and may take seconds, which must not stall the
+        event loop (the other runs)."""
+        if arguments.get("output_type") is None:
+            return self._pipeline.validate(arguments, deps=deps)
+        return await asyncio.to_thread(self._pipeline.validate, arguments, deps=deps)
 
     async def prewarm(
         self,

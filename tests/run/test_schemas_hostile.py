@@ -21,6 +21,7 @@ from segue import Agent, RunStore
 from segue._core.contracts import FINAL_ANSWER_TOOL
 from segue._core.json_schema import MAX_NESTING, nesting
 from segue._core.json_types import OutputSpec
+from segue._core import json_types
 from segue.errors import InputError, ToolSourceError
 from segue.mcp.definitions import build_definitions
 from segue.testing import ScriptedProvider, call, text
@@ -199,11 +200,26 @@ async def test_answers_are_validated_off_the_event_loop(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(OutputSpec, "check", recording)
     replies = [text('{"x": "a"}'), call(FINAL_ANSWER_TOOL, {"x": "b"})]
+    schema = {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}
     for reply in replies:
-        schema = {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}
         agent = Agent(provider=ScriptedProvider.of(reply), store=RunStore("sqlite:///:memory:"), output_type=schema)
         assert (await agent.run("hi")).status == "success"
     assert len(seen) == 2 and loop_thread not in seen
+    # A run's own schema is checked off the loop too: a large one takes seconds against the meta-schema.
+    checked: list[int] = []
+    take = json_types.local_validator
+
+    def taking(*args: Any, **kwargs: Any) -> Any:
+        checked.append(threading.get_ident())
+        return take(*args, **kwargs)
+
+    monkeypatch.setattr(json_types, "local_validator", taking)
+    agent = Agent(
+        provider=ScriptedProvider.of(text('{"x": "a"}'), text('{"x": "b"}')), store=RunStore("sqlite:///:memory:")
+    )
+    assert (await agent.run("hi", output_type=schema)).status == "success"
+    assert [e.type async for e in agent.stream("hi", output_type=schema)][-1] == "RUN_COMPLETED"
+    assert len(checked) == 2 and loop_thread not in checked
 
 
 def test_nesting_is_counted_without_recursion() -> None:
