@@ -15,7 +15,16 @@ from test_wire_support import Recorder, assert_typed, json_response, openai_clie
 
 from segue.contracts import ProviderRequest
 from segue.errors import ProviderError
-from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock, Usage
+from segue.generated import (
+    Message,
+    ModelSettings,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolDefinition,
+    ToolResultBlock,
+    Usage,
+)
 from segue.providers import OpenAIChatProvider, StreamDelta, StreamDone
 
 TOOLS = [ToolDefinition(name="run_query", description="Run SQL.", parameters={"type": "object"}, strict=True)]
@@ -99,7 +108,7 @@ async def test_openai_first_turn() -> None:
         system="You are terse.",
         messages=[Message(role="user", content=[TextBlock(text="Hi")])],
         tools=TOOLS,
-        max_tokens=256,
+        settings=ModelSettings(max_tokens=256),
         cache_key="user-7",
     )
 
@@ -138,7 +147,7 @@ async def test_vllm_replayed_tool_turn_drops_reasoning_and_parses_it_back() -> N
         stable_head="Schema: customers, orders.",
         messages=replayed(),
         tools=TOOLS,
-        max_tokens=512,
+        settings=ModelSettings(max_tokens=512),
     )
 
     result = await provider.complete(request)

@@ -18,6 +18,7 @@ from segue.errors import (
 from segue.generated import (
     ContextBlock,
     Message,
+    ModelSettings,
     ReplaySummary,
     RunDetail,
     RunEvent,
@@ -40,6 +41,7 @@ __all__ = [
     "IdempotencyConflictError",
     "InputError",
     "Message",
+    "ModelSettings",
     "PIIGuardrail",
     "ProviderError",
     "ReplayRunError",

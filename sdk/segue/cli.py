@@ -119,7 +119,7 @@ def _runs_list(args: argparse.Namespace) -> int:
         raise CommandError(f"no runs for {_who(args)} matching the filters{_tenant_hint(args, tenants)}", EXIT_PROBLEM)
     if args.json:
         return EXIT_OK
-    from segue.dashboard.views import money, run_cost
+    from segue.dashboard.views import cost_text, run_cost
     from segue.usage import cache_parts
 
     price = _catalog_cost()
@@ -138,7 +138,7 @@ def _runs_list(args: argparse.Namespace) -> int:
             count(r.usage.input_tokens),
             count(r.usage.output_tokens),
             share(cache_parts(r.usage).read_share),
-            money(run_cost(r, price)[0]),
+            cost_text(r, run_cost(r, price)[0]),
             r.continued_from or "",
             clean(r.question or "", 60),
         ]
@@ -156,11 +156,11 @@ def _runs_show(args: argparse.Namespace) -> int:
             _print_json(get_converter().unstructure(run, RunDetail))
             return EXIT_OK
         chain = _conversation_so_far(store, args, run)
-    from segue.dashboard.views import money, run_cost, totals
+    from segue.dashboard.views import cost_text, run_cost, totals
 
     price = _catalog_cost()
     usd, where = run_cost(run, price)
-    facts = [f"cost: {money(usd)} ({clean(where)})"]
+    facts = [f"cost: {cost_text(run, usd)} ({clean(where)})"]
     if len(chain) > 1:
         t = totals(chain, price)
         facts.append(

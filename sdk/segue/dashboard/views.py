@@ -85,7 +85,19 @@ def run_cost(run: RunSummary | RunDetail, cost: CostFn) -> tuple[float | None, s
 def _source(p: Any) -> str:
     where = f"{p.file}#{p.pointer}" if p.file else "no catalog entry"
     note = f" ({p.note})" if p.note else ""
-    return f"{p.model}{'@' + p.vendor if p.vendor else ''}: {where}{note}"
+    hosted = ", self-hosted: no per-token price" if p.self_hosted else ""
+    return f"{p.model}{'@' + p.vendor if p.vendor else ''}: {where}{hosted}{note}"
+
+
+def self_hosted(run: RunSummary | RunDetail) -> bool:
+    """Every call of the run was served by a self-hosted path (catalog pricing.self_hosted): its $0 is that, not
+    a price."""
+    recorded = recorded_cost(run)
+    return recorded is not None and bool(recorded.prices) and all(p.self_hosted for p in recorded.prices)
+
+
+def cost_text(run: RunSummary | RunDetail, usd: float | None) -> str:
+    return "$0 (self-hosted)" if usd == 0 and self_hosted(run) else money(usd)
 
 
 def money(value: float | None) -> str:
@@ -133,7 +145,7 @@ def run_row(run: RunSummary | RunDetail, cost: CostFn) -> RunRow:
         input_tokens=run.usage.input_tokens,
         output_tokens=run.usage.output_tokens,
         read_share=share(cache_parts(run.usage).read_share),
-        cost=money(usd),
+        cost=cost_text(run, usd),
         cost_title=where,
         continued_from=run.continued_from,
         question=question(run.input) if isinstance(run, RunDetail) else run.question or "",

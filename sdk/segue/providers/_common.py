@@ -14,7 +14,9 @@ from typing import Any, Protocol
 
 from segue.contracts import ProviderNote, ProviderRequest, ProviderResponse, StreamDelta, StreamDone, StreamEvent
 from segue.errors import ProviderError, ProviderErrorKind
+from segue.generated import ModelSettings
 from segue.generated.wire import shared
+from segue.providers._cache import CatalogRows
 from segue.wire.common import MalformedResponseError, ParsedResponse, WireRequest
 
 _CONTEXT = re.compile(
@@ -77,6 +79,16 @@ class SdkDriver:
 
     def _model(self, request: ProviderRequest) -> str:
         return request.model or self.model
+
+    def _rows(self) -> CatalogRows | None:
+        """The driver's catalog rows, for telling a catalog alias from another model (None: it has none)."""
+        output = getattr(self, "output", None)
+        return output.rows if output is not None else None
+
+    def check_settings(self, settings: ModelSettings) -> None:
+        """Raise WireError naming the first setting this driver's wire cannot take; the run pipeline calls it
+        before anything is written."""
+        raise NotImplementedError
 
     async def complete(self, request: ProviderRequest) -> ProviderResponse:
         wire = self._wire(request, stream=False)
@@ -141,12 +153,34 @@ class SdkDriver:
                     "request, which should only populate the cache",
                 )
             )
+        model = self._model(request)
+        served = parsed.served_model if other_model(model, parsed.served_model, self._rows()) else None
+        if served is not None:
+            notes.append(
+                ProviderNote(
+                    kind="served-model",
+                    message=f"asked {self.vendor} for {model!r}, and {served!r} answered (the response's model); "
+                    f"cost and catalog lookups use {served!r}. If the server ignores the request's model (llama.cpp "
+                    "answers with the alias it was started with), name that model in the driver",
+                )
+            )
+        if parsed.truncated_calls:
+            notes.append(
+                ProviderNote(
+                    kind="output-truncated",
+                    message=f"{self.vendor} cut the response at the output limit while it wrote a call to "
+                    f"{', '.join(parsed.truncated_calls)}; that call was left out, the complete ones kept",
+                )
+            )
         return ProviderResponse(
             message=parsed.message,
             usage=parsed.usage,
             stop_reason=parsed.stop_reason,
             vendor=self.vendor,
-            model=self._model(request),
+            model=model,
+            served_model=served,
+            truncated_calls=parsed.truncated_calls,
+            output_limit=output_limit(wire.body),
             request_body=wire.body,
             response_body=data,
             request_headers=dict(wire.headers),
@@ -154,6 +188,37 @@ class SdkDriver:
             notes=notes,
             requires_stable_reasoning_prefix=self.requires_stable_reasoning_prefix,
         )
+
+
+#: The keys a request body's output limit goes under, per wire (Anthropic and Chat Completions for open servers,
+#: Chat Completions on OpenAI, Responses).
+_LIMIT_KEYS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+#: A dated snapshot id: the alias, a dash, a date (claude-sonnet-4-5-20250929, gpt-4o-2024-08-06).
+_DATED = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2})$")
+
+
+def output_limit(body: Mapping[str, Any]) -> int | None:
+    """The output limit a request body sent (None: it left the vendor's default)."""
+    for key in _LIMIT_KEYS:
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def other_model(asked: str, served: str | None, rows: CatalogRows | None) -> bool:
+    """Whether a response's `model` names another model than the one asked for: not the same id, not a dated
+    snapshot of it (the alias plus `-YYYYMMDD` or `-YYYY-MM-DD`), and not a catalog alias of the same model."""
+    if not served or served == asked:
+        return False
+    dated = _DATED.search(served)
+    if dated is not None and served[: dated.start()] == asked:
+        return False
+    if rows is not None:
+        a, b = rows.resolve(asked), rows.resolve(served)
+        if a is not None and b is not None and a.note is None and b.note is None and a.model == b.model:
+            return False
+    return True
 
 
 def stream_error(vendor: str, e: Exception) -> ProviderError:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from segue.contracts import ProviderRequest
+from segue.generated import ModelSettings
 from segue.providers._cache import BreakpointPaths
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers._offline import missing_key, offline_twin
@@ -26,6 +27,10 @@ class ChatCompletionsDriver(SdkDriver):
     """The Chat Completions calls and stream assembly, shared by every driver on that wire (OpenRouter too)."""
 
     client: AsyncOpenAI
+
+    def check_settings(self, settings: ModelSettings) -> None:
+        """Refuse what the Chat Completions wire cannot take (the run asks before anything is written)."""
+        wire.check_settings(settings)
 
     async def _post(self, kwargs: dict[str, Any]) -> Any:
         return await self.client.chat.completions.with_raw_response.create(**kwargs)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from segue.contracts import ProviderRequest
+from segue.generated import ModelSettings
 from segue.providers._cache import BreakpointPaths
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers._offline import missing_key, offline_twin
@@ -77,6 +78,9 @@ class OpenAIResponsesProvider(SdkDriver):
                 client = openai.AsyncOpenAI()
         self.client = client
         self._sdk = openai
+
+    def check_settings(self, settings: ModelSettings) -> None:
+        wire.check_settings(settings)
 
     def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
         model = self._model(request)

@@ -61,6 +61,7 @@ class Recorder:
                 replay_budget_tokens=params.replay_budget_tokens,
                 output_type=params.output_type,
                 output_repairs=params.output_repairs,
+                model_settings=params.model_settings,
             ),
             segue_replay=state.replay,
         )

@@ -70,6 +70,10 @@ class ParsedResponse:
     stop_reason: str
     notes: list[ProviderNote] = attrs.field(factory=list)
     input_transformations: list[dict[str, Any]] = attrs.field(factory=list)
+    #: The model the response says served it (its `model` field; None: it did not say).
+    served_model: str | None = None
+    #: Names of tool calls cut off at the output limit (arguments not whole JSON), left out of `message`.
+    truncated_calls: tuple[str, ...] = ()
 
 
 def is_fragment(message: Message) -> bool:
