@@ -293,7 +293,7 @@ async def test_server_error_message_is_kept() -> None:
     request = ProviderRequest(system="s", messages=replayed())
     with pytest.raises(ProviderError) as caught:
         await provider.complete(request)
-    assert (caught.value.kind, caught.value.vendor) == ("context_length", "vllm")
+    assert (caught.value.kind, caught.value.vendor) == ("context_overflow", "vllm")
     assert "maximum context length is 32768" in str(caught.value)
     with pytest.raises(ProviderError) as caught:
         await provider.complete(request)

@@ -19,9 +19,14 @@ from segue.generated.wire import shared
 from segue.providers._cache import CatalogRows
 from segue.wire.common import MalformedResponseError, ParsedResponse, WireRequest
 
+#: How the vendors word a prompt longer than the context window (tests/test_context_overflow.py quotes each):
+#: OpenAI, vLLM's and OpenRouter's "maximum context length is N tokens", Anthropic's "prompt is too long: N tokens >
+#: M maximum", llama.cpp's "the request exceeds the available context size", vLLM's "The decoder prompt (length N)
+#: is longer than the maximum model length of M".
 _CONTEXT = re.compile(
     r"context[ _-]?length|context window|prompt is too long|maximum context|too many (input )?tokens"
-    r"|input is too long|reduce the length|exceeds? the (model'?s? )?(maximum|context)",
+    r"|input is too long|reduce the length|exceeds? the (model'?s? )?(maximum|context)"
+    r"|exceeds? the available context size|longer than the maximum model length",
     re.IGNORECASE,
 )
 _ADVICE: dict[str, str] = {
@@ -29,7 +34,7 @@ _ADVICE: dict[str, str] = {
     "server": "the vendor failed or is overloaded; retry later or add a fallback with Failover",
     "timeout": "no answer in time after the client's retries; retry, or raise the client's timeout",
     "connection": "the vendor could not be reached; check network access and base_url",
-    "context_length": "the prompt is longer than the model accepts: replay fewer runs (lower replay_last), "
+    "context_overflow": "the prompt is longer than the model accepts: replay fewer runs (lower replay_last), "
     "trim history, or use a model with a larger context window",
     "bad_request": "do what the vendor's message says; to compare, the body of the last call that succeeded is in "
     "ProviderResponse.request_body (llm_interactions.provider_request)",
@@ -290,10 +295,13 @@ def vendor_message(e: Exception) -> str:
 
 
 def _code(e: Exception) -> str:
+    """The vendor's error code, else its type: the first of them that is a known kind (llama.cpp's code is the
+    HTTP status, 400, and its type says exceed_context_size_error)."""
     err = _error_object(e)
     if isinstance(err, Mapping):
         details = shared.parse_details(err)
-        return str(details.code or details.type or "")
+        named = [str(v) for v in (details.code, details.type) if v]
+        return next((n for n in named if n in _BODY_KINDS), named[0] if named else "")
     return ""  # the SDKs take an error's code from its body only
 
 
@@ -304,10 +312,10 @@ def _status_kind(status: int, message: str, e: Exception) -> ProviderErrorKind:
         return "auth"
     if (
         status == 413
-        or _BODY_KINDS.get(_code(e)) == "context_length"
+        or _BODY_KINDS.get(_code(e)) == "context_overflow"
         or (status in (400, 422) and _CONTEXT.search(message))
     ):
-        return "context_length"
+        return "context_overflow"
     if status == 408:
         return "timeout"
     if status >= 500:
@@ -322,5 +330,5 @@ _BODY_KINDS: dict[str, ProviderErrorKind] = {**shared.ERROR_TYPES, **shared.ERRO
 def _body_kind(e: Exception, message: str) -> ProviderErrorKind:
     kind = _BODY_KINDS.get(_code(e), "stream")
     if kind == "bad_request" and _CONTEXT.search(message):
-        return "context_length"
+        return "context_overflow"
     return kind

@@ -3,7 +3,7 @@
 # Schema: schemas/wire/openai_chat.json (sha256:1c01d719e1f4f12aaf54d9fd1f156772e1596afff1807909f2794207b0ce6581)
 # Schema: schemas/wire/openai_responses.json (sha256:e8146c0e8406ec9ad72f543be136d2b7a6e648e4e2bfafbcea6f13df71260414)
 # Schema: schemas/wire/openrouter.json (sha256:4d962ff3ba413b986f58c020ada591ceb8bc3b6ef07808678a1b238edd708b85)
-# Schema: schemas/wire/shared.json (sha256:cd0f862a7afbc150f7d1edbddba879d6394efdf4fbd0f9d1ae8649b55276c39d)
+# Schema: schemas/wire/shared.json (sha256:252a8d04eea3e54a1b6737b5ee9b9e3003f64edd80e883fc5eccb7141b3654b0)
 """Generated vendor wire serializers, one module per schemas/wire/<wire>.json. No vendor SDK is imported here."""
 
 from segue.generated.wire import anthropic, openai_chat, openai_responses, openrouter, shared
