@@ -5,7 +5,7 @@
 # Schema: schemas/prefix.schema.json (sha256:cffcc32caa4c17dbd5ac0819c2d9ac2b85916801e0361607e9861b0510a52e7c)
 # Schema: schemas/protocol.schema.json (sha256:d420180f912819263e281d3c45d73c0accfbffa40ceae9a9d3db485e021d3c4e)
 # Schema: schemas/replay.schema.json (sha256:9e54f33edf630932e3d466ec5b18ca20cef68dc78e16f3d05ed1f10628617ec6)
-# Schema: schemas/runs.schema.json (sha256:38e953fa8859baae9ece23deaae3a75447eefd7714eb30e6936f9e060177e808)
+# Schema: schemas/runs.schema.json (sha256:e055707fc129869d6993a2d076bebd97c24eccb40b3558dedb6bbc7f227911b8)
 # Schema: schemas/serve.schema.json (sha256:08bf1f3ed74684bd0df5ac5c70b994d061d17cfbe7b2f619e5f41f8cef41d087)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """Generated types: one module per schema file, re-exported here."""

@@ -17,6 +17,7 @@ from segue.errors import ProviderError, ProviderErrorKind
 from segue.generated import ModelSettings
 from segue.generated.wire import shared
 from segue.providers._cache import CatalogRows
+from segue.providers._output import OutputPaths
 from segue.wire.common import MalformedResponseError, ParsedResponse, WireRequest
 
 #: How the vendors word a prompt longer than the context window (tests/test_context_overflow.py quotes each):
@@ -64,6 +65,8 @@ class SdkDriver:
     requires_stable_reasoning_prefix: bool
     #: The official SDK module (anthropic / openai), for its exception classes.
     _sdk: ModuleType
+    #: Which structured-output mechanism each model's path uses; its catalog rows answer other lookups too.
+    output: OutputPaths
 
     def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
         raise NotImplementedError
@@ -85,10 +88,9 @@ class SdkDriver:
     def _model(self, request: ProviderRequest) -> str:
         return request.model or self.model
 
-    def _rows(self) -> CatalogRows | None:
-        """The driver's catalog rows, for telling a catalog alias from another model (None: it has none)."""
-        output = getattr(self, "output", None)
-        return output.rows if output is not None else None
+    def _rows(self) -> CatalogRows:
+        """The driver's catalog rows, for telling a catalog alias from another model."""
+        return self.output.rows
 
     def check_settings(self, settings: ModelSettings) -> None:
         """Raise WireError naming the first setting this driver's wire cannot take; the run pipeline calls it
@@ -185,7 +187,7 @@ class SdkDriver:
             model=model,
             served_model=served,
             truncated_calls=parsed.truncated_calls,
-            output_limit=output_limit(wire.body),
+            output_limit=wire.output_limit,
             request_body=wire.body,
             response_body=data,
             request_headers=dict(wire.headers),
@@ -195,20 +197,8 @@ class SdkDriver:
         )
 
 
-#: The keys a request body's output limit goes under, per wire (Anthropic and Chat Completions for open servers,
-#: Chat Completions on OpenAI, Responses).
-_LIMIT_KEYS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 #: A dated snapshot id: the alias, a dash, a date (claude-sonnet-4-5-20250929, gpt-4o-2024-08-06).
 _DATED = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2})$")
-
-
-def output_limit(body: Mapping[str, Any]) -> int | None:
-    """The output limit a request body sent (None: it left the vendor's default)."""
-    for key in _LIMIT_KEYS:
-        value = body.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
 
 
 def other_model(asked: str, served: str | None, rows: CatalogRows | None) -> bool:

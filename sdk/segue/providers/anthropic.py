@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from segue.contracts import ProviderRequest
 from segue.generated import ModelSettings
 from segue.providers._cache import CatalogRows
@@ -13,12 +15,18 @@ from segue.providers._offline import missing_key, offline_twin
 from segue.providers._output import OutputPaths
 from segue.wire import anthropic as wire
 from segue.wire.common import ParsedResponse, WireError, WireRequest
+from segue.wire.settings import TOOL_CHOICE_MODES
 from segue.wire.streams import AnthropicStream
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
 
     from segue.catalog import Catalog
+
+
+_FIELDS = attrs.fields(ModelSettings)
+#: The ModelSettings fields in Anthropic's cached prefix.
+PREFIX_SETTINGS = (_FIELDS.tool_choice, _FIELDS.parallel_tool_calls, _FIELDS.reasoning_effort)
 
 
 class AnthropicProvider(SdkDriver):
@@ -43,7 +51,7 @@ class AnthropicProvider(SdkDriver):
     requires_stable_reasoning_prefix = True
     #: Settings that are part of the cached prefix (the prompt-caching page: a tool_choice change invalidates the
     #: messages cache, an effort change the system cache), so replay compares them (cause settings).
-    prefix_settings = ("tool_choice", "parallel_tool_calls", "reasoning_effort")
+    prefix_settings = tuple(f.name for f in PREFIX_SETTINGS)
 
     def __init__(
         self,
@@ -77,7 +85,8 @@ class AnthropicProvider(SdkDriver):
 
     def check_settings(self, settings: ModelSettings) -> None:
         wire.check_settings(settings)
-        forced = settings.tool_choice not in (None, "auto", "none")
+        auto, _, none = TOOL_CHOICE_MODES
+        forced = settings.tool_choice not in (None, auto, none)
         if forced and wire.thinking_on(self.thinking):
             # The extended thinking page: with thinking, only tool_choice auto or none is taken.
             raise WireError(

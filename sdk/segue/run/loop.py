@@ -182,18 +182,19 @@ class Loop:
         calls: list[ToolCallBlock],
     ) -> AsyncIterator[RunEvent]:
         """A response with a tool call cut at the output limit (its complete calls kept by the driver). Once per
-        run, when the limit sent was not the app's own, the model is asked again with twice the limit (the
-        complete calls run first, as usual); otherwise the run ends with an OutputTruncatedError naming it."""
+        run, when the request sent a limit (the run's max_tokens, or the driver's default where the vendor requires
+        one), the model is asked again with twice that limit (the complete calls run first, as usual); otherwise
+        (no limit sent: the server's own cut it, or it was raised already) the run ends with an
+        OutputTruncatedError naming the limit."""
         limit = response.output_limit
-        own = state.request.settings.max_tokens
-        if limit is not None and own is None and state.raised_limit is None:
+        if limit is not None and state.raised_limit is None:
             state.raised_limit = limit * 2
             if not calls:  # nothing complete to answer: the empty turn is not sent back
                 state.own.pop()
                 await self.recorder.record(state, state.iteration, interaction, [], served)
             return
         await self.recorder.record(state, state.iteration, interaction, [], served)
-        message = truncated_message(response, own, state.raised_limit)
+        message = truncated_message(response, state.raised_limit)
         await self.recorder.finish(state, "error", None, message, error_type="OutputTruncatedError")
         state.ended = True
         yield make_event(

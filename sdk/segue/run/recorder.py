@@ -140,6 +140,7 @@ class Recorder:
             segue_replay=state.replay,
             segue_cost=state.cost,
             segue_layout=layout.meta() if layout is not None else None,
+            segue_stop_reason=state.stop_reason,
         )
         await asyncio.to_thread(
             self.store.finish_run,

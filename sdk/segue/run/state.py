@@ -121,6 +121,7 @@ def stored_result(run: RunDetail, error: str | None = None) -> RunResult:
         replay_text=replay_text(run.replay) if run.replay is not None else None,
         pending_approvals=[PendingApproval(call_id=c, name=names.get(c)) for c in pending.calls] if pending else None,
         retry_of=run.retry_of,
+        stop_reason=meta.segue_stop_reason if meta is not None else None,
     )
 
 
@@ -151,14 +152,12 @@ def cut_note(response: ProviderResponse) -> ProviderNote:
     )
 
 
-def truncated_message(response: ProviderResponse, own: int | None, raised: int | None) -> str:
+def truncated_message(response: ProviderResponse, raised: int | None) -> str:
     """The error of a run whose tool call was cut at the output limit, naming the limit."""
     calls = ", ".join(response.truncated_calls)
     limit = response.output_limit
     if limit is None:
         where = "the server's own output limit (no max_tokens was sent; a self-hosted server also stops at its context)"
-    elif own is not None and raised is None:
-        where = f"your model_settings.max_tokens={limit}"
     else:
         where = f"max_tokens={limit}" + (" (already raised once in this run)" if raised is not None else "")
     return (

@@ -24,7 +24,7 @@ they go. Rules it enforces:
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from segue.contracts import OutputFormat, ProviderNote, ProviderRequest, WirePrefix
 from segue.generated import ContentBlock, Message, ModelSettings, ReasoningBlock, TextBlock, ToolResultBlock
@@ -43,7 +43,7 @@ from segue.wire.common import (
     stop_reason,
     writable,
 )
-from segue.wire.settings import refuse, refuse_values
+from segue.wire.settings import EFFORT_SETTING, TOOL_CHOICE_MODES, refuse, refuse_values, refused
 
 if TYPE_CHECKING:
     from anthropic.types import OutputConfigParam, ToolChoiceParam
@@ -112,9 +112,9 @@ def build_request(
             headers[g.BETA_HEADER] = g.BINDING_BETA
     settings = request.settings
     check_settings(settings)
-    output_config: OutputConfigParam = g.output_format(schema=output.schema) if output is not None else {}
+    output_config: Mapping[str, Any] = g.output_format(schema=output.schema) if output is not None else {}
     if settings.reasoning_effort is not None:
-        output_config["effort"] = settings.reasoning_effort  # type: ignore[typeddict-item]  # checked above
+        output_config = g.output_effort(config=output_config, effort=settings.reasoning_effort)  # type: ignore[arg-type]  # checked
     body = g.request(
         model=model,
         max_tokens=max_tokens,
@@ -123,7 +123,7 @@ def build_request(
         tools=[g.tool(t) for t in request.tools] or None,
         tool_choice=tool_choice(settings) if request.tools else None,
         stop_sequences=settings.stop,
-        output_config=output_config or None,
+        output_config=cast("OutputConfigParam", output_config) if output_config else None,
         thinking=config,
         stream=stream,
     )
@@ -135,26 +135,24 @@ def build_request(
         body=dict(body),
         headers=headers,
         notes=notes,
+        output_limit=max_tokens,
         origins=_Origins(turns.sources) if binding else {},
         binding=binding,
     )
 
 
-#: output_config.effort values (the pinned SDK's OutputConfigParam: "Valid values are `low`, `medium`, `high`,
-#: `xhigh`, or `max`").
-EFFORTS = ("low", "medium", "high", "xhigh", "max")
 #: What the Messages API has no parameter for: the pinned SDK's MessageCreateParams has no temperature, top_p or
 #: seed key.
-REFUSED_SETTINGS = {
-    "temperature": "the pinned anthropic SDK's MessageCreateParams has no temperature",
-    "top_p": "the pinned anthropic SDK's MessageCreateParams has no top_p",
-    "seed": "the Messages API has no seed (MessageCreateParams has no `seed`)",
-}
+REFUSED_SETTINGS = refused(
+    temperature="the pinned anthropic SDK's MessageCreateParams has no temperature",
+    top_p="the pinned anthropic SDK's MessageCreateParams has no top_p",
+    seed="the Messages API has no seed (MessageCreateParams has no `seed`)",
+)
 
 
 def check_settings(settings: ModelSettings) -> None:
     refuse(settings, WIRE, REFUSED_SETTINGS)
-    refuse_values(WIRE, "reasoning_effort", settings.reasoning_effort, EFFORTS)
+    refuse_values(WIRE, EFFORT_SETTING, settings.reasoning_effort, g.EFFORTS)
 
 
 def tool_choice(settings: ModelSettings) -> ToolChoiceParam | None:
@@ -163,18 +161,15 @@ def tool_choice(settings: ModelSettings) -> ToolChoiceParam | None:
     choice, parallel = settings.tool_choice, settings.parallel_tool_calls
     if choice is None and parallel is None:
         return None
-    if choice == "none":
-        return {"type": "none"}
-    out: ToolChoiceParam
-    if choice is None or choice == "auto":
-        out = {"type": "auto"}
-    elif choice == "required":
-        out = {"type": "any"}
-    else:
-        out = {"type": "tool", "name": choice}
-    if parallel is not None:
-        out["disable_parallel_tool_use"] = not parallel
-    return out
+    auto, required, none = TOOL_CHOICE_MODES
+    disable = None if parallel is None else not parallel
+    if choice == none:
+        return g.tool_choice_none()
+    if choice is None or choice == auto:
+        return g.tool_choice_auto(disable_parallel_tool_use=disable)
+    if choice == required:
+        return g.tool_choice_any(disable_parallel_tool_use=disable)
+    return g.tool_choice_tool(name=choice, disable_parallel_tool_use=disable)
 
 
 class _Origins(Mapping[str, int]):

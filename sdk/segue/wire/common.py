@@ -49,6 +49,8 @@ class WireRequest:
     origins: Mapping[str, int] = attrs.field(factory=dict)
     #: The request asks the vendor to report the replayed reasoning it drops (Anthropic thinking block binding).
     binding: bool = False
+    #: The output limit the body sends (None: the vendor's own default applies).
+    output_limit: int | None = None
 
     def sdk_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for the client's `create()`: typed keys directly, the rest through `extra_body`."""

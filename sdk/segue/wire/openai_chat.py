@@ -44,7 +44,7 @@ from segue.wire.common import (
     stop_reason,
 )
 from segue.wire.openai_responses import cache_key
-from segue.wire.settings import refuse_values
+from segue.wire.settings import EFFORT_SETTING, TOOL_CHOICE_MODES, refuse_values
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionToolChoiceOptionParam
@@ -52,8 +52,6 @@ if TYPE_CHECKING:
     from openai.types.shared_params import ResponseFormatJSONSchema
 
 WIRE = "openai_chat"
-#: reasoning_effort values Chat Completions takes (the pinned SDK's openai.types.shared.ReasoningEffort).
-REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 #: ReasoningBlock.vendor of reasoning parsed from Chat Completions (never replayed).
 REASONING_VENDOR = "openai_chat"
 
@@ -104,22 +102,23 @@ def build_request(
         prompt_cache_options=options,
         stream=stream,
     )
-    return WireRequest(body=dict(body))
+    return WireRequest(body=dict(body), output_limit=settings.max_tokens)
 
 
 def check_settings(settings: ModelSettings) -> None:
-    """Chat Completions takes every ModelSettings field (reasoning_effort: the pinned SDK's ReasoningEffort)."""
-    refuse_values(WIRE, "reasoning_effort", settings.reasoning_effort, REASONING_EFFORTS)
+    """Chat Completions takes every ModelSettings field (reasoning_effort: the values of the pinned SDK's
+    ReasoningEffort)."""
+    refuse_values(WIRE, EFFORT_SETTING, settings.reasoning_effort, g.REASONING_EFFORTS)
 
 
 def tool_choice(choice: str | None) -> ChatCompletionToolChoiceOptionParam | None:
     """ModelSettings.tool_choice as Chat Completions (and OpenRouter) take it: a mode, or the named function."""
     if choice is None:
         return None
-    for mode in ("auto", "required", "none"):
+    for mode in TOOL_CHOICE_MODES:  # the three modes are spelled alike on the wire
         if choice == mode:
             return mode
-    return {"type": "function", "function": {"name": choice}}
+    return g.named_tool_choice(name=choice)
 
 
 def response_format(output: OutputFormat) -> ResponseFormatJSONSchema:
@@ -266,7 +265,8 @@ def parse_response(
     content: list[ContentBlock] = list((reasoning or plain_reasoning)(message, model))
     if isinstance(message.content, str) and message.content:
         content.append(TextBlock(text=message.content))
-    cut = choice.finish_reason == "length"
+    stop = stop_reason(choice.finish_reason, g.STOP_REASONS)
+    cut = stop == "max_tokens"
     truncated: list[str] = []
     for raw in message.tool_calls or []:
         entry = as_map(raw, f"{where} tool call")
@@ -299,7 +299,7 @@ def parse_response(
     return ParsedResponse(
         message=Message(role=ASSISTANT, content=content),
         usage=with_timings(usage, completion.timings),
-        stop_reason=stop_reason(choice.finish_reason, g.STOP_REASONS),
+        stop_reason=stop,
         notes=notes,
         served_model=completion.model,
         truncated_calls=tuple(truncated),
@@ -308,9 +308,11 @@ def parse_response(
 
 def _call_name(entry: Mapping[str, Any]) -> str:
     """The name of a tool call whose arguments could not be read, as far as the server wrote it."""
-    function = entry.get("function")
-    name = function.get("name") if isinstance(function, Mapping) else None
-    return name if isinstance(name, str) and name else "(unnamed)"
+    try:
+        name = g.parse_call_head(entry).name
+    except MalformedResponseError:
+        name = None
+    return name or "(unnamed)"
 
 
 def plain_reasoning(message: g.ChatMessage, model: str | None) -> list[ReasoningBlock]:

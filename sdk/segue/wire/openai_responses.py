@@ -33,7 +33,7 @@ from segue.wire.common import (
     as_map,
     foreign_reasoning,
 )
-from segue.wire.settings import refuse, refuse_values
+from segue.wire.settings import EFFORT_SETTING, TOOL_CHOICE_MODES, refuse, refuse_values, refused
 
 if TYPE_CHECKING:
     from openai.types.responses import (
@@ -108,37 +108,36 @@ def build_request(
         parallel_tool_calls=settings.parallel_tool_calls if request.tools else None,
         stream=stream,
     )
-    return WireRequest(body=dict(body), notes=notes)
+    return WireRequest(body=dict(body), notes=notes, output_limit=settings.max_tokens)
 
 
-#: reasoning.effort values (the pinned SDK's openai.types.shared.ReasoningEffort).
-REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
-#: What the Responses API has no parameter for (the pinned SDK's ResponseCreateParams has neither key).
-REFUSED_SETTINGS = {
-    "stop": "the Responses API has no stop sequences (ResponseCreateParams has no `stop`)",
-    "seed": "the Responses API has no seed (ResponseCreateParams has no `seed`)",
-}
+#: The ModelSettings fields the Responses API has no parameter for (the pinned SDK's ResponseCreateParams has
+#: neither key).
+REFUSED_SETTINGS = refused(
+    stop="the Responses API has no stop sequences (ResponseCreateParams has no `stop`)",
+    seed="the Responses API has no seed (ResponseCreateParams has no `seed`)",
+)
 
 
 def check_settings(settings: ModelSettings) -> None:
     refuse(settings, WIRE, REFUSED_SETTINGS)
-    refuse_values(WIRE, "reasoning_effort", settings.reasoning_effort, REASONING_EFFORTS)
+    refuse_values(WIRE, EFFORT_SETTING, settings.reasoning_effort, g.REASONING_EFFORTS)
 
 
-def _reasoning(reasoning: Mapping[str, Any] | None, effort: str | None) -> dict[str, Any] | None:
-    """The driver's reasoning configuration with the run's reasoning_effort as its `effort`."""
+def _reasoning(reasoning: Mapping[str, Any] | None, effort: Any) -> dict[str, Any] | None:
+    """The driver's reasoning configuration with the run's reasoning_effort (checked) as its effort."""
     if effort is None:
         return None if reasoning is None else dict(reasoning)
-    return {**(reasoning or {}), "effort": effort}
+    return g.reasoning_effort(reasoning=reasoning or {}, effort=effort)
 
 
 def _tool_choice(choice: str | None) -> ToolChoice | None:
     if choice is None:
         return None
-    for mode in ("auto", "required", "none"):
+    for mode in TOOL_CHOICE_MODES:  # the three modes are spelled alike on the wire
         if choice == mode:
             return mode
-    return {"type": "function", "name": choice}
+    return g.named_tool_choice(name=choice)
 
 
 Built = tuple[list["ResponseInputItemParam"], list[Any], list[ProviderNote]]

@@ -85,15 +85,15 @@ def build_request(
         prompt_cache_options=chat.cache_options(breakpoints) if breakpoints is not None and not block_cache else None,
         stream=stream,
     )
-    return WireRequest(body=dict(body), extra_body=EXTRA_BODY)
+    return WireRequest(body=dict(body), extra_body=EXTRA_BODY, output_limit=settings.max_tokens)
 
 
 def with_effort(reasoning: Mapping[str, Any] | None, effort: str | None) -> dict[str, Any] | None:
-    """The driver's reasoning configuration with the run's reasoning_effort over its `effort` (OpenRouter's
+    """The driver's reasoning configuration with the run's reasoning_effort over its own (OpenRouter's
     reasoning.effort, openrouter.ai/docs reasoning tokens)."""
     if effort is None:
         return None if reasoning is None else dict(reasoning)
-    return {**(reasoning or {}), "effort": effort}
+    return g.reasoning_effort(reasoning=reasoning or {}, effort=effort)
 
 
 def with_compression_off(plugins: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:

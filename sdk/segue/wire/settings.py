@@ -7,16 +7,30 @@ ask before anything is written (segue.run.request) and a wire never drops a sett
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Collection, Mapping
+from typing import Any, Literal, get_args
 
 import attrs
 
 from segue.generated import ModelSettings
 from segue.wire.common import WireError
 
-#: tool_choice values that are not a tool's name.
-TOOL_CHOICE_MODES = ("auto", "required", "none")
+#: tool_choice values that are not a tool's name (auto, required, none, in that order), spelled alike on the
+#: OpenAI wires.
+ToolChoiceMode = Literal["auto", "required", "none"]
+TOOL_CHOICE_MODES: tuple[ToolChoiceMode, ...] = get_args(ToolChoiceMode)
+#: The ModelSettings field whose values the wires check.
+EFFORT_SETTING = attrs.fields(ModelSettings).reasoning_effort.name
+
+
+def refused(**why: str) -> dict[str, str]:
+    """ModelSettings field name -> why a wire cannot take it (keyword arguments, so each name is checked against
+    the ModelSettings fields)."""
+    fields = {f.name for f in attrs.fields(ModelSettings)}
+    unknown = set(why) - fields
+    if unknown:
+        raise ValueError(f"not ModelSettings fields: {sorted(unknown)}")
+    return why
 
 
 def given(settings: ModelSettings | None) -> dict[str, Any]:
@@ -37,8 +51,9 @@ def refuse(settings: ModelSettings | None, wire: str, refused: Mapping[str, str]
             )
 
 
-def refuse_values(wire: str, name: str, value: object, allowed: tuple[str, ...]) -> None:
+def refuse_values(wire: str, name: str, value: object, allowed: Collection[str]) -> None:
     if value is not None and value not in allowed:
         raise WireError(
-            f"model_settings.{name}={value!r} cannot be sent on the {wire} wire, which takes {', '.join(allowed)}"
+            f"model_settings.{name}={value!r} cannot be sent on the {wire} wire, which takes "
+            f"{', '.join(sorted(allowed))}"
         )
