@@ -19,6 +19,7 @@ from test_wire_support import Recorder, anthropic_client, assert_typed, json_res
 from segue import Agent, IdempotencyConflictError, InputError, ModelSettings, RunStore, tool
 from segue.catalog import Catalog
 from segue.catalog.files import packaged_catalog_dir
+from segue.explain import compare_bodies
 from segue.providers import (
     AnthropicProvider,
     Failover,
@@ -301,3 +302,21 @@ async def test_an_effort_change_on_anthropic_is_a_prefix_change_for_replay(sqlit
     assert same.replay is not None and [w.cause for w in same.replay.warnings] == []
     other = await agent.run("And 4+4?", runs=[first.run_id], replay_last=1, model_settings={"reasoning_effort": "high"})
     assert other.replay is not None and [w.cause for w in other.replay.warnings] == ["settings"]
+
+
+def test_runs_explain_compares_anthropics_tool_choice_and_effort() -> None:
+    """Both are part of what Anthropic caches (prompt-caching page): a change is a divergence before the messages."""
+    base = {
+        "model": "claude-sonnet-4-6",
+        "max_tokens": 4096,
+        "system": [{"type": "text", "text": "You answer."}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+    }
+    _, _, same = compare_bodies(base, base)
+    assert same is None
+    _, _, choice = compare_bodies({**base, "tool_choice": {"type": "auto"}}, {**base, "tool_choice": {"type": "any"}})
+    assert choice is not None and choice.path == "tool_choice" and choice.section == "messages"
+    _, _, effort = compare_bodies(
+        {**base, "output_config": {"effort": "low"}}, {**base, "output_config": {"effort": "high"}}
+    )
+    assert effort is not None and effort.path == "output_config.effort" and effort.section == "system"
