@@ -326,6 +326,7 @@ class SingleCall(Agent):
         guardrails: Sequence[Guardrail] = (),
         name: str = "single_call",
         output_type: OutputType | None = None,
+        model_settings: ModelSettings | Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(
             provider,
@@ -338,6 +339,7 @@ class SingleCall(Agent):
             name=name,
             output_type=output_type,
             output_repairs=0,
+            model_settings=model_settings,
         )
 
 
