@@ -37,8 +37,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dashboard/app.py", "status"): "a query parameter of the dashboard's own HTTP API",
     ("dashboard/app.py", "conversation"): "the name of a dashboard page (route and template)",
     ("dashboard/views.py", "none"): "the dashboard's word for a replayed run that carried no reasoning",
-    ("wire/settings.py", "auto"): "ModelSettings.tool_choice's own modes, spelled once (TOOL_CHOICE_MODES)",
-    ("wire/settings.py", "none"): "ModelSettings.tool_choice's own modes, spelled once (TOOL_CHOICE_MODES)",
     ("wire/openai_chat.py", "max_tokens"): "segue's stop reason for a response cut at the output limit",
 }
 
