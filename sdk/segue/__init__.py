@@ -19,6 +19,7 @@ from segue.errors import (
 from segue.generated import (
     ContextBlock,
     Message,
+    ModelSettings,
     ReplaySummary,
     RunDetail,
     RunEvent,
@@ -41,6 +42,7 @@ __all__ = [
     "IdempotencyConflictError",
     "InputError",
     "Message",
+    "ModelSettings",
     "PIIGuardrail",
     "ProviderError",
     "ReplayRunError",

@@ -19,12 +19,13 @@ from segue._core.json_types import OutputType, output_spec
 from segue.cache.layout import LayoutMode, TrailingStateFn
 from segue.catalog import Catalog
 from segue.errors import IdempotencyConflictError, InputError, ReplayRunError, RunStateError, ToolSourceError
-from segue.generated import ContextBlock, PrewarmResult, RunEvent, RunResult
+from segue.generated import ContextBlock, ModelSettings, PrewarmResult, RunEvent, RunResult
 from segue.guardrails import Guardrail
 from segue.providers.base import members
 from segue.run.config import AgentConfig
 from segue.run.pipeline import Pipeline
 from segue.run.request import DEFAULT_MAX_INPUT_CHARS, PYTHON_ONLY, Rules, RunRequest
+from segue.run.settings import check_paths, settings_of
 from segue.run.state import make_event
 from segue.run.toolbox import Toolbox
 from segue.skills import Skill, render_system
@@ -100,11 +101,14 @@ class Agent:
         telemetry: Telemetry | None = None,
         output_type: OutputType | None = None,
         output_repairs: int = 1,
+        model_settings: ModelSettings | Mapping[str, Any] | None = None,
     ) -> None:
         """`output_type` (an attrs class, dataclass, TypedDict, pydantic model or JSON Schema dict) asks every run
         for a structured answer: `result.output` is the validated value, `result.answer` its text; a run may pass
         its own. `output_repairs` is how many times an answer that does not match gets the error back to answer
-        again."""
+        again. `model_settings` (a segue.ModelSettings or a dict of its fields: max_tokens, temperature, ...)
+        applies to every run; a run's own model_settings override it key by key. A setting the provider's wire
+        cannot take (seed on Anthropic) raises InputError here."""
         if not isinstance(provider, Provider):
             raise TypeError(f"provider must implement segue.providers.Provider, got {type(provider).__name__}")
         if not _positive_int(max_iterations):
@@ -139,6 +143,9 @@ class Agent:
         self.output_type = output_type
         self.output_repairs = output_repairs
         output = output_spec(output_type) if output_type is not None else None
+        checks = tuple(c for d in members(provider) if (c := getattr(d, "check_settings", None)) is not None)
+        self.model_settings = settings_of(model_settings, "Agent(model_settings=...)")
+        check_paths(self.model_settings, checks)
         self._config = AgentConfig(
             name=name,
             provider=provider,
@@ -158,6 +165,8 @@ class Agent:
                 max_input_chars=max_input_chars,
                 output=output,
                 output_repairs=output_repairs,
+                model_settings=self.model_settings,
+                settings_checks=checks,
             ),
             telemetry=self.telemetry,
         )
@@ -202,6 +211,7 @@ class Agent:
         vendor: str | None = None,
         output_type: OutputType | None = None,
         output_repairs: int | None = None,
+        model_settings: ModelSettings | Mapping[str, Any] | None = None,
         deps: Any = None,
     ) -> RunResult:
         """Run to completion (or pause). Bad input raises before anything is written.
@@ -209,7 +219,8 @@ class Agent:
         `model` overrides the provider's model for this run; `vendor` names the catalog vendor that serves it (one
         of the provider's: with Failover, that vendor's first member is tried first), so the trailing-state layout
         is decided from the catalog before the first call. `output_type` / `output_repairs` override the agent's
-        for this run (structured output: `result.output`). `deps` is handed to the tools that take a RunContext
+        for this run (structured output: `result.output`); `model_settings` overrides the agent's key by key
+        (`result.stop_reason` says why the model stopped). `deps` is handed to the tools that take a RunContext
         (`ctx.deps`); it is never stored, so retry and resume take it again."""
         request = await self._validate(_arguments(locals()), deps)
         return await _last_result(self._pipeline.run(request, streaming=False))
@@ -233,6 +244,7 @@ class Agent:
         vendor: str | None = None,
         output_type: OutputType | None = None,
         output_repairs: int | None = None,
+        model_settings: ModelSettings | Mapping[str, Any] | None = None,
         deps: Any = None,
     ) -> AsyncIterator[RunEvent]:
         """The same run as events. Bad input arrives as one RUN_ERROR event and no row is created."""
@@ -264,6 +276,7 @@ class Agent:
         tenant_id: str = DEFAULT_TENANT,
         model: str | None = None,
         vendor: str | None = None,
+        model_settings: ModelSettings | Mapping[str, Any] | None = None,
     ) -> PrewarmResult:
         """Warm the vendor's prompt cache for the next turn: send exactly what `run(text, ...)` with the same
         arguments will send before its user message, asking the vendor to cache it and generate nothing, so that
@@ -329,6 +342,7 @@ class SingleCall(Agent):
         guardrails: Sequence[Guardrail] = (),
         name: str = "single_call",
         output_type: OutputType | None = None,
+        model_settings: ModelSettings | Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(
             provider,
@@ -341,6 +355,7 @@ class SingleCall(Agent):
             name=name,
             output_type=output_type,
             output_repairs=0,
+            model_settings=model_settings,
         )
 
 

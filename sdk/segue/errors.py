@@ -72,7 +72,7 @@ class StoreError(SegueError):
 
 
 ProviderErrorKind = Literal[
-    "rate_limit", "server", "timeout", "connection", "context_length", "bad_request", "auth", "stream", "other"
+    "rate_limit", "server", "timeout", "connection", "context_overflow", "bad_request", "auth", "stream", "other"
 ]
 
 

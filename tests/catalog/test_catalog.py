@@ -489,12 +489,14 @@ def test_an_api_name_shared_by_two_models_needs_the_vendor(tmp_path: Path) -> No
 
 
 def test_the_catalogs_doc_example_prints_what_its_comments_say(capsys: pytest.CaptureFixture[str]) -> None:
-    """docs/catalogs.md's Python example runs, and each print matches the value its comment shows."""
+    """docs/catalogs.md's Python examples run, and each print matches the value its comment shows."""
     text = (Path(__file__).parents[2] / "docs" / "catalogs.md").read_text()
-    (block,) = [b.split("\n", 1)[1] for b in text.split("```")[1::2] if b.startswith("python\n")]
-    exec(compile(block, "docs/catalogs.md", "exec"), {})
-    printed = capsys.readouterr().out.splitlines()
-    expected = [line.split("  # ", 1)[1] for line in block.splitlines() if line.startswith("print(")]
-    assert len(printed) == len(expected)
-    for out, comment in zip(printed, expected, strict=True):
-        assert out and comment.startswith(out), (out, comment)
+    blocks = [b.split("\n", 1)[1] for b in text.split("```")[1::2] if b.startswith("python\n")]
+    assert blocks
+    for block in blocks:
+        exec(compile(block, "docs/catalogs.md", "exec"), {})
+        printed = capsys.readouterr().out.splitlines()
+        expected = [line.split("  # ", 1)[1] for line in block.splitlines() if line.startswith("print(")]
+        assert len(printed) == len(expected)
+        for out, comment in zip(printed, expected, strict=True):
+            assert out and comment.startswith(out), (out, comment)

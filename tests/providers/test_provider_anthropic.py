@@ -429,7 +429,7 @@ async def test_streamed_turn_yields_deltas_and_the_same_message_as_a_plain_call(
     ("status", "error_type", "message", "kind"),
     [
         (400, "invalid_request_error", "messages.1.content.0: unexpected `tool_use_id`", "bad_request"),
-        (400, "invalid_request_error", "prompt is too long: 210417 tokens > 200000 maximum", "context_length"),
+        (400, "invalid_request_error", "prompt is too long: 210417 tokens > 200000 maximum", "context_overflow"),
         (401, "authentication_error", "invalid x-api-key", "auth"),
         (429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit", "rate_limit"),
         (529, "overloaded_error", "Overloaded", "server"),

@@ -67,7 +67,7 @@ async def test_context_length_does_not_fail_over() -> None:
     chain, a, b = pair([json_response(TOO_LONG, 400)], [json_response(completion({"content": "x"}))])
     with pytest.raises(ProviderError) as caught:
         await chain.complete(ProviderRequest(system="s", messages=conversation()))
-    assert caught.value.kind == "context_length" and caught.value.vendor == "anthropic"
+    assert caught.value.kind == "context_overflow" and caught.value.vendor == "anthropic"
     assert len(a.requests) == 1 and b.requests == []
 
 

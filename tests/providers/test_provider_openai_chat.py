@@ -15,7 +15,16 @@ from test_wire_support import Recorder, assert_typed, json_response, openai_clie
 
 from segue._core.contracts import ProviderRequest
 from segue.errors import ProviderError
-from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock, Usage
+from segue.generated import (
+    Message,
+    ModelSettings,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolDefinition,
+    ToolResultBlock,
+    Usage,
+)
 from segue.providers import OpenAIChatProvider, StreamDelta, StreamDone
 
 TOOLS = [ToolDefinition(name="run_query", description="Run SQL.", parameters={"type": "object"}, strict=True)]
@@ -99,7 +108,7 @@ async def test_openai_first_turn() -> None:
         system="You are terse.",
         messages=[Message(role="user", content=[TextBlock(text="Hi")])],
         tools=TOOLS,
-        max_tokens=256,
+        settings=ModelSettings(max_tokens=256),
         cache_key="user-7",
     )
 
@@ -138,7 +147,7 @@ async def test_vllm_replayed_tool_turn_drops_reasoning_and_parses_it_back() -> N
         stable_head="Schema: customers, orders.",
         messages=replayed(),
         tools=TOOLS,
-        max_tokens=512,
+        settings=ModelSettings(max_tokens=512),
     )
 
     result = await provider.complete(request)
@@ -284,7 +293,7 @@ async def test_server_error_message_is_kept() -> None:
     request = ProviderRequest(system="s", messages=replayed())
     with pytest.raises(ProviderError) as caught:
         await provider.complete(request)
-    assert (caught.value.kind, caught.value.vendor) == ("context_length", "vllm")
+    assert (caught.value.kind, caught.value.vendor) == ("context_overflow", "vllm")
     assert "maximum context length is 32768" in str(caught.value)
     with pytest.raises(ProviderError) as caught:
         await provider.complete(request)

@@ -330,7 +330,7 @@ async def test_error_with_vendor_message() -> None:
     assert caught.value.vendor_message == "Invalid 'input[2].call_id': empty string."
     with pytest.raises(ProviderError) as caught:
         await provider.complete(request)
-    assert caught.value.kind == "context_length" and not caught.value.retryable
+    assert caught.value.kind == "context_overflow" and not caught.value.retryable
 
 
 async def test_failed_and_cut_streams_are_clear_errors() -> None:

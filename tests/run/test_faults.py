@@ -210,7 +210,7 @@ async def test_context_length_does_not_fail_over_and_keeps_the_vendors_message(s
 
     assert result.status == "error" and secondary.requests == []
     error = result.error or ""
-    assert TOO_LONG in error and "context_length error from anthropic" in error
+    assert TOO_LONG in error and "context_overflow error from anthropic" in error
     assert "replay fewer runs" in error, "the error says what to do"
     assert "failed over" not in error
     run = detail(sqlite_store, result.run_id)

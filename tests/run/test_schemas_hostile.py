@@ -18,10 +18,10 @@ import pytest
 from mcp.types import Tool as McpTool
 
 from segue import Agent, RunStore
+from segue._core import json_types
 from segue._core.contracts import FINAL_ANSWER_TOOL
 from segue._core.json_schema import MAX_NESTING, nesting
 from segue._core.json_types import OutputSpec
-from segue._core import json_types
 from segue.errors import InputError, ToolSourceError
 from segue.mcp.definitions import build_definitions
 from segue.testing import ScriptedProvider, call, text

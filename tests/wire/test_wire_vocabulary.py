@@ -41,8 +41,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("providers/_common.py", "stream"): "ProviderErrorKind, segue's word for a malformed or cut stream",
     ("apps/dashboard/app.py", "status"): "a query parameter of the dashboard's own HTTP API",
     ("apps/dashboard/app.py", "conversation"): "the name of a dashboard page (route and template)",
+    ("apps/dashboard/views.py", "none"): "the dashboard's word for a replayed run that carried no reasoning",
     ("providers/anthropic.py", "enabled"): "the anthropic client's open_telemetry option (traces.enabled), not wire",
     ("providers/_common.py", "enabled"): "the anthropic client's open_telemetry option (traces.enabled), not wire",
+    ("wire/openai_chat.py", "max_tokens"): "segue's stop reason for a response cut at the output limit",
 }
 
 

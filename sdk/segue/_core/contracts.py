@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol, TypeVar, cast, runtime_checkable
 
 import attrs
 
-from segue.generated import Message, ReasoningBlock, RunNoteKind, ServedBy, ToolDefinition, Usage
+from segue.generated import Message, ModelSettings, ReasoningBlock, RunNoteKind, ServedBy, ToolDefinition, Usage
 
 #: Message.meta key marking the trailing runtime-state fragment. Block-cache drivers keep their last
 #: breakpoint before it; it is never a cache anchor.
@@ -123,7 +123,10 @@ class ProviderRequest:
     model: str | None = None  # runtime override; None = the driver's own model
     #: Runtime vendor: the catalog vendor `model` is for. A Failover tries that vendor's members first.
     vendor: str | None = None
-    max_tokens: int | None = None
+    #: How the model generates (the run's ModelSettings, the agent's merged in): each wire maps what it takes and
+    #: refuses the rest (segue.wire.settings). max_tokens None: the vendor's default (or the driver's, where the
+    #: vendor requires one).
+    settings: ModelSettings = attrs.field(factory=ModelSettings)
     #: Opaque per-conversation key (e.g. tenant or user) for vendors that route caches by key.
     cache_key: str | None = None
     #: Only populate the vendor's prompt cache with this prompt; generate nothing. Drivers use the vendor's
@@ -164,6 +167,15 @@ class ProviderResponse:
     replay_path: ServingPath | None = None
     #: The serving driver's flag (a Failover's members may differ); None when the provider does not say.
     requires_stable_reasoning_prefix: bool | None = None
+    #: The model the vendor says served the call (the response's `model`), when it is not `model` nor a dated
+    #: snapshot of it; cost and catalog lookups use it. None: `model` served.
+    served_model: str | None = None
+    #: Names of tool calls the vendor cut off at the output limit (their arguments are not whole JSON): left out of
+    #: `message`, whose complete calls are kept.
+    truncated_calls: tuple[str, ...] = ()
+    #: The output limit the request sent (max_tokens, max_completion_tokens or max_output_tokens); None: the
+    #: vendor's own default applied.
+    output_limit: int | None = None
     #: "twin" when segue's twin answered (its TWIN_HEADER was on the response), not the vendor.
     served_by: ServedBy = "vendor"
     #: Where the request went (the client's base_url), for the chat span's server.address and server.port.

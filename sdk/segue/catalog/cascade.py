@@ -178,6 +178,14 @@ class Resolved:
         ttls = self.get("llm", "cache_ttls")
         return [t for t in ttls if isinstance(t, str)] if isinstance(ttls, list) else []
 
+    default_max_tokens = _LlmKey(int)
+
+    @property
+    def self_hosted(self) -> bool:
+        """The path is one the app runs itself (pricing.self_hosted, only a literal true): no per-token price, so
+        its calls cost 0 USD."""
+        return self.get("pricing", "self_hosted") is True
+
     @property
     def pricing(self) -> Prices | None:
         """The path's prices, or None when its input or output price is unknown."""
@@ -186,6 +194,8 @@ class Resolved:
     def cost(self, usage: Usage) -> float:
         """Dollars for `usage` on this path. Raises CatalogLookupError naming the price the catalog lacks (no
         cost is better than a wrong one) and ValueError when the usage counts contradict each other."""
+        if self.self_hosted:
+            return 0.0
         prices = self.pricing
         why = "" if self.note is None else f" ({self.note})"
         if prices is None:

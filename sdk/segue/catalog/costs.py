@@ -1,9 +1,10 @@
 """What a run cost: each provider call priced on the path that served it, with where the prices came from.
 
-A call whose price the catalog does not know leaves the whole run without a dollar figure (`RunCost.missing`
-says which price): a partial sum would read as the run's cost and be wrong. The calls segue's twin answered are
-priced apart (`RunCost.twin_usd`, what the vendor would have charged): the twin charges nothing, and an emulated
-figure must never be added to what a vendor billed.
+A self-hosted path (catalog pricing.self_hosted) costs 0 USD, and its PriceSource says self_hosted. A call whose
+price the catalog does not know leaves the whole run without a dollar figure (`RunCost.missing` says which
+price): a partial sum would read as the run's cost and be wrong. The calls segue's twin answered are priced apart
+(`RunCost.twin_usd`, what the vendor would have charged): the twin charges nothing, and an emulated figure must
+never be added to what a vendor billed.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ def price_source(catalog: Catalog, model: str, vendor: str | None) -> PriceSourc
         resolved = catalog.resolve(model, vendor)
     except CatalogError:
         return PriceSource(model=model, vendor=vendor)
-    src = resolved.source("pricing", "input")
+    self_hosted = resolved.self_hosted
+    src = resolved.source("pricing", "self_hosted" if self_hosted else "input")
     if src is None:
         return PriceSource(model=resolved.model, vendor=resolved.vendor)
     return PriceSource(
@@ -31,6 +33,7 @@ def price_source(catalog: Catalog, model: str, vendor: str | None) -> PriceSourc
         pointer=src.pointer.rsplit("/", 1)[0],
         layer=src.layer,
         note=catalog.row_notes(src),
+        self_hosted=True if self_hosted else None,
     )
 
 

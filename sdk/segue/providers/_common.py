@@ -23,13 +23,20 @@ from segue._core.contracts import (
     StreamEvent,
 )
 from segue.errors import ProviderError, ProviderErrorKind
-from segue.generated import ServedBy
+from segue.generated import ModelSettings, ServedBy
 from segue.generated.wire import shared
+from segue.providers._cache import CatalogRows
+from segue.providers._output import OutputPaths
 from segue.wire.common import MalformedResponseError, ParsedResponse, WireRequest
 
+#: How the vendors word a prompt longer than the context window (tests/providers/test_context_overflow.py quotes each):
+#: OpenAI, vLLM's and OpenRouter's "maximum context length is N tokens", Anthropic's "prompt is too long: N tokens >
+#: M maximum", llama.cpp's "the request exceeds the available context size", vLLM's "The decoder prompt (length N)
+#: is longer than the maximum model length of M".
 _CONTEXT = re.compile(
     r"context[ _-]?length|context window|prompt is too long|maximum context|too many (input )?tokens"
-    r"|input is too long|reduce the length|exceeds? the (model'?s? )?(maximum|context)",
+    r"|input is too long|reduce the length|exceeds? the (model'?s? )?(maximum|context)"
+    r"|exceeds? the available context size|longer than the maximum model length",
     re.IGNORECASE,
 )
 _ADVICE: dict[str, str] = {
@@ -37,7 +44,7 @@ _ADVICE: dict[str, str] = {
     "server": "the vendor failed or is overloaded; retry later or add a fallback with Failover",
     "timeout": "no answer in time after the client's retries; retry, or raise the client's timeout",
     "connection": "the vendor could not be reached; check network access and base_url",
-    "context_length": "the prompt is longer than the model accepts: replay fewer runs (lower replay_last), "
+    "context_overflow": "the prompt is longer than the model accepts: replay fewer runs (lower replay_last), "
     "trim history, or use a model with a larger context window",
     "bad_request": "do what the vendor's message says; to compare, the body of the last call that succeeded is in "
     "ProviderResponse.request_body (llm_interactions.provider_request)",
@@ -67,6 +74,8 @@ class SdkDriver:
     requires_stable_reasoning_prefix: bool
     #: The official SDK module (anthropic / openai), for its exception classes.
     _sdk: ModuleType
+    #: Which structured-output mechanism each model's path uses; its catalog rows answer other lookups too.
+    output: OutputPaths
 
     def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
         raise NotImplementedError
@@ -87,6 +96,15 @@ class SdkDriver:
 
     def _model(self, request: ProviderRequest) -> str:
         return request.model or self.model
+
+    def _rows(self) -> CatalogRows:
+        """The driver's catalog rows, for telling a catalog alias from another model."""
+        return self.output.rows
+
+    def check_settings(self, settings: ModelSettings) -> None:
+        """Raise WireError naming the first setting this driver's wire cannot take; the run pipeline calls it
+        before anything is written."""
+        raise NotImplementedError
 
     async def complete(self, request: ProviderRequest) -> ProviderResponse:
         wire = self._wire(request, stream=False)
@@ -152,12 +170,34 @@ class SdkDriver:
                     "request, which should only populate the cache",
                 )
             )
+        model = self._model(request)
+        served = parsed.served_model if other_model(model, parsed.served_model, self._rows()) else None
+        if served is not None:
+            notes.append(
+                ProviderNote(
+                    kind="served-model",
+                    message=f"asked {self.vendor} for {model!r}, and {served!r} answered (the response's model); "
+                    f"cost and catalog lookups use {served!r}. If the server ignores the request's model (llama.cpp "
+                    "answers with the alias it was started with), name that model in the driver",
+                )
+            )
+        if parsed.truncated_calls:
+            notes.append(
+                ProviderNote(
+                    kind="output-truncated",
+                    message=f"{self.vendor} cut the response at the output limit while it wrote a call to "
+                    f"{', '.join(parsed.truncated_calls)}; that call was left out, the complete ones kept",
+                )
+            )
         return ProviderResponse(
             message=parsed.message,
             usage=parsed.usage,
             stop_reason=parsed.stop_reason,
             vendor=self.vendor,
-            model=self._model(request),
+            model=model,
+            served_model=served,
+            truncated_calls=parsed.truncated_calls,
+            output_limit=wire.output_limit,
             request_body=wire.body,
             response_body=data,
             request_headers=dict(wire.headers),
@@ -189,6 +229,25 @@ def client_telemetry(client: Any) -> dict[str, Any]:
     if isinstance(traces, Mapping) and traces.get("enabled"):
         out["sdk_span"] = option.get("tracer_provider") or SDK_SPAN_GLOBAL  # type: ignore[union-attr]
     return out
+
+
+#: A dated snapshot id: the alias, a dash, a date (claude-sonnet-4-5-20250929, gpt-4o-2024-08-06).
+_DATED = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2})$")
+
+
+def other_model(asked: str, served: str | None, rows: CatalogRows | None) -> bool:
+    """Whether a response's `model` names another model than the one asked for: not the same id, not a dated
+    snapshot of it (the alias plus `-YYYYMMDD` or `-YYYY-MM-DD`), and not a catalog alias of the same model."""
+    if not served or served == asked:
+        return False
+    dated = _DATED.search(served)
+    if dated is not None and served[: dated.start()] == asked:
+        return False
+    if rows is not None:
+        a, b = rows.resolve(asked), rows.resolve(served)
+        if a is not None and b is not None and a.note is None and b.note is None and a.model == b.model:
+            return False
+    return True
 
 
 def stream_error(vendor: str, e: Exception) -> ProviderError:
@@ -260,10 +319,13 @@ def vendor_message(e: Exception) -> str:
 
 
 def _code(e: Exception) -> str:
+    """The vendor's error code, else its type: the first of them that is a known kind (llama.cpp's code is the
+    HTTP status, 400, and its type says exceed_context_size_error)."""
     err = _error_object(e)
     if isinstance(err, Mapping):
         details = shared.parse_details(err)
-        return str(details.code or details.type or "")
+        named = [str(v) for v in (details.code, details.type) if v]
+        return next((n for n in named if n in _BODY_KINDS), named[0] if named else "")
     return ""  # the SDKs take an error's code from its body only
 
 
@@ -274,10 +336,10 @@ def _status_kind(status: int, message: str, e: Exception) -> ProviderErrorKind:
         return "auth"
     if (
         status == 413
-        or _BODY_KINDS.get(_code(e)) == "context_length"
+        or _BODY_KINDS.get(_code(e)) == "context_overflow"
         or (status in (400, 422) and _CONTEXT.search(message))
     ):
-        return "context_length"
+        return "context_overflow"
     if status == 408:
         return "timeout"
     if status >= 500:
@@ -292,5 +354,5 @@ _BODY_KINDS: dict[str, ProviderErrorKind] = {**shared.ERROR_TYPES, **shared.ERRO
 def _body_kind(e: Exception, message: str) -> ProviderErrorKind:
     kind = _BODY_KINDS.get(_code(e), "stream")
     if kind == "bad_request" and _CONTEXT.search(message):
-        return "context_length"
+        return "context_overflow"
     return kind

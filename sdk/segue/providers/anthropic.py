@@ -5,13 +5,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from segue._core.contracts import ProviderRequest
+from segue.generated import ModelSettings
 from segue.providers._cache import CatalogRows
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers._keys import require_credentials
 from segue.providers._output import OutputPaths
 from segue.wire import anthropic as wire
-from segue.wire.common import ParsedResponse, WireRequest
+from segue.wire.common import ParsedResponse, WireError, WireRequest
+from segue.wire.settings import TOOL_CHOICE_MODES
 from segue.wire.streams import AnthropicStream
 
 if TYPE_CHECKING:
@@ -31,6 +35,11 @@ def without_sdk_spans(client: AsyncAnthropic) -> AsyncAnthropic:
     return client.with_options(open_telemetry=off)
 
 
+_FIELDS = attrs.fields(ModelSettings)
+#: The ModelSettings fields in Anthropic's cached prefix.
+PREFIX_SETTINGS = (_FIELDS.tool_choice, _FIELDS.parallel_tool_calls, _FIELDS.reasoning_effort)
+
+
 class AnthropicProvider(SdkDriver):
     """Claude models over the Messages API.
 
@@ -41,17 +50,22 @@ class AnthropicProvider(SdkDriver):
       thinking on the wire segue asks for block binding with prefix_mismatch_behavior="drop_block" and reports
       each block the vendor's `input_transformations` says it dropped. With thinking off (None or disabled) no
       thinking is replayed (`reasoning_vendor` is None), because a stale block could not be dropped.
+    - `max_tokens`: what a request sends when its model_settings set none (the API requires one); None (the
+      default): the catalog's `llm.default_max_tokens` for the path (4096 in the packaged catalog).
     - `catalog`: the `segue.catalog.Catalog` that answers which models take structured output natively
-      (`llm.structured_output`; default: `Catalog.load()` on first use).
+      (`llm.structured_output`) and the default max_tokens (default: `Catalog.load()` on first use).
     - `client`: an `anthropic.AsyncAnthropic`; by default one is built from ANTHROPIC_API_KEY. With neither that
       nor ANTHROPIC_AUTH_TOKEN / ANTHROPIC_BASE_URL set, building the driver raises ProviderError (kind "auth"),
-      which names the variable and the offline way: `client=Twin().anthropic_client()` (segue.twin).
+      which names the variable and the offline way: `client=Twin().anthropic_client()` (segue_twin).
       A client segue builds emits no OpenTelemetry spans of its own (segue's `chat` span is the request's); a
       client the app passes keeps its option (docs/observability.md: the SDK's own spans).
     """
 
     vendor = "anthropic"
     requires_stable_reasoning_prefix = True
+    #: Settings that are part of the cached prefix (the prompt-caching page: a tool_choice change invalidates the
+    #: messages cache, an effort change the system cache), so replay compares them (cause settings).
+    prefix_settings = tuple(f.name for f in PREFIX_SETTINGS)
 
     def __init__(
         self,
@@ -59,7 +73,7 @@ class AnthropicProvider(SdkDriver):
         *,
         cache_ttl: wire.CacheTTL | None = "5m",
         thinking: Mapping[str, Any] | None = None,
-        max_tokens: int = 4096,
+        max_tokens: int | None = None,
         catalog: Catalog | None = None,
         client: AsyncAnthropic | None = None,
     ) -> None:
@@ -67,8 +81,8 @@ class AnthropicProvider(SdkDriver):
 
         if cache_ttl not in ("5m", "1h", None):
             raise ValueError(f"cache_ttl must be '5m', '1h' or None, got {cache_ttl!r}")
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be at least 1, got {max_tokens!r}")
+        if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 1):
+            raise ValueError(f"max_tokens must be a whole number >= 1 or None, got {max_tokens!r}")
         self.model = model
         self.cache_ttl = cache_ttl
         self.thinking = dict(thinking) if thinking is not None else None
@@ -87,6 +101,33 @@ class AnthropicProvider(SdkDriver):
         self.output = OutputPaths(CatalogRows(self.vendor, catalog))
         self._sdk = anthropic
 
+    def check_settings(self, settings: ModelSettings) -> None:
+        wire.check_settings(settings)
+        auto, _, none = TOOL_CHOICE_MODES
+        forced = settings.tool_choice not in (None, auto, none)
+        if forced and wire.thinking_on(self.thinking):
+            # The extended thinking page: with thinking, only tool_choice auto or none is taken.
+            raise WireError(
+                f"model_settings.tool_choice={settings.tool_choice!r} forces a tool, which Anthropic refuses with "
+                "thinking on (extended thinking page: tool_choice any or tool is not supported with thinking); use "
+                "tool_choice='auto', or turn thinking off for this agent"
+            )
+
+    def default_max_tokens(self, model: str) -> int:
+        """The max_tokens sent when the request's settings set none (the Messages API requires one): the driver's
+        own `max_tokens`, else the catalog's `llm.default_max_tokens` for the path."""
+        if self.max_tokens is not None:
+            return self.max_tokens
+        resolved = self.output.rows.resolve(model)
+        found = resolved.default_max_tokens if resolved is not None else None
+        if found is None:
+            raise WireError(
+                f"no max_tokens for {model!r} on anthropic, whose API requires one: pass model_settings="
+                "ModelSettings(max_tokens=...) or AnthropicProvider(max_tokens=...), or set llm.default_max_tokens "
+                "in a catalog layer"
+            )
+        return found
+
     def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
         model = self._model(request)
         request, output = self.output.split(request, model)
@@ -94,7 +135,7 @@ class AnthropicProvider(SdkDriver):
             request,
             model=model,
             output=output,
-            max_tokens=request.max_tokens or self.max_tokens,
+            max_tokens=request.settings.max_tokens or self.default_max_tokens(model),
             cache_ttl=self.cache_ttl,
             thinking=self.thinking,
             stream=stream,

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from segue._core.contracts import ProviderRequest
+from segue.generated import ModelSettings
 from segue.providers._cache import BreakpointPaths
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers._keys import require_credentials
@@ -26,6 +27,10 @@ class ChatCompletionsDriver(SdkDriver):
     """The Chat Completions calls and stream assembly, shared by every driver on that wire (OpenRouter too)."""
 
     client: AsyncOpenAI
+
+    def check_settings(self, settings: ModelSettings) -> None:
+        """Refuse what the Chat Completions wire cannot take (the run asks before anything is written)."""
+        wire.check_settings(settings)
 
     async def _post(self, kwargs: dict[str, Any]) -> Any:
         return await self.client.chat.completions.with_raw_response.create(**kwargs)
@@ -54,7 +59,7 @@ class OpenAIChatProvider(ChatCompletionsDriver):
     - `client`: an `openai.AsyncOpenAI`; by default one is built for `base_url` with OPENAI_API_KEY (local
       servers without authentication need no key). With no `base_url` and neither OPENAI_API_KEY nor
       OPENAI_BASE_URL set, building the driver raises ProviderError (kind "auth"), which names the variable and
-      the offline way: `client=Twin().openai_client()` (segue.twin).
+      the offline way: `client=Twin().openai_client()` (segue_twin).
     """
 
     requires_stable_reasoning_prefix = False

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from segue._core.contracts import ProviderRequest
+from segue.generated import ModelSettings
 from segue.providers._cache import BreakpointPaths
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers._keys import require_credentials
@@ -39,7 +40,7 @@ class OpenAIResponsesProvider(SdkDriver):
       `Catalog.load()` on first use).
     - `client`: an `openai.AsyncOpenAI`; by default one is built from OPENAI_API_KEY. With neither that nor
       OPENAI_BASE_URL set, building the driver raises ProviderError (kind "auth"), which names the variable and
-      the offline way: `client=Twin().openai_client()` (segue.twin).
+      the offline way: `client=Twin().openai_client()` (segue_twin).
 
     `ProviderRequest(prewarm=True)` sends `prompt_cache_options.prewarm` (breakpoint caches only): the prompt is
     cached, nothing is generated.
@@ -82,6 +83,9 @@ class OpenAIResponsesProvider(SdkDriver):
             client = openai.AsyncOpenAI()
         self.client = client
         self._sdk = openai
+
+    def check_settings(self, settings: ModelSettings) -> None:
+        wire.check_settings(settings)
 
     def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
         model = self._model(request)

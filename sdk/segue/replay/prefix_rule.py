@@ -51,6 +51,8 @@ class CurrentPrefix:
     reasoning_vendor: str | None = None
     #: The structured-output format's hash (None: the request asks for none).
     output_hash: str | None = None
+    #: The hash of the model settings in this path's cached prefix (None: none set; see settings_hash).
+    settings_hash: str | None = None
 
     @property
     def path(self) -> ServingPath:
@@ -118,6 +120,12 @@ def reasoning_verdict(
             "output-schema",
             "reasoning dropped: the structured-output schema (output_type) changed since the run; the model was "
             "shown the format with the prefix the reasoning was produced under",
+        )
+    if d.settings_hash != current.settings_hash:
+        return (
+            "settings",
+            "reasoning dropped: the model settings that are part of the vendor's cached prefix (tool_choice, "
+            "reasoning_effort) changed since the run",
         )
     if d.seed != seed:
         if earlier_drop is not None:

@@ -18,10 +18,11 @@ from segue._core.json_types import format_hash
 from segue.cache.layout import LayoutMode, LayoutPolicy, TrailingStateFn
 from segue.catalog import Catalog
 from segue.guardrails import Guardrail
-from segue.providers.base import first_member, serving_paths
+from segue.providers.base import first_member, members, serving_paths
 from segue.replay.prefix_rule import CurrentPrefix
 from segue.run.context import render_stable_head
 from segue.run.request import Rules, RunRequest
+from segue.run.settings import settings_hash
 from segue.run.toolbox import Toolbox, ToolSet
 from segue.store.run_store import RunStore
 from segue.telemetry import Telemetry
@@ -83,6 +84,7 @@ class AgentConfig:
         paths = serving_paths(self.provider, model=request.params.model, vendor=request.params.vendor)
         system_hash = canonical_hash({"system": self.system, "stable_head": stable_head})
         output_hash = format_hash(request.output.format) if request.output is not None else None
+        in_prefix = {d.vendor: getattr(d, "prefix_settings", ()) for d in members(self.provider)}
         prefixes = [
             CurrentPrefix(
                 vendor=p.vendor,
@@ -92,6 +94,7 @@ class AgentConfig:
                 tool_hashes=tools.hashes,
                 reasoning_vendor=p.reasoning_vendor,
                 output_hash=output_hash,
+                settings_hash=settings_hash(request.params.model_settings, in_prefix.get(p.vendor, ())),
             )
             for p in paths
         ]

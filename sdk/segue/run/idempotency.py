@@ -3,7 +3,8 @@ stored result when it is the same request (same fingerprint), and is an Idempote
 
 It runs before the plan: a repeated request returns its stored result even if a run it replayed is gone since.
 The fingerprint covers the input, history, context, replayed runs, the three replay knobs, the tenant, the model
-and vendor override, and the agent's configuration (AgentConfig.config_hash); not the app's metadata.
+and vendor override, the model settings (the agent's merged with the run's), and the agent's configuration
+(AgentConfig.config_hash); not the app's metadata.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from segue.generated import Message, RunEvent, RunResult, get_converter
 from segue.run.request import RunRequest
 from segue.run.state import make_event, stored_result
 from segue.store.run_store import RunStore
+from segue.wire.settings import given
 
 
 def fingerprint_of(request: RunRequest, config_hash: str) -> str:
@@ -39,6 +41,7 @@ def fingerprint_of(request: RunRequest, config_hash: str) -> str:
             "agent": config_hash,
             # Only when set, so the fingerprints of requests without structured output stay what they were.
             **({"output": request.output.hash, "output_repairs": request.repairs} if request.output else {}),
+            **({"model_settings": given(params.model_settings)} if params.model_settings is not None else {}),
         }
     )
 

@@ -36,7 +36,7 @@ from segue.run.guard import Guard
 from segue.run.output import check_call, check_text, failure, final_call, repair_message
 from segue.run.recorder import Recorder, RunEndNotStored, interaction_of
 from segue.run.serving import fit, observe
-from segue.run.state import RunState, make_event
+from segue.run.state import RunState, cut_note, make_event, stop_reason_of, truncated_message
 from segue.run.tool_calls import ToolRunner
 from segue.telemetry import ChatTrace, attached, response_id, traced
 
@@ -122,10 +122,18 @@ class Loop:
         assistant = Message(role="assistant", content=list(response.message.content))
         state.usage = add_usage(state.usage, response.usage)
         response = self._priced(state, response)
+        calls = tool_calls(assistant)
+        state.stop_reason = stop_reason_of(response.stop_reason)
+        if state.stop_reason == "max_tokens" and not calls and not response.truncated_calls:
+            response = attrs.evolve(response, notes=[*response.notes, cut_note(response)])
         served = observe(state, request, response, iteration)
         state.own.append(assistant)
         interaction = interaction_of(response, iteration, latency)
-        calls = tool_calls(assistant)
+        if response.truncated_calls:
+            async for event in self._truncated(state, response, interaction, served, calls):
+                yield event
+            if state.ended or not calls:
+                return
         final = final_call(state.request.output, calls)
         if final is not None or (state.request.output is not None and not calls):
             async for event in self._output(state, interaction, served, assistant, calls, final):
@@ -171,6 +179,39 @@ class Loop:
             yield event
         await self.recorder.record(state, iteration, interaction, done.records, served)
 
+    async def _truncated(
+        self,
+        state: RunState,
+        response: ProviderResponse,
+        interaction: LlmInteraction,
+        served: RunMeta | None,
+        calls: list[ToolCallBlock],
+    ) -> AsyncIterator[RunEvent]:
+        """A response with a tool call cut at the output limit (its complete calls kept by the driver). Once per
+        run, when the request sent a limit (the run's max_tokens, or the driver's default where the vendor requires
+        one), the model is asked again with twice that limit (the complete calls run first, as usual); otherwise
+        (no limit sent: the server's own cut it, or it was raised already) the run ends with an
+        OutputTruncatedError naming the limit."""
+        limit = response.output_limit
+        if limit is not None and state.raised_limit is None:
+            state.raised_limit = limit * 2
+            if not calls:  # nothing complete to answer: the empty turn is not sent back
+                state.own.pop()
+                await self.recorder.record(state, state.iteration, interaction, [], served)
+            return
+        await self.recorder.record(state, state.iteration, interaction, [], served)
+        message = truncated_message(response, state.raised_limit)
+        await self.recorder.finish(state, "error", None, message, error_type="OutputTruncatedError")
+        state.ended = True
+        yield make_event(
+            "RUN_ERROR",
+            state.run_id,
+            state.iteration,
+            error=message,
+            result=state.result("error", error=message),
+            meta={"error_type": "OutputTruncatedError", "limit": limit, "calls": list(response.truncated_calls)},
+        )
+
     async def _call(
         self, state: RunState, request: ProviderRequest, *, streaming: bool
     ) -> AsyncIterator[RunEvent | ProviderResponse]:
@@ -183,7 +224,7 @@ class Loop:
                 system=request.system,
                 messages=request.messages,
                 tools=request.tools,
-                max_tokens=request.max_tokens,
+                max_tokens=request.settings.max_tokens,
                 stream=streaming,
                 json_output=request.output is not None,
             )
@@ -204,20 +245,21 @@ class Loop:
 
     def _priced(self, state: RunState, response: ProviderResponse) -> ProviderResponse:
         """Add the call's cost to the run's, and what kept it from the cache to the notes the response brings."""
+        model = response.served_model or response.model  # the model that served prices the call
         try:
             catalog = self.catalog()
-            path = catalog.resolve(response.model, response.vendor)
+            path = catalog.resolve(model, response.vendor)
         except CatalogError as e:
             state.cost = RunCost(missing=f"no prices: {e}", prices=state.cost.prices if state.cost else [])
             return response
         twin = response.served_by == "twin"
-        state.cost = add_call(state.cost, catalog, response.model, response.vendor, response.usage, twin=twin)
+        state.cost = add_call(state.cost, catalog, model, response.vendor, response.usage, twin=twin)
         previous = state.last_request
-        same_path = previous is not None and previous[0] == (response.vendor, response.model)
+        same_path = previous is not None and previous[0] == (response.vendor, model)
         found = cache_notes(
             path, response.request_body, response.usage, previous[1] if same_path and previous else None
         )
-        state.last_request = ((response.vendor, response.model), response.request_body)
+        state.last_request = ((response.vendor, model), response.request_body)
         return attrs.evolve(response, notes=[*response.notes, *found]) if found else response
 
     async def _output(
@@ -356,6 +398,9 @@ def provider_request(state: RunState, messages: list[Message], *, prewarm: bool 
         prefix = state.prefix = WirePrefix(length)
         replayed = [i for i, m in enumerate(messages[:length]) if m.meta and m.meta.get(REPLAYED_META_KEY)]
         state.replay_end = replayed[-1] if replayed else None
+    settings = state.request.settings
+    if state.raised_limit is not None:
+        settings = attrs.evolve(settings, max_tokens=state.raised_limit)
     return ProviderRequest(
         system=plan.config.system,
         stable_head=plan.config.stable_head,
@@ -370,4 +415,5 @@ def provider_request(state: RunState, messages: list[Message], *, prewarm: bool 
         replay_alternatives=alternatives,
         prefix=prefix,
         output=state.request.output.format if state.request.output is not None else None,
+        settings=settings,
     )

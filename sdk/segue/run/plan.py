@@ -22,6 +22,7 @@ from segue.replay.planner import plan_replay
 from segue.replay.prefix_rule import WireView, seed_of
 from segue.run.config import AgentConfig, RunConfig
 from segue.run.request import RunRequest
+from segue.run.settings import check_tool_choice
 
 
 @attrs.frozen(kw_only=True)
@@ -71,8 +72,10 @@ class Planner:
 
     async def plan(self, request: RunRequest) -> RunPlan:
         """The run's plan. ReplayRunError when a replayed run is missing, another tenant's, or unfinished;
-        ToolSourceError when a tool source cannot give the run its tools."""
+        ToolSourceError when a tool source cannot give the run its tools; InputError when tool_choice names none
+        of them."""
         tools = await self.agent.tools.snapshot()
+        check_tool_choice(request.params.model_settings, list(tools.by_name))
         config = self.agent.snapshot(request, tools)
         layout = self.agent.layout(request, tools)
         view = layout.on_wire if layout is not None else None

@@ -78,6 +78,7 @@ class Recorder:
                 replay_budget_tokens=params.replay_budget_tokens,
                 output_type=params.output_type,
                 output_repairs=params.output_repairs,
+                model_settings=params.model_settings,
             ),
             segue_replay=state.replay,
         )
@@ -157,6 +158,7 @@ class Recorder:
             segue_cost=state.cost,
             segue_served_by=state.served_by,
             segue_layout=layout.meta() if layout is not None else None,
+            segue_stop_reason=state.stop_reason,
         )
         try:
             await asyncio.to_thread(

@@ -19,8 +19,17 @@ import attrs
 from segue._core.hashing import canonical_json
 from segue._core.json_types import OutputSpec, output_spec
 from segue.errors import InputError, ReplayRunError
-from segue.generated import ContextBlock, Message, PrewarmParams, ReplayKnobs, RunParams, get_converter
+from segue.generated import (
+    ContextBlock,
+    Message,
+    ModelSettings,
+    PrewarmParams,
+    ReplayKnobs,
+    RunParams,
+    get_converter,
+)
 from segue.run.conversation import as_history
+from segue.run.settings import SettingsCheck, check_paths, merged, settings_of
 from segue.store.records import DEFAULT_TENANT
 
 DEFAULT_MAX_INPUT_CHARS = 1_000_000
@@ -51,6 +60,9 @@ class Rules:
     #: The agent's own output_type and repair turns, for runs that do not pass theirs.
     output: OutputSpec | None = None
     output_repairs: int = 1
+    #: The agent's own model settings (a run's override them key by key), and each serving driver's check of them.
+    model_settings: ModelSettings | None = None
+    settings_checks: tuple[SettingsCheck, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -91,6 +103,11 @@ class RunRequest:
     @property
     def replay_reasoning(self) -> bool:
         return self.params.replay_reasoning is not False
+
+    @property
+    def settings(self) -> ModelSettings:
+        """The run's model settings, the agent's merged in (empty: every vendor default)."""
+        return self.params.model_settings or ModelSettings()
 
     @property
     def repairs(self) -> int:
@@ -148,6 +165,8 @@ def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequ
     replay_reasoning, replay_budget_tokens = arguments["replay_reasoning"], arguments["replay_budget_tokens"]
     # A prewarm takes no output_type of its own: it warms the prefix with the agent's (the format is in it).
     output, output_repairs = _output(arguments.get("output_type"), arguments.get("output_repairs"), rules)
+    settings = merged(rules.model_settings, settings_of(arguments.get("model_settings"), "model_settings"))
+    check_paths(settings, rules.settings_checks)
     if not isinstance(tenant_id, str) or not tenant_id:
         raise InputError(f"tenant_id must be a non-empty string, got {tenant_id!r}")
     _check_id("tenant_id", tenant_id)
@@ -199,6 +218,7 @@ def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequ
         vendor=vendor,
         output_type=output.schema if output is not None else None,
         output_repairs=output_repairs if output is not None else None,
+        model_settings=settings,
     )
     return RunRequest(params=params, knobs=knobs, output=output)
 

@@ -46,7 +46,8 @@ async def load_own_run(store: RunStore, given: Any, tenant_id: str, agent_name: 
 
 def arguments_of(stored: StoredRun) -> dict[str, Any]:
     """The run's request as it was made, as Agent.run arguments: input, history, context, the replayed runs and
-    knobs, the model / vendor override. The app's metadata and idempotency key are not carried over."""
+    knobs, the model / vendor override, the model settings. The app's metadata and idempotency key are not carried
+    over."""
     request = stored.meta.segue_request or StoredRequest()
     replay = stored.meta.segue_replay
     knobs = replay.knobs if replay is not None else None
@@ -66,6 +67,7 @@ def arguments_of(stored: StoredRun) -> dict[str, Any]:
         "vendor": request.vendor,
         "output_type": request.output_type,
         "output_repairs": request.output_repairs,
+        "model_settings": request.model_settings,
     }
 
 

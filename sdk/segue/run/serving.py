@@ -41,7 +41,7 @@ cache_log = logging.getLogger("segue.cache")
 #: Warning causes that say why a run's reasoning was dropped (the others are about tools and the budget).
 _DROP_CAUSES = frozenset(
     {"model", "system", "tools", "seed", "cross-vendor", "predates-metadata", "follows", "guardrails", "reasoning-off"}
-    | {"layout", "vendor-dropped", "output-schema"}
+    | {"layout", "vendor-dropped", "output-schema", "settings"}
 )
 
 
@@ -174,6 +174,7 @@ def _describe(
             tools_hash=current.tools_hash,
             seed=state.plan.seed(served_path, sent),
             output_hash=current.output_hash,
+            settings_hash=current.settings_hash,
         )
     served = ServedPath(vendor=response.vendor, model=response.model)
     if (d.vendor, d.model) == (served.vendor, served.model) or served in (d.also_served or []):

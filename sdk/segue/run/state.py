@@ -6,7 +6,7 @@ from typing import Any
 
 import attrs
 
-from segue._core.contracts import ServingPath, WirePrefix
+from segue._core.contracts import ProviderNote, ProviderResponse, ServingPath, WirePrefix
 from segue._core.run_text import replay_text
 from segue._core.usage import cache_parts
 from segue.cache.notes import RunNotes
@@ -22,6 +22,7 @@ from segue.generated import (
     RunResult,
     RunStatus,
     ServedBy,
+    StopReason,
     ToolCallBlock,
     ToolResultBlock,
     Usage,
@@ -62,6 +63,10 @@ class RunState:
     #: ((vendor, model), body) of the run's latest request, for the cache notes of the next one on that path.
     last_request: tuple[tuple[str, str], dict[str, Any]] | None = None
     repairs: int = 0  # structured output: repair turns used so far
+    #: Why the model stopped in the latest response, in RunResult.stop_reason's words (None: no response yet).
+    stop_reason: StopReason | None = None
+    #: The output limit the run raised to after a tool call was cut at the old one (None: not raised).
+    raised_limit: int | None = None
 
     def stored_messages(self) -> list[Message]:
         """This run's messages as they are stored: with the fragments the layout keeps (appendOnly)."""
@@ -95,6 +100,7 @@ class RunState:
             pending_approvals=pending,
             retry_of=self.request.retry_of,
             output=output,
+            stop_reason=self.stop_reason,
         )
 
 
@@ -119,6 +125,48 @@ def stored_result(run: RunDetail, error: str | None = None) -> RunResult:
         replay_text=replay_text(run.replay) if run.replay is not None else None,
         pending_approvals=[PendingApproval(call_id=c, name=names.get(c)) for c in pending.calls] if pending else None,
         retry_of=run.retry_of,
+        stop_reason=meta.segue_stop_reason if meta is not None else None,
+    )
+
+
+#: The vendors' stop reasons (in segue's wire vocabulary, Anthropic's words) as RunResult.stop_reason.
+_STOP_REASONS: dict[str, StopReason] = {
+    "end_turn": "end",
+    "stop_sequence": "end",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "model_context_window_exceeded": "max_tokens",
+    "pause_turn": "pause",
+    "refusal": "refusal",
+    "content_filter": "content_filter",
+}
+
+
+def stop_reason_of(vendor_reason: str) -> StopReason:
+    """A response's stop reason in RunResult.stop_reason's words (one a vendor adds later reads as end)."""
+    return _STOP_REASONS.get(vendor_reason, "end")
+
+
+def cut_note(response: ProviderResponse) -> ProviderNote:
+    limit = f"max_tokens={response.output_limit}" if response.output_limit is not None else "the vendor's own limit"
+    return ProviderNote(
+        kind="output-truncated",
+        message=f"the final answer was cut at the output limit ({limit}): it is incomplete; raise "
+        "model_settings.max_tokens for a complete answer",
+    )
+
+
+def truncated_message(response: ProviderResponse, raised: int | None) -> str:
+    """The error of a run whose tool call was cut at the output limit, naming the limit."""
+    calls = ", ".join(response.truncated_calls)
+    limit = response.output_limit
+    if limit is None:
+        where = "the server's own output limit (no max_tokens was sent; a self-hosted server also stops at its context)"
+    else:
+        where = f"max_tokens={limit}" + (" (already raised once in this run)" if raised is not None else "")
+    return (
+        f"the response from {response.vendor} was cut at {where} while the model wrote a call to {calls}; "
+        "raise model_settings.max_tokens (or the server's context size) and retry the run"
     )
 
 

@@ -24,10 +24,10 @@ they go. Rules it enforces:
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from segue._core.contracts import OutputFormat, ProviderNote, ProviderRequest, WirePrefix
-from segue.generated import ContentBlock, Message, ReasoningBlock, TextBlock, ToolResultBlock
+from segue.generated import ContentBlock, Message, ModelSettings, ReasoningBlock, TextBlock, ToolResultBlock
 from segue.generated.wire import anthropic as g
 from segue.wire.common import (
     ASSISTANT,
@@ -43,6 +43,10 @@ from segue.wire.common import (
     stop_reason,
     writable,
 )
+from segue.wire.settings import EFFORT_SETTING, TOOL_CHOICE_MODES, refuse, refuse_values, refused
+
+if TYPE_CHECKING:
+    from anthropic.types import OutputConfigParam, ToolChoiceParam
 
 WIRE = "anthropic"
 #: ReasoningBlock.vendor of the blocks this wire replays.
@@ -106,13 +110,20 @@ def build_request(
         if thinking_sent and replays:
             g.block_binding(config)
             headers[g.BETA_HEADER] = g.BINDING_BETA
+    settings = request.settings
+    check_settings(settings)
+    output_config: Mapping[str, Any] = g.output_format(schema=output.schema) if output is not None else {}
+    if settings.reasoning_effort is not None:
+        output_config = g.output_effort(config=output_config, effort=settings.reasoning_effort)  # type: ignore[arg-type]  # checked
     body = g.request(
         model=model,
         max_tokens=max_tokens,
         system=list(system) or None,
         messages=messages,
         tools=[g.tool(t) for t in request.tools] or None,
-        output_config=g.output_format(schema=output.schema) if output is not None else None,
+        tool_choice=tool_choice(settings) if request.tools else None,
+        stop_sequences=settings.stop,
+        output_config=cast("OutputConfigParam", output_config) if output_config else None,
         thinking=config,
         stream=stream,
     )
@@ -124,9 +135,41 @@ def build_request(
         body=dict(body),
         headers=headers,
         notes=notes,
+        output_limit=max_tokens,
         origins=_Origins(turns.sources) if binding else {},
         binding=binding,
     )
+
+
+#: What the Messages API has no parameter for: the pinned SDK's MessageCreateParams has no temperature, top_p or
+#: seed key.
+REFUSED_SETTINGS = refused(
+    temperature="the pinned anthropic SDK's MessageCreateParams has no temperature",
+    top_p="the pinned anthropic SDK's MessageCreateParams has no top_p",
+    seed="the Messages API has no seed (MessageCreateParams has no `seed`)",
+)
+
+
+def check_settings(settings: ModelSettings) -> None:
+    refuse(settings, WIRE, REFUSED_SETTINGS)
+    refuse_values(WIRE, EFFORT_SETTING, settings.reasoning_effort, g.EFFORTS)
+
+
+def tool_choice(settings: ModelSettings) -> ToolChoiceParam | None:
+    """tool_choice and parallel_tool_calls as the Messages API takes them: auto, any (required), none, or the
+    named tool, with disable_parallel_tool_use for parallel_tool_calls=False (a `none` choice takes no flag)."""
+    choice, parallel = settings.tool_choice, settings.parallel_tool_calls
+    if choice is None and parallel is None:
+        return None
+    auto, required, none = TOOL_CHOICE_MODES
+    disable = None if parallel is None else not parallel
+    if choice == none:
+        return g.tool_choice_none()
+    if choice is None or choice == auto:
+        return g.tool_choice_auto(disable_parallel_tool_use=disable)
+    if choice == required:
+        return g.tool_choice_any(disable_parallel_tool_use=disable)
+    return g.tool_choice_tool(name=choice, disable_parallel_tool_use=disable)
 
 
 class _Origins(Mapping[str, int]):
@@ -309,6 +352,7 @@ def parse_response(
         stop_reason=stop_reason(response.stop_reason, {}),  # segue's vocabulary is Anthropic's
         notes=notes,
         input_transformations=transformations,
+        served_model=response.model,
     )
 
 

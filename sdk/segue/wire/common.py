@@ -122,6 +122,8 @@ class WireRequest:
     origins: Mapping[str, int] = attrs.field(factory=dict)
     #: The request asks the vendor to report the replayed reasoning it drops (Anthropic thinking block binding).
     binding: bool = False
+    #: The output limit the body sends (None: the vendor's own default applies).
+    output_limit: int | None = None
 
     def sdk_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for the client's `create()`: typed keys directly, the rest through `extra_body`."""
@@ -143,6 +145,10 @@ class ParsedResponse:
     stop_reason: str
     notes: list[ProviderNote] = attrs.field(factory=list)
     input_transformations: list[dict[str, Any]] = attrs.field(factory=list)
+    #: The model the response says served it (its `model` field; None: it did not say).
+    served_model: str | None = None
+    #: Names of tool calls cut off at the output limit (arguments not whole JSON), left out of `message`.
+    truncated_calls: tuple[str, ...] = ()
 
 
 def is_fragment(message: Message) -> bool:

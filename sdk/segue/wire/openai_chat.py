@@ -20,7 +20,16 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from segue._core.contracts import OutputFormat, ProviderNote, ProviderRequest, WirePrefix
-from segue.generated import ContentBlock, Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock, Usage
+from segue.generated import (
+    ContentBlock,
+    Message,
+    ModelSettings,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    Usage,
+)
 from segue.generated.wire import openai_chat as g
 from segue.wire.breakpoints import BreakpointCache, mark
 from segue.wire.common import (
@@ -35,8 +44,10 @@ from segue.wire.common import (
     stop_reason,
 )
 from segue.wire.openai_responses import cache_key
+from segue.wire.settings import EFFORT_SETTING, TOOL_CHOICE_MODES, refuse_values
 
 if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionToolChoiceOptionParam
     from openai.types.chat.completion_create_params import PromptCacheOptions
     from openai.types.shared_params import ResponseFormatJSONSchema
 
@@ -70,18 +81,44 @@ def build_request(
         options = cache_options(breakpoints)
     # OpenAI's reasoning models reject max_tokens; open servers (vLLM, llama.cpp) know only max_tokens.
     openai = vendor == "openai"
+    settings = request.settings
+    check_settings(settings)
     body = g.request(
         model=model,
         messages=messages,
         tools=[g.tool(t) for t in request.tools] or None,
         response_format=response_format(output) if output is not None else None,
-        max_completion_tokens=request.max_tokens if openai else None,
-        max_tokens=None if openai else request.max_tokens,
+        max_completion_tokens=settings.max_tokens if openai else None,
+        max_tokens=None if openai else settings.max_tokens,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        stop=settings.stop,
+        seed=settings.seed,
+        tool_choice=tool_choice(settings.tool_choice),
+        # Only beside tools: OpenAI refuses parallel_tool_calls on a request that offers none.
+        parallel_tool_calls=settings.parallel_tool_calls if request.tools else None,
+        reasoning_effort=settings.reasoning_effort,
         prompt_cache_key=cache_key(None, request.cache_key) if openai and request.cache_key else None,
         prompt_cache_options=options,
         stream=stream,
     )
-    return WireRequest(body=dict(body))
+    return WireRequest(body=dict(body), output_limit=settings.max_tokens)
+
+
+def check_settings(settings: ModelSettings) -> None:
+    """Chat Completions takes every ModelSettings field (reasoning_effort: the values of the pinned SDK's
+    ReasoningEffort)."""
+    refuse_values(WIRE, EFFORT_SETTING, settings.reasoning_effort, g.REASONING_EFFORTS)
+
+
+def tool_choice(choice: str | None) -> ChatCompletionToolChoiceOptionParam | None:
+    """ModelSettings.tool_choice as Chat Completions (and OpenRouter) take it: a mode, or the named function."""
+    if choice is None:
+        return None
+    for mode in TOOL_CHOICE_MODES:  # the three modes are spelled alike on the wire
+        if choice == mode:
+            return mode
+    return g.named_tool_choice(name=choice)
 
 
 def response_format(output: OutputFormat) -> ResponseFormatJSONSchema:
@@ -228,11 +265,22 @@ def parse_response(
     content: list[ContentBlock] = list((reasoning or plain_reasoning)(message, model))
     if isinstance(message.content, str) and message.content:
         content.append(TextBlock(text=message.content))
+    stop = stop_reason(choice.finish_reason, g.STOP_REASONS)
+    cut = stop == "max_tokens"
+    truncated: list[str] = []
     for raw in message.tool_calls or []:
         entry = as_map(raw, f"{where} tool call")
-        call = g.parse_tool_call_entry(entry, model)
-        if isinstance(call, Unknown) and call.tag is None:  # servers that leave the type out: a function call
-            call = g.parse_tool_call(entry, model)
+        try:
+            call = g.parse_tool_call_entry(entry, model)
+            if isinstance(call, Unknown) and call.tag is None:  # servers that leave the type out: a function call
+                call = g.parse_tool_call(entry, model)
+        except MalformedResponseError:
+            if not cut:
+                raise
+            # Cut at the output limit while writing this call (llama.cpp answers `"arguments": "{"` beside the
+            # complete calls, finish_reason "length"): the complete ones are kept, this one is reported.
+            truncated.append(_call_name(entry))
+            continue
         if isinstance(call, Unknown):
             notes.append(
                 ProviderNote(
@@ -251,9 +299,20 @@ def parse_response(
     return ParsedResponse(
         message=Message(role=ASSISTANT, content=content),
         usage=with_timings(usage, completion.timings),
-        stop_reason=stop_reason(choice.finish_reason, g.STOP_REASONS),
+        stop_reason=stop,
         notes=notes,
+        served_model=completion.model,
+        truncated_calls=tuple(truncated),
     )
+
+
+def _call_name(entry: Mapping[str, Any]) -> str:
+    """The name of a tool call whose arguments could not be read, as far as the server wrote it."""
+    try:
+        name = g.parse_call_head(entry).name
+    except MalformedResponseError:
+        name = None
+    return name or "(unnamed)"
 
 
 def plain_reasoning(message: g.ChatMessage, model: str | None) -> list[ReasoningBlock]:

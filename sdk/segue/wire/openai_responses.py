@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from segue._core.contracts import OutputFormat, ProviderNote, ProviderRequest
-from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
+from segue.generated import Message, ModelSettings, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from segue.generated.wire import openai_responses as g
 from segue.wire.breakpoints import BreakpointCache, mark
 from segue.wire.common import (
@@ -33,6 +33,7 @@ from segue.wire.common import (
     as_map,
     foreign_reasoning,
 )
+from segue.wire.settings import EFFORT_SETTING, TOOL_CHOICE_MODES, refuse, refuse_values, refused
 
 if TYPE_CHECKING:
     from openai.types.responses import (
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
         ResponseInputItemParam,
         ResponseInputTextParam,
     )
+    from openai.types.responses.response_create_params import ToolChoice
 
     Part = ResponseInputTextParam | ResponseInputImageParam
 
@@ -68,6 +70,8 @@ def build_request(
             "warms a cache without generating only through prompt_cache_options.prewarm, which breakpoint caches "
             "(GPT-5.6 and later) take; send a normal request instead"
         )
+    settings = request.settings
+    check_settings(settings)
     notes: list[ProviderNote] = []
     items: list[ResponseInputItemParam] = []
     fixed: list[Any] = []
@@ -93,14 +97,47 @@ def build_request(
         text_format=None
         if output is None
         else g.text_format(name=output.name, schema=output.schema, strict=output.strict),
-        reasoning=None if reasoning is None else dict(reasoning),
+        reasoning=_reasoning(reasoning, settings.reasoning_effort),
         store=store,
         prompt_cache_key=cache_key(cache_key_prefix, request.cache_key),
         prompt_cache_options=options,
-        max_output_tokens=request.max_tokens,
+        max_output_tokens=settings.max_tokens,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        tool_choice=_tool_choice(settings.tool_choice),
+        parallel_tool_calls=settings.parallel_tool_calls if request.tools else None,
         stream=stream,
     )
-    return WireRequest(body=dict(body), notes=notes)
+    return WireRequest(body=dict(body), notes=notes, output_limit=settings.max_tokens)
+
+
+#: The ModelSettings fields the Responses API has no parameter for (the pinned SDK's ResponseCreateParams has
+#: neither key).
+REFUSED_SETTINGS = refused(
+    stop="the Responses API has no stop sequences (ResponseCreateParams has no `stop`)",
+    seed="the Responses API has no seed (ResponseCreateParams has no `seed`)",
+)
+
+
+def check_settings(settings: ModelSettings) -> None:
+    refuse(settings, WIRE, REFUSED_SETTINGS)
+    refuse_values(WIRE, EFFORT_SETTING, settings.reasoning_effort, g.REASONING_EFFORTS)
+
+
+def _reasoning(reasoning: Mapping[str, Any] | None, effort: Any) -> dict[str, Any] | None:
+    """The driver's reasoning configuration with the run's reasoning_effort (checked) as its effort."""
+    if effort is None:
+        return None if reasoning is None else dict(reasoning)
+    return g.reasoning_effort(reasoning=reasoning or {}, effort=effort)
+
+
+def _tool_choice(choice: str | None) -> ToolChoice | None:
+    if choice is None:
+        return None
+    for mode in TOOL_CHOICE_MODES:  # the three modes are spelled alike on the wire
+        if choice == mode:
+            return mode
+    return g.named_tool_choice(name=choice)
 
 
 Built = tuple[list["ResponseInputItemParam"], list[Any], list[ProviderNote]]
@@ -228,7 +265,11 @@ def parse_response(data: Mapping[str, Any], *, model: str | None = None) -> Pars
     else:
         stop = "end_turn"
     return ParsedResponse(
-        message=Message(role=ASSISTANT, content=content), usage=response.usage, stop_reason=stop, notes=notes
+        message=Message(role=ASSISTANT, content=content),
+        usage=response.usage,
+        stop_reason=stop,
+        notes=notes,
+        served_model=response.model,
     )
 
 

@@ -49,6 +49,8 @@ def build_request(
     output: OutputFormat | None = None,
 ) -> WireRequest:
     chat.refuse_prewarm(request, WIRE)
+    settings = request.settings
+    chat.check_settings(settings)
     block_cache = model.startswith("anthropic/") and cache_ttl is not None
     parts = block_cache or breakpoints is not None
     messages, anchors = chat.build_messages(
@@ -70,14 +72,28 @@ def build_request(
         messages=messages,
         tools=[g.tool(t) for t in request.tools] or None,
         response_format=chat.response_format(output) if output is not None else None,
-        max_tokens=request.max_tokens,
+        max_tokens=settings.max_tokens,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        stop=settings.stop,
+        seed=settings.seed,
+        tool_choice=chat.tool_choice(settings.tool_choice),
+        parallel_tool_calls=settings.parallel_tool_calls if request.tools else None,
         provider=routing,
         plugins=with_compression_off(plugins),
-        reasoning=None if reasoning is None else dict(reasoning),
+        reasoning=with_effort(reasoning, settings.reasoning_effort),
         prompt_cache_options=chat.cache_options(breakpoints) if breakpoints is not None and not block_cache else None,
         stream=stream,
     )
-    return WireRequest(body=dict(body), extra_body=EXTRA_BODY)
+    return WireRequest(body=dict(body), extra_body=EXTRA_BODY, output_limit=settings.max_tokens)
+
+
+def with_effort(reasoning: Mapping[str, Any] | None, effort: str | None) -> dict[str, Any] | None:
+    """The driver's reasoning configuration with the run's reasoning_effort over its own (OpenRouter's
+    reasoning.effort, openrouter.ai/docs reasoning tokens)."""
+    if effort is None:
+        return None if reasoning is None else dict(reasoning)
+    return g.reasoning_effort(reasoning=reasoning or {}, effort=effort)
 
 
 def with_compression_off(plugins: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:

@@ -105,7 +105,9 @@ _WIRES = (openai_responses, anthropic, openai_chat, openrouter)
 
 def _as(g: Any, body: Mapping[str, Any]) -> StoredRequest:
     prompt = g.REQUEST_PROMPT if g is not None else _CANONICAL_PROMPT
-    key = next(k for k, section in prompt if section == _MESSAGES)
+    # The conversation is the last part in the messages section (settings such as Anthropic's tool_choice, which
+    # invalidate the messages cache, come before it).
+    key = next(k for k, section in reversed(prompt) if section == _MESSAGES)
     items = body.get(key)
     if isinstance(items, str):  # a Responses input given as one text
         items = [items]

@@ -96,10 +96,10 @@ def twin_money(emulated: float | None, charged: float | None = None) -> str:
 
 
 def shown_cost(run: RunSummary | RunDetail, cost: CostFn) -> tuple[str, str]:
-    """(the cost as shown, where it came from): money(run_cost), or twin_money for a run the twin served."""
+    """(the cost as shown, where it came from): cost_text(run_cost), or twin_money for a run the twin served."""
     usd, where = run_cost(run, cost)
     if run.served_by != "twin":
-        return money(usd), where
+        return cost_text(run, usd), where
     recorded = recorded_cost(run)
     return twin_money(recorded.twin_usd if recorded is not None else None, usd), f"{TWIN_TITLE}; {where}"
 
@@ -107,7 +107,19 @@ def shown_cost(run: RunSummary | RunDetail, cost: CostFn) -> tuple[str, str]:
 def _source(p: Any) -> str:
     where = f"{p.file}#{p.pointer}" if p.file else "no catalog entry"
     note = f" ({p.note})" if p.note else ""
-    return f"{p.model}{'@' + p.vendor if p.vendor else ''}: {where}{note}"
+    hosted = ", self-hosted: no per-token price" if p.self_hosted else ""
+    return f"{p.model}{'@' + p.vendor if p.vendor else ''}: {where}{hosted}{note}"
+
+
+def self_hosted(run: RunSummary | RunDetail) -> bool:
+    """Every call of the run was served by a self-hosted path (catalog pricing.self_hosted): its $0 is that, not
+    a price."""
+    recorded = recorded_cost(run)
+    return recorded is not None and bool(recorded.prices) and all(p.self_hosted for p in recorded.prices)
+
+
+def cost_text(run: RunSummary | RunDetail, usd: float | None) -> str:
+    return "$0 (self-hosted)" if usd == 0 and self_hosted(run) else money(usd)
 
 
 def money(value: float | None) -> str:
