@@ -194,6 +194,7 @@ class Agent:
         replay_last: int | Literal["all"] = 0,
         replay_reasoning: bool = True,
         replay_budget_tokens: int | None = None,
+        replay_step: int | None = None,
         tenant_id: str = DEFAULT_TENANT,
         metadata: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
@@ -207,7 +208,8 @@ class Agent:
         `model` overrides the provider's model for this run; `vendor` names the catalog vendor that serves it (one
         of the provider's: with Failover, that vendor's first member is tried first), so the trailing-state layout
         is decided from the catalog before the first call. `output_type` / `output_repairs` override the agent's
-        for this run (structured output: `result.output`)."""
+        for this run (structured output: `result.output`). `replay_step=S` with an int `replay_last=N` moves the
+        window S runs at a time (N to N+S-1 runs in full), so the replayed prefix stays put between moves."""
         request = self._pipeline.validate(_arguments(locals()))
         return await _last_result(self._pipeline.run(request, streaming=False))
 
@@ -223,6 +225,7 @@ class Agent:
         replay_last: int | Literal["all"] = 0,
         replay_reasoning: bool = True,
         replay_budget_tokens: int | None = None,
+        replay_step: int | None = None,
         tenant_id: str = DEFAULT_TENANT,
         metadata: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
@@ -249,6 +252,7 @@ class Agent:
         replay_last: int | Literal["all"] = 0,
         replay_reasoning: bool = True,
         replay_budget_tokens: int | None = None,
+        replay_step: int | None = None,
         tenant_id: str = DEFAULT_TENANT,
         model: str | None = None,
         vendor: str | None = None,

@@ -113,8 +113,8 @@ def plan_replay(
         for check in [only] if only is not None else checks:
             check.warnings.append(ReplayWarning(run_id=run_id, cause=cause, message=message))
 
-    full_count = len(runs) if knobs.replay_last == "all" else min(int(knobs.replay_last), len(runs))
-    modes = ["text"] * (len(runs) - full_count) + ["full"] * full_count
+    collapsed = _collapsed(len(runs), knobs)
+    modes = ["text"] * collapsed + ["full"] * (len(runs) - collapsed)
     full_messages = {r.run_id: _complete(r) for r in runs}
     text_messages = {r.run_id: _question_and_answer(r) for r in runs}
     if knobs.replay_budget_tokens is not None:
@@ -170,6 +170,18 @@ def plan_replay(
             _hash(check.hasher, then, None, view)
             seeds[check.current.path] = check.hasher.digest()
     return ReplayPlan(messages=messages, summaries=summaries, continued_from=knobs.runs[-1], seeds=seeds)
+
+
+def _collapsed(count: int, knobs: ReplayKnobs) -> int:
+    """How many of the oldest runs the window replays as question + answer. With replay_last=N and
+    replay_step=S it collapses S runs at a time, once N + S of them have accumulated: N to N+S-1 runs stay in
+    full, and the replayed prefix stays the same for S-1 turns out of S."""
+    if knobs.replay_last == "all":
+        return 0
+    last, step = int(knobs.replay_last), knobs.replay_step or 1
+    if count <= last:
+        return 0
+    return (count - last) // step * step
 
 
 def _hash(hasher: ListHasher, new: Sequence[Message], items: Sequence[str] | None, view: WireView | None) -> None:

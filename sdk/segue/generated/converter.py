@@ -3,9 +3,9 @@
 # Schema: schemas/explain.schema.json (sha256:d806b842adad90405597c6c0b45ad77a0c4dcb8c316d83942da96432d2565972)
 # Schema: schemas/message.schema.json (sha256:11b022e99e8654fe1600a6d969a97687dbbf3dd064e5f42839eba16749d6b91c)
 # Schema: schemas/prefix.schema.json (sha256:6bdd78a1abcc592e82291e7acbf262034d043bab6db6d243f3dd4e8605dc6cb1)
-# Schema: schemas/protocol.schema.json (sha256:883059e1cae367dc4dade4993ad4c4f6cc97a570ea065bfc9014cfcb0d107326)
-# Schema: schemas/replay.schema.json (sha256:e5ed01fa431acf71970670dbd20e6af15feeda18c8ed4808b1b95429d9e1cb2a)
-# Schema: schemas/runs.schema.json (sha256:96d3a6e9d3b3c655851f0cbd7ca8027cf871049b2a810391c0e08c6f992fa77f)
+# Schema: schemas/protocol.schema.json (sha256:22f4cf4218cc973cabee08a81fffca1aa3b6cc394df6ab8e2efe03b41fdff8f0)
+# Schema: schemas/replay.schema.json (sha256:ece1b9271441c773bfc5cc97b6c7284bd7780ddad80f3139f3800a9d252a6ffa)
+# Schema: schemas/runs.schema.json (sha256:5c857b1b35a4f1e62ba844a7a94dd1c528a8309aaf47813cc4f6f52169301802)
 # Schema: schemas/serve.schema.json (sha256:08bf1f3ed74684bd0df5ac5c70b994d061d17cfbe7b2f619e5f41f8cef41d087)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """The one cattrs converter for every generated type: tagged unions dispatch on their tag, None is omitted."""

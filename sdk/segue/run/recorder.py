@@ -59,6 +59,7 @@ class Recorder:
                 replay_last=request.replay_last,
                 replay_reasoning=request.replay_reasoning,
                 replay_budget_tokens=params.replay_budget_tokens,
+                replay_step=params.replay_step,
                 output_type=params.output_type,
                 output_repairs=params.output_repairs,
             ),

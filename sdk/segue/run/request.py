@@ -87,6 +87,10 @@ class RunRequest:
         return self.params.replay_reasoning is not False
 
     @property
+    def replay_step(self) -> int:
+        return self.params.replay_step or 1
+
+    @property
     def repairs(self) -> int:
         """Structured output: repair turns an answer that does not match gets."""
         return self.params.output_repairs or 0
@@ -140,6 +144,7 @@ def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequ
     metadata, context, history = arguments["metadata"], arguments["context"], arguments["history"]
     runs, replay_last = arguments["runs"], arguments["replay_last"]
     replay_reasoning, replay_budget_tokens = arguments["replay_reasoning"], arguments["replay_budget_tokens"]
+    replay_step = arguments["replay_step"]
     # A prewarm takes no output_type of its own: it warms the prefix with the agent's (the format is in it).
     output, output_repairs = _output(arguments.get("output_type"), arguments.get("output_repairs"), rules)
     if not isinstance(tenant_id, str) or not tenant_id:
@@ -164,7 +169,14 @@ def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequ
     blocks = _context(context)
     messages = as_history(history)
     check_text("history", get_converter().unstructure(messages, list[Message]))
-    knobs = validate_knobs(runs, replay_last, replay_reasoning, replay_budget_tokens, single_call=rules.single_call)
+    knobs = validate_knobs(
+        runs,
+        replay_last,
+        replay_reasoning,
+        replay_budget_tokens,
+        replay_step=replay_step,
+        single_call=rules.single_call,
+    )
     if knobs is not None:
         if not rules.has_store:
             raise ReplayRunError(
@@ -184,6 +196,7 @@ def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequ
         replay_last=replay_last,
         replay_reasoning=replay_reasoning,
         replay_budget_tokens=replay_budget_tokens,
+        replay_step=replay_step,
         history=messages,
         context=blocks,
         tenant_id=tenant_id,
@@ -240,6 +253,7 @@ def validate_knobs(
     replay_reasoning: Any,
     replay_budget_tokens: Any = None,
     *,
+    replay_step: Any = None,
     single_call: bool = False,
 ) -> ReplayKnobs | None:
     """Check knob types and duplicates; None when there is nothing to replay."""
@@ -267,6 +281,21 @@ def validate_knobs(
             run_id=None,
             reason="invalid",
         )
+    if replay_step is not None:
+        if isinstance(replay_step, bool) or not isinstance(replay_step, int) or replay_step < 1:
+            raise ReplayRunError(
+                f"replay_step must be a whole number >= 1 (how many runs the window collapses at once), "
+                f"got {replay_step!r:.40}",
+                run_id=None,
+                reason="invalid",
+            )
+        if isinstance(replay_last, bool) or not isinstance(replay_last, int):
+            raise ReplayRunError(
+                f"replay_step={replay_step} moves a window of replay_last=N runs, which needs an int replay_last, "
+                f"got {replay_last!r:.40}; pass replay_last=N with it, or leave replay_step out",
+                run_id=None,
+                reason="invalid",
+            )
     if single_call and replay_last != 0:
         raise ReplayRunError(
             f"SingleCall replays runs as question + answer only: pass replay_last=0, not {replay_last!r}",
@@ -302,6 +331,7 @@ def validate_knobs(
         replay_last=replay_last,
         replay_reasoning=replay_reasoning,
         replay_budget_tokens=replay_budget_tokens,
+        replay_step=replay_step,
     )
 
 

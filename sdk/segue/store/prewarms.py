@@ -8,7 +8,9 @@ by tenant like every run read.
 
 from __future__ import annotations
 
+import builtins
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from segue.generated import LlmInteraction, PrewarmRecord
@@ -60,7 +62,7 @@ class Prewarms:
         query = rows.select().where(rows.tenant_id == tenant_id).order_by(rows.id.desc()).limit(limit)
         return self._records(self._units.read(lambda: list(query)))
 
-    def _records(self, rows: list[Any]) -> list[PrewarmRecord]:
+    def _records(self, rows: Sequence[Any]) -> builtins.list[PrewarmRecord]:
         bodies = self._units.read(lambda: self._bodies.read([(r.provider_request, f"prewarms {r.id}") for r in rows]))
         return [
             PrewarmRecord(
