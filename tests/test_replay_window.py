@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import converse, lookup, policy_provider
 
-from segue import Agent, IdempotencyConflictError, ReplayRunError, RunStore
+from segue import Agent, IdempotencyConflictError, InputError, ReplayRunError, RunStore
+from segue.catalog import Catalog
+from segue.demo import PROMPT, QUESTIONS, demo_tools
+from segue.providers import AnthropicProvider
 from segue.testing import canonical_messages
+from segue.twin import Twin
 
 
 def seeds(result: Any) -> list[str]:
@@ -91,3 +97,62 @@ async def test_replay_step_is_in_the_fingerprint_and_in_retry(store: RunStore) -
     assert retried.replay is not None and keyed.replay is not None
     assert retried.replay.knobs.replay_step == 2
     assert retried.replay.runs_full == keyed.replay.runs_full == ids[2:]
+
+
+def small_window(tmp_path: Path, tokens: int) -> Catalog:
+    """The packaged catalog with a context window of `tokens` on claude-sonnet-4-6 at Anthropic (a test layer:
+    the packaged catalog gives no window for it), so a short chat outgrows it."""
+    row = {
+        "model": "claude-sonnet-4-6",
+        "vendor": "anthropic",
+        "role": "inference_provider",
+        "priority": 100,
+        "api_name": "claude-sonnet-4-6",
+        "configuration": {"llm": {"context_window": tokens}},
+    }
+    doc = {"$schema": "../schemas/catalog.schema.json", "version": 2, "model_vendors": [row]}
+    (tmp_path / "window.json").write_text(json.dumps(doc))
+    return Catalog.load(extra_dirs=[tmp_path], env=False)
+
+
+def shop_agent(store: RunStore, catalog: Catalog, twin: Twin) -> Agent:
+    provider = AnthropicProvider("claude-sonnet-4-6", client=twin.anthropic_client())  # max_tokens 4096
+    return Agent(provider, PROMPT, demo_tools(), store, catalog=catalog, max_iterations=8)
+
+
+async def test_all_beyond_the_context_window_collapses_then_leaves_out_the_oldest_runs(
+    store: RunStore, tmp_path: Path
+) -> None:
+    """replay_last="all" on a 5,700-token window less 4,096 for output: the oldest full runs collapse, then the
+    oldest question + answer pairs go, each with a `budget` warning, and every run completes."""
+    agent = shop_agent(store, small_window(tmp_path, 5_700), Twin())
+    ids: list[str] = []
+    collapsed = left_out = False
+    for question in QUESTIONS * 3:
+        result = await agent.run(question, runs=ids or None, replay_last="all")
+        assert result.status == "success", result.error
+        if result.replay is not None:
+            summary = result.replay
+            gone = [r for r in ids if r not in summary.runs_full and r not in summary.runs_text]
+            budget = {w.run_id: w.message for w in summary.warnings if w.cause == "budget"}
+            assert set(budget) == set(summary.runs_text) | set(gone)
+            assert all(
+                "claude-sonnet-4-6's context window (5,700 tokens, less 4,096 for output)" in m for m in budget.values()
+            )
+            assert gone == ids[: len(gone)], "the oldest go first"
+            collapsed, left_out = collapsed or bool(summary.runs_text), left_out or bool(gone)
+            first = store.get_run(result.run_id).llm_interactions[0]  # type: ignore[union-attr]
+            assert first.usage.input_tokens <= 5_700 - 4_096
+        ids.append(result.run_id)
+    assert collapsed and left_out
+
+
+async def test_a_run_whose_own_input_exceeds_the_window_is_refused_before_any_row(
+    store: RunStore, tmp_path: Path
+) -> None:
+    twin = Twin()
+    agent = shop_agent(store, small_window(tmp_path, 5_700), twin)
+    before = store.counts()
+    with pytest.raises(InputError, match=r"does not fit anthropic/claude-sonnet-4-6's context window \(5,700 tokens"):
+        await agent.run("How many customers are there? " + "Please be precise. " * 400)
+    assert store.counts() == before and not twin.exchanges

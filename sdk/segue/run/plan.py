@@ -22,6 +22,7 @@ from segue.prefix_rule import WireView, seed_of
 from segue.replay import plan_replay
 from segue.run.config import AgentConfig, RunConfig
 from segue.run.request import RunRequest
+from segue.run.window import replay_room
 
 
 @attrs.frozen(kw_only=True)
@@ -71,12 +72,14 @@ class Planner:
 
     async def plan(self, request: RunRequest) -> RunPlan:
         """The run's plan. ReplayRunError when a replayed run is missing, another tenant's, or unfinished;
-        ToolSourceError when a tool source cannot give the run its tools."""
+        ToolSourceError when a tool source cannot give the run its tools; InputError when the run's own part of
+        the request exceeds a serving path's context window (the replayed runs are fitted to what is left)."""
         tools = await self.agent.tools.snapshot()
         config = self.agent.snapshot(request, tools)
         layout = self.agent.layout(request, tools)
         view = layout.on_wire if layout is not None else None
         history = request.history
+        room = replay_room(self.agent, request, config)  # InputError when the run's own part cannot fit
         if request.knobs is None:
             seed = seed_of(history, view)
             return RunPlan(
@@ -99,6 +102,7 @@ class Planner:
             view=view,
             alternatives=config.alternatives,
             then=history,
+            room=(room.tokens, room.why()) if room is not None else None,
         )
         return RunPlan(
             config=config,
