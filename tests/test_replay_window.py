@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from helpers import converse, lookup, policy_provider
 
-from segue import Agent, IdempotencyConflictError, InputError, ReplayRunError, RunStore
+from segue import Agent, IdempotencyConflictError, InputError, ReplayRunError, RunStore, SingleCall
 from segue.catalog import Catalog
 from segue.demo import PROMPT, QUESTIONS, demo_tools
 from segue.providers import AnthropicProvider
@@ -156,3 +156,16 @@ async def test_a_run_whose_own_input_exceeds_the_window_is_refused_before_any_ro
     with pytest.raises(InputError, match=r"does not fit anthropic/claude-sonnet-4-6's context window \(5,700 tokens"):
         await agent.run("How many customers are there? " + "Please be precise. " * 400)
     assert store.counts() == before and not twin.exchanges
+
+
+async def test_runs_alone_replay_every_run_in_full(store: RunStore) -> None:
+    """Issue 27 (c): `runs=ids` with no replay_last replays the runs in full (tool calls and results too), so the
+    model does not re-explore what it already looked up; a SingleCall, which replays text only, keeps 0."""
+    agent = Agent(policy_provider(), "p", [lookup], store)
+    ids = [r.run_id for r in await converse(agent, ["a", "b", "c"])]
+    result = await agent.run("d", runs=ids)
+    assert result.replay is not None
+    assert (result.replay.knobs.replay_last, result.replay.runs_full, result.replay.runs_text) == ("all", ids, [])
+    single = SingleCall(policy_provider(), "p", store)
+    answered = await single.run("e", runs=ids)
+    assert answered.replay is not None and answered.replay.runs_text == ids

@@ -98,8 +98,8 @@ def test_an_absent_field_means_the_signature_default() -> None:
     signature = inspect.signature(Agent.run)
     defaults = {n: p.default for n, p in signature.parameters.items() if p.default is not inspect.Parameter.empty}
     request = validate({INPUT: "hello", **defaults}, RULES, agent="analyst")
-    assert run_arguments(request.params) == {INPUT: "hello", **_set(defaults)}
-    assert (request.replay_last, request.replay_reasoning, request.tenant_id) == (0, True, "default")
+    assert run_arguments(request.params) == {INPUT: "hello", **_set(defaults), "replay_last": "all"}
+    assert (request.replay_last, request.replay_reasoning, request.tenant_id) == ("all", True, "default")
     assert request.knobs is None and request.history == [] and request.context == [] and request.metadata == {}
 
 

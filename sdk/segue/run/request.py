@@ -80,7 +80,8 @@ class RunRequest:
 
     @property
     def replay_last(self) -> int | Literal["all"]:
-        return self.params.replay_last if self.params.replay_last is not None else 0
+        """The window as validated: unset means every run in full (see `validate_knobs`)."""
+        return self.params.replay_last if self.params.replay_last is not None else "all"
 
     @property
     def replay_reasoning(self) -> bool:
@@ -145,6 +146,10 @@ def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequ
     runs, replay_last = arguments["runs"], arguments["replay_last"]
     replay_reasoning, replay_budget_tokens = arguments["replay_reasoning"], arguments["replay_budget_tokens"]
     replay_step = arguments["replay_step"]
+    if replay_last is None:
+        # runs= alone replays every run in full (each fitted to the context window): what replay is for. SingleCall
+        # replays question + answer only, so its default is 0.
+        replay_last = 0 if rules.single_call else "all"
     # A prewarm takes no output_type of its own: it warms the prefix with the agent's (the format is in it).
     output, output_repairs = _output(arguments.get("output_type"), arguments.get("output_repairs"), rules)
     if not isinstance(tenant_id, str) or not tenant_id:
