@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from helpers import converse, lookup, policy_provider
 
-from segue import Agent, IdempotencyConflictError, InputError, ReplayRunError, RunStore, SingleCall
+from segue import Agent, ContextBlock, IdempotencyConflictError, InputError, ReplayRunError, RunStore, SingleCall
 from segue.catalog import Catalog
 from segue.demo import PROMPT, QUESTIONS, demo_tools
 from segue.providers import AnthropicProvider
@@ -169,3 +169,27 @@ async def test_runs_alone_replay_every_run_in_full(store: RunStore) -> None:
     single = SingleCall(policy_provider(), "p", store)
     answered = await single.run("e", runs=ids)
     assert answered.replay is not None and answered.replay.runs_text == ids
+
+
+async def test_a_conversation_keeps_the_stable_context_it_started_with(store: RunStore) -> None:
+    """Issue 27 (a): turn 1's placement="stable" context is the conversation's. Later turns with runs= send it
+    again (beside the system prompt, where turn 1 had it), so turn 1's reasoning is kept (no `system` cause) and
+    the system cache holds; repeating it is allowed, other stable context is refused before any row."""
+    provider = policy_provider()
+    agent = Agent(provider, "p", [lookup], store)
+    policy = ContextBlock(text="Refunds within 30 days.", placement="stable")
+    first = await agent.run("a", context=[policy])
+    second = await agent.run("b", runs=[first.run_id])
+    third = await agent.run("c", runs=[first.run_id, second.run_id], context=[policy])
+    heads = [r.stable_head for r in provider.requests]
+    assert heads[0] is not None and set(heads) == {heads[0]}
+    for result in (second, third):
+        assert result.replay is not None and result.replay.warnings == []
+    assert third.replay is not None and third.replay.reasoning_kept == [first.run_id, second.run_id]
+    retried = await agent.retry(second.run_id)  # its stored request names the context it was sent with
+    assert retried.status == "success" and provider.requests[-1].stable_head == heads[0]
+    before = store.counts()
+    other = ContextBlock(text="Refunds within 60 days.", placement="stable")
+    with pytest.raises(ReplayRunError, match=f"differs from the stable context run {first.run_id}") as caught:
+        await agent.run("d", runs=[first.run_id], context=[other])
+    assert caught.value.reason == "invalid" and store.counts() == before

@@ -16,13 +16,15 @@ from collections.abc import Collection
 import attrs
 
 from segue.contracts import ServingPath, without_replayed_reasoning
-from segue.generated import Message, ReplaySummary
+from segue.errors import ReplayRunError
+from segue.generated import ContextBlock, Message, ReplaySummary
 from segue.layout import LayoutPolicy
 from segue.prefix_rule import WireView, seed_of
-from segue.replay import plan_replay
+from segue.replay import check_runs, plan_replay
 from segue.run.config import AgentConfig, RunConfig
 from segue.run.request import RunRequest
 from segue.run.window import replay_room
+from segue.store.records import StoredRun
 
 
 @attrs.frozen(kw_only=True)
@@ -32,6 +34,8 @@ class RunPlan:
     `layout`: the run's layout policy (None without trailing_state), mutable for the run."""
 
     config: RunConfig
+    #: The run's context blocks as sent: its own, with the stable context of the conversation it continues.
+    context: list[ContextBlock]
     layout: LayoutPolicy | None
     prefix: list[Message]
     summaries: dict[ServingPath, ReplaySummary]
@@ -64,6 +68,29 @@ class RunPlan:
         return seed_of(without_replayed_reasoning(self.prefix, sent), self.view)
 
 
+def with_conversation_context(request: RunRequest, first: StoredRun) -> RunRequest:
+    """The request with the stable context of the conversation it continues: the one its first replayed run was
+    made with (a run records its context blocks, inherited ones included), so every turn sends the same stable
+    band its runs were produced under. The request may repeat that context; other stable context would change
+    the prefix of every replayed run, and is refused before anything is written."""
+    own = [b for b in request.context if b.placement == "stable"]
+    made = first.meta.segue_request
+    blocks = made.context if made is not None and isinstance(made.context, list) else []
+    inherited = [b for b in blocks if b.placement == "stable"]
+    if own == inherited:
+        return request
+    if own:
+        raise ReplayRunError(
+            f"this request's placement='stable' context differs from the stable context run {first.run_id} (the "
+            "first replayed run) was made with: it would change the prefix every replayed run was produced "
+            "under; leave stable context out with runs= (the conversation's is sent), or start a new conversation",
+            run_id=first.run_id,
+            reason="invalid",
+        )
+    context = [*inherited, *request.context]
+    return attrs.evolve(request, params=attrs.evolve(request.params, context=context))
+
+
 class Planner:
     """Plans runs for one agent."""
 
@@ -75,24 +102,29 @@ class Planner:
         ToolSourceError when a tool source cannot give the run its tools; InputError when the run's own part of
         the request exceeds a serving path's context window (the replayed runs are fitted to what is left)."""
         tools = await self.agent.tools.snapshot()
+        stored = None
+        if request.knobs is not None:
+            store = self.agent.store
+            assert store is not None, "validation refuses runs= without a store"
+            stored = await asyncio.to_thread(store.load_runs, request.knobs.runs)
+            check_runs(stored, request.knobs.runs, request.tenant_id)  # before reading any run's context
+            request = with_conversation_context(request, stored[request.knobs.runs[0]])
         config = self.agent.snapshot(request, tools)
         layout = self.agent.layout(request, tools)
         view = layout.on_wire if layout is not None else None
         history = request.history
         room = replay_room(self.agent, request, config)  # InputError when the run's own part cannot fit
-        if request.knobs is None:
+        if request.knobs is None or stored is None:
             seed = seed_of(history, view)
             return RunPlan(
                 config=config,
+                context=request.context,
                 layout=layout,
                 prefix=list(history),
                 summaries={},
                 seeds={config.current.path: seed},
                 continued_from=None,
             )
-        store = self.agent.store
-        assert store is not None, "validation refuses runs= without a store"
-        stored = await asyncio.to_thread(store.load_runs, request.knobs.runs)
         plan = plan_replay(
             stored,
             request.knobs,
@@ -106,6 +138,7 @@ class Planner:
         )
         return RunPlan(
             config=config,
+            context=request.context,
             layout=layout,
             prefix=[*plan.messages, *history],
             summaries=plan.summaries,

@@ -53,7 +53,7 @@ class Recorder:
             segue_tools=dict(plan.config.tools.hashes),
             segue_request=StoredRequest(
                 history=request.history,
-                context=request.context,
+                context=plan.context,
                 model=params.model,
                 vendor=params.vendor,
                 replay_last=request.replay_last,

@@ -187,13 +187,7 @@ def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequ
             raise ReplayRunError(
                 "runs= needs a store: create the agent with store=RunStore(...)", run_id=None, reason="invalid"
             )
-        if any(b.placement == "stable" for b in blocks):
-            raise ReplayRunError(
-                "a placement='stable' context block cannot be combined with runs=: it would change the prefix "
-                "the replayed runs were produced under; fold it into the prompt or make it dynamic",
-                run_id=None,
-                reason="invalid",
-            )
+        # Stable context with runs= is checked in the plan, against the conversation's (segue.run.plan).
     params = RunParams(
         agent=agent,
         input=user_input,
