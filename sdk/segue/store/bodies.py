@@ -21,7 +21,7 @@ client sent (what RunDetail's `provider_request` promises).
 
 from __future__ import annotations
 
-import base64
+import binascii
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
@@ -45,28 +45,31 @@ Fetch = Callable[[set[str]], Mapping[str, str]]
 def part_key(text: str) -> str:
     # surrogatepass: a body may hold a lone surrogate (a JSON "\ud800" escape); it hashes like any other text.
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:16]
-    return base64.urlsafe_b64encode(digest)[:KEY_LENGTH].decode("ascii")
+    return binascii.b2a_base64(digest, newline=False)[:KEY_LENGTH].translate(_URLSAFE).decode("ascii")
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _ends_node(key: str) -> bool:
-    # The first character carries 6 bits of the hash: one key in _FANOUT ends a node.
-    return _B64.index(key[0]) % _FANOUT == 0
-
-
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
+#: One encoder for every part (json.dumps with options builds a new one per call).
+_dumps = json.JSONEncoder(ensure_ascii=False).encode
+#: The first character of a key carries 6 bits of the hash; those of a multiple of _FANOUT end a node (one key in
+#: _FANOUT).
 _B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+_ENDS = frozenset(c for i, c in enumerate(_B64) if i % _FANOUT == 0)
 
 
 class Splitter:
     """Splits bodies into a skeleton and parts. `known` holds the keys this process already wrote (so their
     parts are not sent to the database again); it is bounded and starts over when full."""
 
-    def __init__(self, size: int = 200_000) -> None:
+    def __init__(self, size: int = 200_000, seen: int = 8_192) -> None:
         self._size = size
         self.known: set[str] = set()
+        # id(element) -> (element, key), for the elements of bodies split before. The requests of a run share the
+        # blocks of its replayed prefix (contracts.WirePrefix: built once, never changed, a marker is set on a
+        # copy), so a later request's prefix is not serialized and hashed again. The element itself is held, so
+        # its id cannot be reused while the entry lives.
+        self._seen_size = seen
+        self._seen: dict[int, tuple[Any, str]] = {}
 
     def split(self, body: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
         """(skeleton text, the parts it needs that this process has not written yet: key -> text)."""
@@ -81,7 +84,7 @@ class Splitter:
         fields: list[list[Any]] = []
         for name, value in body.items():
             if isinstance(value, list) and value:
-                keys = [put(_dumps(item)) for item in value]
+                keys = [self._element(item, put) for item in value]
                 height = 1
                 while True:
                     keys = [put("".join(node)) for node in _nodes(keys)]
@@ -98,6 +101,18 @@ class Splitter:
             fields.append([name, "value", value])
         return _dumps({FORMAT: VERSION, "fields": fields}), new
 
+    def _element(self, item: Any, put: Callable[[str], str]) -> str:
+        if not isinstance(item, (dict, list)):
+            return put(_dumps(item))
+        entry = self._seen.get(id(item))
+        if entry is not None and entry[0] is item and entry[1] in self.known:
+            return entry[1]
+        key = put(_dumps(item))
+        if len(self._seen) >= self._seen_size:
+            self._seen = {}
+        self._seen[id(item)] = (item, key)
+        return key
+
     def written(self, keys: Iterable[str]) -> None:
         """Remember parts the database now holds (call after the write committed)."""
         if len(self.known) >= self._size:
@@ -110,7 +125,7 @@ def _nodes(keys: list[str]) -> list[list[str]]:
     for key in keys:
         node = nodes[-1]
         node.append(key)
-        if _ends_node(key) or len(node) >= _MAX_FANOUT:
+        if key[0] in _ENDS or len(node) >= _MAX_FANOUT:
             nodes.append([])
     if not nodes[-1]:
         nodes.pop()
