@@ -201,9 +201,10 @@ class Agent:
         history: Sequence[HistoryItem] | None = None,
         context: Sequence[ContextBlock] | None = None,
         runs: Sequence[str] | None = None,
-        replay_last: int | Literal["all"] = 0,
+        replay_last: int | Literal["all"] | None = None,
         replay_reasoning: bool = True,
         replay_budget_tokens: int | None = None,
+        replay_step: int | None = None,
         tenant_id: str = DEFAULT_TENANT,
         metadata: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
@@ -220,8 +221,10 @@ class Agent:
         of the provider's: with Failover, that vendor's first member is tried first), so the trailing-state layout
         is decided from the catalog before the first call. `output_type` / `output_repairs` override the agent's
         for this run (structured output: `result.output`); `model_settings` overrides the agent's key by key
-        (`result.stop_reason` says why the model stopped). `deps` is handed to the tools that take a RunContext
-        (`ctx.deps`); it is never stored, so retry and resume take it again."""
+        (`result.stop_reason` says why the model stopped). `replay_step=S` with an int `replay_last=N` moves the
+        window S runs at a time (N to N+S-1 runs in full), so the replayed prefix stays put between moves. `deps`
+        is handed to the tools that take a RunContext (`ctx.deps`); it is never stored, so retry and resume take it
+        again."""
         request = await self._validate(_arguments(locals()), deps)
         return await _last_result(self._pipeline.run(request, streaming=False))
 
@@ -234,9 +237,10 @@ class Agent:
         history: Sequence[HistoryItem] | None = None,
         context: Sequence[ContextBlock] | None = None,
         runs: Sequence[str] | None = None,
-        replay_last: int | Literal["all"] = 0,
+        replay_last: int | Literal["all"] | None = None,
         replay_reasoning: bool = True,
         replay_budget_tokens: int | None = None,
+        replay_step: int | None = None,
         tenant_id: str = DEFAULT_TENANT,
         metadata: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
@@ -270,9 +274,10 @@ class Agent:
         history: Sequence[HistoryItem] | None = None,
         context: Sequence[ContextBlock] | None = None,
         runs: Sequence[str] | None = None,
-        replay_last: int | Literal["all"] = 0,
+        replay_last: int | Literal["all"] | None = None,
         replay_reasoning: bool = True,
         replay_budget_tokens: int | None = None,
+        replay_step: int | None = None,
         tenant_id: str = DEFAULT_TENANT,
         model: str | None = None,
         vendor: str | None = None,

@@ -118,3 +118,36 @@ def test_fragment_text_is_wrapped() -> None:
 
     block = build_fragment("x", 1).content[0]
     assert isinstance(block, TextBlock) and block.text == "<segue-runtime-state>\nx\n</segue-runtime-state>"
+
+
+async def test_a_resumed_run_keeps_the_layout_decided_before_its_pause(sqlite_store: RunStore) -> None:
+    """Issue 27 (b): the layout is decided once per run. A run decided appendOnly (iteration 1 served on a prefix
+    cache host) that pauses for approval and is served after the resume by a Failover backup on a block cache host
+    (which alone would decide replace) stays appendOnly: its iteration-1 fragment stays on the wire."""
+    from segue import tool
+    from segue.errors import ProviderError
+    from segue.providers import Failover
+
+    @tool(requires_approval=True)
+    def refund(order: str) -> str:
+        """Refund an order.
+
+        Args:
+            order: the order id
+        """
+        return f"refunded {order}"
+
+    overloaded = ProviderError("overloaded", vendor="openai", kind="server")
+    primary = ScriptedProvider.of(
+        call("refund", {"order": "o1"}, id="c1"), overloaded, vendor="openai", model="gpt-4.1-mini"
+    )
+    backup = ScriptedProvider.of(text("done"), vendor="anthropic", model="claude-sonnet-4-6")
+    agent = Agent(Failover([primary, backup]), "p", [refund], sqlite_store, trailing_state=state_text)
+    paused = await agent.run("refund o1")
+    assert paused.status == "waiting_approval"
+    assert stored_meta(sqlite_store.get_run(paused.run_id))["segue.layout"]["mode"] == "appendOnly"
+    done = await agent.resume(paused.run_id, approved=True)
+    assert done.status == "success" and len(backup.requests) == 1
+    detail = sqlite_store.get_run(done.run_id)
+    assert detail is not None and stored_meta(detail)["segue.layout"]["mode"] == "appendOnly"
+    assert fragment_iterations(backup.requests[0].messages) == [1, 2], "iteration 1's fragment is still sent"

@@ -12,7 +12,7 @@ from test_agent_layout import script, state_text
 
 import segue.replay.prefix_rule as prefix_rule
 import segue.run.plan as plan_module
-from segue import Agent, ContextBlock, InputError, ReplayRunError, RunStore
+from segue import Agent, InputError, ReplayRunError, RunStore
 from segue.run.plan import Planner, RunPlan
 from segue.testing import ScriptedProvider
 
@@ -40,11 +40,13 @@ def spy(store: RunStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     ("arguments", "error"),
     [
         ({"runs": [A_RUN], "replay_last": -1, "idempotency_key": "k"}, ReplayRunError),
-        ({"runs": [A_RUN], "context": [ContextBlock(text="policy", placement="stable")]}, ReplayRunError),
+        # Stable context with runs= is compared with the conversation's, which takes the replay's read
+        # (tests/replay/test_replay_window.py); a bad replay_step is an argument like any other.
+        ({"runs": [A_RUN], "replay_last": "all", "replay_step": 2}, ReplayRunError),
         ({"runs": [A_RUN], "metadata": {"x": float("nan")}, "idempotency_key": "k"}, InputError),
         ({"runs": [A_RUN], "history": [{"role": "assistant", "content": []}]}, InputError),
     ],
-    ids=["knob", "stable-context", "metadata", "history"],
+    ids=["knob", "replay-step", "metadata", "history"],
 )
 async def test_every_argument_is_checked_before_the_store_is_read(
     arguments: dict[str, Any], error: type[Exception], sqlite_store: RunStore, monkeypatch: pytest.MonkeyPatch

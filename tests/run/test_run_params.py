@@ -103,8 +103,8 @@ def test_an_absent_field_means_the_signature_default() -> None:
         if p.default is not inspect.Parameter.empty and n not in PYTHON_ONLY
     }
     request = validate({INPUT: "hello", **defaults}, RULES, agent="analyst")
-    assert run_arguments(request.params) == {INPUT: "hello", **_set(defaults)}
-    assert (request.replay_last, request.replay_reasoning, request.tenant_id) == (0, True, "default")
+    assert run_arguments(request.params) == {INPUT: "hello", **_set(defaults), "replay_last": "all"}
+    assert (request.replay_last, request.replay_reasoning, request.tenant_id) == ("all", True, "default")
     assert request.knobs is None and request.history == [] and request.context == [] and request.metadata == {}
 
 

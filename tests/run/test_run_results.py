@@ -152,7 +152,7 @@ async def test_replay_pending_approvals_and_retry_of_on_results_and_summaries(sq
     assert done.status == "success" and done.pending_approvals is None
     again = await agent.retry(done.run_id)
     assert again.retry_of == done.run_id
-    follow = await Agent(policy_provider(), "", [lookup], sqlite_store).run("next", runs=[done.run_id])
+    follow = await Agent(policy_provider(), "", [lookup], sqlite_store).run("next", runs=[done.run_id], replay_last=0)
     assert follow.replay_text == "replayed 1 run as question + answer"
     summaries = {s.run_id: s for s in sqlite_store.list_runs()}
     assert summaries[again.run_id].retry_of == done.run_id

@@ -264,6 +264,20 @@ class LayoutPolicy:
             mode = "replace"
         return LayoutDecision(mode=mode, reason=why, iteration=iteration, basis=basis, frozen=True)
 
+    def resume_from(self, stored: LayoutMeta) -> None:
+        """A paused run resumes with the layout its earlier iterations were laid out by (RunMeta.segue_layout):
+        the decision stays frozen for the run, whoever serves after the pause (a Failover backup would otherwise
+        turn an appendOnly run into replace mid-run)."""
+        if stored.mode not in ("appendOnly", "replace"):
+            return  # undecided at the pause: the first path served after it decides, as for any run
+        basis = stored.basis if stored.basis in ("configured", "override", "served", "fallback") else "served"
+        reason = stored.reason if isinstance(stored.reason, str) else "decided before the pause"
+        iteration = stored.iteration if isinstance(stored.iteration, int) else 0
+        self._decision = LayoutDecision(mode=stored.mode, reason=reason, iteration=iteration, basis=basis, frozen=True)
+        self._drop_replayed_fragments = stored.mode == "replace" and basis in ("configured", "override")
+        restored = stored.restored_iteration
+        self._restored_iteration = restored if isinstance(restored, int) else None
+
     def observe_served(
         self, iteration: int, vendor: str, model: str, *, requires_stable_reasoning_prefix: bool | None = None
     ) -> LayoutDecision:

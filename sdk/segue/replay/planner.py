@@ -17,7 +17,7 @@ import attrs
 
 from segue._core.contracts import REPLAYED_META_KEY, ServingPath
 from segue._core.hashing import ListHasher, message_json
-from segue._core.tokens import count_json
+from segue._core.tokens import count_json, count_tokens
 from segue.errors import ReplayRunError
 from segue.generated import (
     Message,
@@ -101,10 +101,12 @@ def plan_replay(
     view: WireView | None = None,
     alternatives: Sequence[CurrentPrefix] = (),
     then: Sequence[Message] = (),
+    room: tuple[int, str] | None = None,
 ) -> ReplayPlan:
     """The replayed messages (each marked with its run id) and a summary per path: `current`, then the
     `alternatives` a Failover may serve instead (same system and tools, another vendor / model). `view` is how the
-    request's layout puts a message on the wire; seeds are compared against exactly that."""
+    request's layout puts a message on the wire; seeds are compared against exactly that. `room`: (tokens, why)
+    the replayed region must fit in (the context window less the output budget and the run's own part)."""
     check_runs(stored, knobs.runs, tenant_id)
     runs = [stored[r] for r in knobs.runs]
     checks = [_PathCheck(p) for p in (current, *alternatives)]
@@ -113,12 +115,14 @@ def plan_replay(
         for check in [only] if only is not None else checks:
             check.warnings.append(ReplayWarning(run_id=run_id, cause=cause, message=message))
 
-    full_count = len(runs) if knobs.replay_last == "all" else min(int(knobs.replay_last), len(runs))
-    modes = ["text"] * (len(runs) - full_count) + ["full"] * full_count
+    collapsed = _collapsed(len(runs), knobs)
+    modes = ["text"] * collapsed + ["full"] * (len(runs) - collapsed)
     full_messages = {r.run_id: _complete(r) for r in runs}
     text_messages = {r.run_id: _question_and_answer(r) for r in runs}
     if knobs.replay_budget_tokens is not None:
         modes = _fit_budget(runs, modes, full_messages, text_messages, knobs.replay_budget_tokens, warn)
+    if room is not None:
+        modes = fit_room(runs, modes, full_messages, text_messages, room, knobs.replay_step or 1, warn)
 
     messages: list[Message] = []
     for run, mode in zip(runs, modes, strict=True):
@@ -170,6 +174,18 @@ def plan_replay(
             _hash(check.hasher, then, None, view)
             seeds[check.current.path] = check.hasher.digest()
     return ReplayPlan(messages=messages, summaries=summaries, continued_from=knobs.runs[-1], seeds=seeds)
+
+
+def _collapsed(count: int, knobs: ReplayKnobs) -> int:
+    """How many of the oldest runs the window replays as question + answer. With replay_last=N and
+    replay_step=S it collapses S runs at a time, once N + S of them have accumulated: N to N+S-1 runs stay in
+    full, and the replayed prefix stays the same for S-1 turns out of S."""
+    if knobs.replay_last == "all":
+        return 0
+    last, step = int(knobs.replay_last), knobs.replay_step or 1
+    if count <= last:
+        return 0
+    return (count - last) // step * step
 
 
 def _hash(hasher: ListHasher, new: Sequence[Message], items: Sequence[str] | None, view: WireView | None) -> None:
@@ -260,6 +276,45 @@ def _fit_budget(
             break
         modes[i] = "skip"
         warn(run.run_id, "budget", f"left out of the replay to stay within {budget} tokens")
+    return modes
+
+
+def fit_room(
+    runs: Sequence[StoredRun],
+    modes: list[str],
+    full: Mapping[str, list[Message]],
+    text: Mapping[str, list[Message]],
+    room: tuple[int, str],
+    step: int,
+    warn: Any,
+) -> list[str]:
+    """Collapse the oldest full runs to question + answer, `step` at a time (as the window does), then leave out
+    the oldest runs, `step` at a time, until the replayed region fits `room`. Sizes come from the store's
+    precomputed message_json where the messages are the traces as stored (nothing is serialized again)."""
+    tokens, why = room
+    sizes: dict[tuple[str, str], int] = {}
+
+    def size(run: StoredRun, mode: str) -> int:
+        found = sizes.get((run.run_id, mode))
+        if found is None:
+            messages = full[run.run_id] if mode == "full" else text[run.run_id]
+            items = _stored_items(run, messages) if mode == "full" else None
+            found = sum(count_tokens(t) for t in items or [message_json(m) for m in messages])
+            sizes[(run.run_id, mode)] = found
+        return found
+
+    total = sum(size(r, m) for r, m in zip(runs, modes, strict=True) if m != "skip")
+    if total <= tokens:
+        return modes
+    modes = list(modes)
+    for mode, then, what in (("full", "text", "replayed as question + answer"), ("text", "skip", "left out")):
+        chosen = [i for i, m in enumerate(modes) if m == mode]
+        while total > tokens and chosen:
+            for i in chosen[:step]:
+                total -= size(runs[i], mode) - (size(runs[i], then) if then != "skip" else 0)
+                modes[i] = then
+                warn(runs[i].run_id, "budget", f"{what} to fit {why}")
+            chosen = chosen[step:]
     return modes
 
 

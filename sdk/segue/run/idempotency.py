@@ -42,6 +42,8 @@ def fingerprint_of(request: RunRequest, config_hash: str) -> str:
             # Only when set, so the fingerprints of requests without structured output stay what they were.
             **({"output": request.output.hash, "output_repairs": request.repairs} if request.output else {}),
             **({"model_settings": given(params.model_settings)} if params.model_settings is not None else {}),
+            # Likewise the window's step: only when it moves by more than one run.
+            **({"replay_step": request.replay_step} if request.replay_step != 1 else {}),
         }
     )
 

@@ -188,6 +188,8 @@ class Pipeline:
     async def _resumed_state(self, stored: StoredRun, request: RunRequest, iteration: int, trace: RunTrace) -> RunState:
         """A paused run's state, re-planned the way its earlier requests were (reads only)."""
         plan = await self.planner.plan(request)
+        if plan.layout is not None and stored.meta.segue_layout is not None:
+            plan.layout.resume_from(stored.meta.segue_layout)  # decided once per run, not again on resume
         # The summary as it stood at the pause: reasoning the earlier requests went without stays off.
         summary = stored.meta.segue_replay if plan.summaries else None
         own = [t.message for t in stored.traces]

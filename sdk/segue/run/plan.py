@@ -17,12 +17,15 @@ import attrs
 
 from segue._core.contracts import ServingPath, without_replayed_reasoning
 from segue.cache.layout import LayoutPolicy
-from segue.generated import Message, ReplaySummary
-from segue.replay.planner import plan_replay
+from segue.errors import ReplayRunError
+from segue.generated import ContextBlock, Message, ReplaySummary
+from segue.replay.planner import check_runs, plan_replay
 from segue.replay.prefix_rule import WireView, seed_of
 from segue.run.config import AgentConfig, RunConfig
 from segue.run.request import RunRequest
 from segue.run.settings import check_tool_choice
+from segue.run.window import replay_room
+from segue.store.records import StoredRun
 
 
 @attrs.frozen(kw_only=True)
@@ -32,6 +35,8 @@ class RunPlan:
     `layout`: the run's layout policy (None without trailing_state), mutable for the run."""
 
     config: RunConfig
+    #: The run's context blocks as sent: its own, with the stable context of the conversation it continues.
+    context: list[ContextBlock]
     layout: LayoutPolicy | None
     prefix: list[Message]
     summaries: dict[ServingPath, ReplaySummary]
@@ -64,6 +69,29 @@ class RunPlan:
         return seed_of(without_replayed_reasoning(self.prefix, sent), self.view)
 
 
+def with_conversation_context(request: RunRequest, first: StoredRun) -> RunRequest:
+    """The request with the stable context of the conversation it continues: the one its first replayed run was
+    made with (a run records its context blocks, inherited ones included), so every turn sends the same stable
+    band its runs were produced under. The request may repeat that context; other stable context would change
+    the prefix of every replayed run, and is refused before anything is written."""
+    own = [b for b in request.context if b.placement == "stable"]
+    made = first.meta.segue_request
+    blocks = made.context if made is not None and isinstance(made.context, list) else []
+    inherited = [b for b in blocks if b.placement == "stable"]
+    if own == inherited:
+        return request
+    if own:
+        raise ReplayRunError(
+            f"this request's placement='stable' context differs from the stable context run {first.run_id} (the "
+            "first replayed run) was made with: it would change the prefix every replayed run was produced "
+            "under; leave stable context out with runs= (the conversation's is sent), or start a new conversation",
+            run_id=first.run_id,
+            reason="invalid",
+        )
+    context = [*inherited, *request.context]
+    return attrs.evolve(request, params=attrs.evolve(request.params, context=context))
+
+
 class Planner:
     """Plans runs for one agent."""
 
@@ -73,26 +101,33 @@ class Planner:
     async def plan(self, request: RunRequest) -> RunPlan:
         """The run's plan. ReplayRunError when a replayed run is missing, another tenant's, or unfinished;
         ToolSourceError when a tool source cannot give the run its tools; InputError when tool_choice names none
-        of them."""
+        of them, or when the run's own part of the request exceeds a serving path's context window (the replayed
+        runs are fitted to what is left)."""
         tools = await self.agent.tools.snapshot()
         check_tool_choice(request.params.model_settings, list(tools.by_name))
+        stored = None
+        if request.knobs is not None:
+            store = self.agent.store
+            assert store is not None, "validation refuses runs= without a store"
+            stored = await asyncio.to_thread(store.load_runs, request.knobs.runs)
+            check_runs(stored, request.knobs.runs, request.tenant_id)  # before reading any run's context
+            request = with_conversation_context(request, stored[request.knobs.runs[0]])
         config = self.agent.snapshot(request, tools)
         layout = self.agent.layout(request, tools)
         view = layout.on_wire if layout is not None else None
         history = request.history
-        if request.knobs is None:
+        room = replay_room(self.agent, request, config)  # InputError when the run's own part cannot fit
+        if request.knobs is None or stored is None:
             seed = seed_of(history, view)
             return RunPlan(
                 config=config,
+                context=request.context,
                 layout=layout,
                 prefix=list(history),
                 summaries={},
                 seeds={config.current.path: seed},
                 continued_from=None,
             )
-        store = self.agent.store
-        assert store is not None, "validation refuses runs= without a store"
-        stored = await asyncio.to_thread(store.load_runs, request.knobs.runs)
         plan = plan_replay(
             stored,
             request.knobs,
@@ -102,9 +137,11 @@ class Planner:
             view=view,
             alternatives=config.alternatives,
             then=history,
+            room=(room.tokens, room.why()) if room is not None else None,
         )
         return RunPlan(
             config=config,
+            context=request.context,
             layout=layout,
             prefix=[*plan.messages, *history],
             summaries=plan.summaries,

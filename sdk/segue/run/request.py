@@ -98,7 +98,8 @@ class RunRequest:
 
     @property
     def replay_last(self) -> int | Literal["all"]:
-        return self.params.replay_last if self.params.replay_last is not None else 0
+        """The window as validated: unset means every run in full (see `validate_knobs`)."""
+        return self.params.replay_last if self.params.replay_last is not None else "all"
 
     @property
     def replay_reasoning(self) -> bool:
@@ -108,6 +109,10 @@ class RunRequest:
     def settings(self) -> ModelSettings:
         """The run's model settings, the agent's merged in (empty: every vendor default)."""
         return self.params.model_settings or ModelSettings()
+
+    @property
+    def replay_step(self) -> int:
+        return self.params.replay_step or 1
 
     @property
     def repairs(self) -> int:
@@ -163,6 +168,11 @@ def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequ
     metadata, context, history = arguments["metadata"], arguments["context"], arguments["history"]
     runs, replay_last = arguments["runs"], arguments["replay_last"]
     replay_reasoning, replay_budget_tokens = arguments["replay_reasoning"], arguments["replay_budget_tokens"]
+    replay_step = arguments["replay_step"]
+    if replay_last is None:
+        # runs= alone replays every run in full (each fitted to the context window): what replay is for. SingleCall
+        # replays question + answer only, so its default is 0.
+        replay_last = 0 if rules.single_call else "all"
     # A prewarm takes no output_type of its own: it warms the prefix with the agent's (the format is in it).
     output, output_repairs = _output(arguments.get("output_type"), arguments.get("output_repairs"), rules)
     settings = merged(rules.model_settings, settings_of(arguments.get("model_settings"), "model_settings"))
@@ -189,19 +199,20 @@ def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequ
     blocks = _context(context)
     messages = as_history(history)
     check_text("history", get_converter().unstructure(messages, list[Message]))
-    knobs = validate_knobs(runs, replay_last, replay_reasoning, replay_budget_tokens, single_call=rules.single_call)
+    knobs = validate_knobs(
+        runs,
+        replay_last,
+        replay_reasoning,
+        replay_budget_tokens,
+        replay_step=replay_step,
+        single_call=rules.single_call,
+    )
     if knobs is not None:
         if not rules.has_store:
             raise ReplayRunError(
                 "runs= needs a store: create the agent with store=RunStore(...)", run_id=None, reason="invalid"
             )
-        if any(b.placement == "stable" for b in blocks):
-            raise ReplayRunError(
-                "a placement='stable' context block cannot be combined with runs=: it would change the prefix "
-                "the replayed runs were produced under; fold it into the prompt or make it dynamic",
-                run_id=None,
-                reason="invalid",
-            )
+        # Stable context with runs= is checked in the plan, against the conversation's (segue.run.plan).
     params = RunParams(
         agent=agent,
         input=user_input,
@@ -209,6 +220,7 @@ def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequ
         replay_last=replay_last,
         replay_reasoning=replay_reasoning,
         replay_budget_tokens=replay_budget_tokens,
+        replay_step=replay_step,
         history=messages,
         context=blocks,
         tenant_id=tenant_id,
@@ -266,6 +278,7 @@ def validate_knobs(
     replay_reasoning: Any,
     replay_budget_tokens: Any = None,
     *,
+    replay_step: Any = None,
     single_call: bool = False,
 ) -> ReplayKnobs | None:
     """Check knob types and duplicates; None when there is nothing to replay."""
@@ -293,6 +306,21 @@ def validate_knobs(
             run_id=None,
             reason="invalid",
         )
+    if replay_step is not None:
+        if isinstance(replay_step, bool) or not isinstance(replay_step, int) or replay_step < 1:
+            raise ReplayRunError(
+                f"replay_step must be a whole number >= 1 (how many runs the window collapses at once), "
+                f"got {replay_step!r:.40}",
+                run_id=None,
+                reason="invalid",
+            )
+        if isinstance(replay_last, bool) or not isinstance(replay_last, int):
+            raise ReplayRunError(
+                f"replay_step={replay_step} moves a window of replay_last=N runs, which needs an int replay_last, "
+                f"got {replay_last!r:.40}; pass replay_last=N with it, or leave replay_step out",
+                run_id=None,
+                reason="invalid",
+            )
     if single_call and replay_last != 0:
         raise ReplayRunError(
             f"SingleCall replays runs as question + answer only: pass replay_last=0, not {replay_last!r}",
@@ -328,6 +356,7 @@ def validate_knobs(
         replay_last=replay_last,
         replay_reasoning=replay_reasoning,
         replay_budget_tokens=replay_budget_tokens,
+        replay_step=replay_step,
     )
 
 

@@ -60,6 +60,7 @@ def arguments_of(stored: StoredRun) -> dict[str, Any]:
         "replay_last": request.replay_last if request.replay_last is not None else 0,
         "replay_reasoning": request.replay_reasoning is not False,
         "replay_budget_tokens": request.replay_budget_tokens,
+        "replay_step": request.replay_step,
         "tenant_id": stored.tenant_id,
         "metadata": None,
         "idempotency_key": None,

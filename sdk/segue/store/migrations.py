@@ -14,12 +14,14 @@ from typing import Any
 import peewee as pw
 
 from segue.errors import StoreError
+from segue.store.bodies import FORMAT, Bodies
 from segue.store.connection import no_store
 from segue.store.models import Bound
+from segue.store.rows import loads
 
 
 def _v1(db: pw.Database, models: Bound) -> None:
-    db.create_tables([t for t in models.all if t is not models.PrewarmRow])
+    db.create_tables([t for t in models.all if t not in (models.PrewarmRow, models.RequestPart)])
 
 
 def _v2(db: pw.Database, models: Bound) -> None:
@@ -67,6 +69,29 @@ def _v5(db: pw.Database, models: Bound) -> None:
             db.execute_sql(f'ALTER TABLE "{table}" ADD COLUMN "served_by" VARCHAR(16)')  # type: ignore[no-untyped-call]
 
 
+def _v6(db: pw.Database, models: Bound) -> None:
+    """Request bodies are stored once (segue.store.bodies): each call's `provider_request` becomes a skeleton,
+    and the parts it shares with other calls move to `request_parts`, written once."""
+    db.create_tables([models.RequestPart])
+    bodies = Bodies(models.RequestPart)
+    for table in (models.LlmInteractionRow, models.PrewarmRow):
+        last: Any = None
+        while True:
+            query = table.select(table.id, table.provider_request).order_by(table.id).limit(200)
+            rows = list((query if last is None else query.where(table.id > last)).tuples())
+            if not rows:
+                break
+            for row_id, text in rows:
+                body = loads(text, f"{table._meta.table_name} {row_id}")
+                if isinstance(body, dict) and FORMAT in body:
+                    continue  # already a skeleton (a store whose version row was lost: the step runs again)
+                skeleton, parts = bodies.prepare(body)
+                bodies.insert(parts)
+                bodies.written(parts)
+                table.update(provider_request=skeleton).where(table.id == row_id).execute()
+            last = rows[-1][0]
+
+
 #: version -> migration that produces it, in order.
 MIGRATIONS: list[tuple[int, Callable[[pw.Database, Bound], None]]] = [
     (1, _v1),
@@ -74,6 +99,7 @@ MIGRATIONS: list[tuple[int, Callable[[pw.Database, Bound], None]]] = [
     (3, _v3),
     (4, _v4),
     (5, _v5),
+    (6, _v6),
 ]
 LATEST = MIGRATIONS[-1][0]
 MIGRATION_LOCK = int.from_bytes(b"segue-db")  # the PostgreSQL advisory lock key migrations hold

@@ -77,7 +77,7 @@ class LlmInteractionRow(BaseModel):
     iteration = pw.IntegerField()
     vendor = CharField(max_length=100)
     model = CharField(max_length=200)
-    provider_request = TextField()
+    provider_request = TextField()  # the body's skeleton; its repeated parts are in request_parts (store.bodies)
     request_headers = TextField(null=True)
     provider_response = TextField(null=True)
     usage = TextField()
@@ -127,7 +127,7 @@ class PrewarmRow(BaseModel):
     runs = TextField(default="[]")  # the replayed run ids whose prefix was warmed, JSON
     vendor = CharField(max_length=100)
     model = CharField(max_length=200)
-    provider_request = TextField()
+    provider_request = TextField()  # the body's skeleton, as in llm_interactions
     request_headers = TextField(null=True)
     provider_response = TextField(null=True)
     usage = TextField()
@@ -139,6 +139,17 @@ class PrewarmRow(BaseModel):
         table_name = "prewarms"
 
 
+class RequestPart(BaseModel):
+    """A part of stored request bodies (an element of a list field, a node of a list's tree, a long field),
+    written once and shared by every call whose body holds it (segue.store.bodies)."""
+
+    key = CharField(primary_key=True, max_length=32)  # hash of the text
+    body = TextField()
+
+    class Meta:
+        table_name = "request_parts"
+
+
 ALL_MODELS: list[type[BaseModel]] = [
     SchemaVersion,
     AgentRun,
@@ -147,6 +158,7 @@ ALL_MODELS: list[type[BaseModel]] = [
     ToolCallRow,
     RunTag,
     PrewarmRow,
+    RequestPart,
 ]
 
 
@@ -166,6 +178,7 @@ class Bound:
         self.ToolCallRow = sub(ToolCallRow)
         self.RunTag = sub(RunTag)
         self.PrewarmRow = sub(PrewarmRow)
+        self.RequestPart = sub(RequestPart)
         self.all: list[Any] = [
             self.SchemaVersion,
             self.AgentRun,
@@ -174,4 +187,5 @@ class Bound:
             self.ToolCallRow,
             self.RunTag,
             self.PrewarmRow,
+            self.RequestPart,
         ]

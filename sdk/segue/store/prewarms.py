@@ -8,10 +8,13 @@ by tenant like every run read.
 
 from __future__ import annotations
 
+import builtins
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from segue.generated import LlmInteraction, PrewarmRecord
+from segue.store.bodies import Bodies
 from segue.store.connection import Units
 from segue.store.models import Bound
 from segue.store.records import DEFAULT_TENANT, utc_now
@@ -21,23 +24,28 @@ from segue.store.rows import interaction_columns, interaction_from_row, loads
 class Prewarms:
     """The prewarms of one RunStore (`store.prewarms`)."""
 
-    def __init__(self, models: Bound, units: Units) -> None:
+    def __init__(self, models: Bound, units: Units, bodies: Bodies) -> None:
         self._rows = models.PrewarmRow
         self._units = units
+        self._bodies = bodies
 
     def record(self, prewarm_id: str, *, agent: str, tenant_id: str, runs: list[str], call: LlmInteraction) -> None:
-        """The prewarm and its call, in one row, stamped now."""
-        self._units.write(
-            lambda: self._rows.insert(
+        """The prewarm and its call, in one row (its body's parts shared with the runs'), stamped now."""
+        skeleton, parts = self._bodies.prepare(call.provider_request)
+
+        def work() -> None:
+            self._bodies.insert(parts)
+            self._rows.insert(
                 id=prewarm_id,
                 tenant_id=tenant_id,
                 agent_name=agent,
                 runs=json.dumps(runs),
                 created_at=utc_now(),
-                **interaction_columns(call),
-            ).execute(),
-            idempotent=False,
-        )
+                **interaction_columns(call, skeleton),
+            ).execute()
+
+        self._units.write(work, idempotent=False)
+        self._bodies.written(parts)
 
     def get(
         self, prewarm_id: str, *, tenant_id: str = DEFAULT_TENANT, all_tenants: bool = False
@@ -46,22 +54,24 @@ class Prewarms:
         row = self._units.read(lambda: self._rows.get_or_none(self._rows.id == prewarm_id))
         if row is None or (not all_tenants and row.tenant_id != tenant_id):
             return None
-        return _record(row)
+        return self._records([row])[0]
 
     def list(self, *, tenant_id: str = DEFAULT_TENANT, limit: int = 50) -> list[PrewarmRecord]:
         """This tenant's prewarms, newest first."""
         rows = self._rows
         query = rows.select().where(rows.tenant_id == tenant_id).order_by(rows.id.desc()).limit(limit)
-        return [_record(r) for r in self._units.read(lambda: list(query))]
+        return self._records(self._units.read(lambda: list(query)))
 
-
-def _record(row: Any) -> PrewarmRecord:
-    where = f"prewarms {row.id}"
-    return PrewarmRecord(
-        prewarm_id=row.id,
-        agent=row.agent_name,
-        tenant_id=row.tenant_id,
-        runs=list(loads(row.runs, where)),
-        created_at=row.created_at,
-        interaction=interaction_from_row(row, where, iteration=1, error=None),
-    )
+    def _records(self, rows: Sequence[Any]) -> builtins.list[PrewarmRecord]:
+        bodies = self._units.read(lambda: self._bodies.read([(r.provider_request, f"prewarms {r.id}") for r in rows]))
+        return [
+            PrewarmRecord(
+                prewarm_id=row.id,
+                agent=row.agent_name,
+                tenant_id=row.tenant_id,
+                runs=list(loads(row.runs, f"prewarms {row.id}")),
+                created_at=row.created_at,
+                interaction=interaction_from_row(row, body, iteration=1, error=None),
+            )
+            for row, body in zip(rows, bodies, strict=True)
+        ]

@@ -173,9 +173,15 @@ def _pending(meta: RunMeta) -> list[PendingApproval] | None:
 
 
 def detail_from_rows(
-    row: AgentRun, meta: RunMeta, trace_rows: list[tuple[Any, ...]], calls: list[Any], tools: list[Any]
+    row: AgentRun,
+    meta: RunMeta,
+    trace_rows: list[tuple[Any, ...]],
+    calls: list[Any],
+    bodies: list[dict[str, Any]],
+    tools: list[Any],
 ) -> RunDetail:
-    """RunDetail from its run row, its meta, and its trace, llm_interactions and tool_calls rows."""
+    """RunDetail from its run row, its meta, and its trace, llm_interactions (with their joined request
+    `bodies`) and tool_calls rows."""
     run_id = row.id
     summary = summary_from_row(row)
     traces = [
@@ -203,7 +209,8 @@ def detail_from_rows(
         meta=meta,
         traces=traces,
         llm_interactions=[
-            interaction_from_row(c, f"llm_interactions {c.id}", iteration=c.iteration, error=c.error) for c in calls
+            interaction_from_row(c, body, iteration=c.iteration, error=c.error)
+            for c, body in zip(calls, bodies, strict=True)
         ],
         tool_calls=[
             ToolCallRecord(
@@ -253,13 +260,14 @@ def stored_runs(rows: list[tuple[Any, ...]], messages: MessageCache, metas: Meta
     }
 
 
-def interaction_from_row(row: Any, where: str, *, iteration: int, error: str | None) -> LlmInteraction:
-    """A provider call from the columns `interaction_columns` wrote (llm_interactions, prewarms)."""
+def interaction_from_row(row: Any, body: dict[str, Any], *, iteration: int, error: str | None) -> LlmInteraction:
+    """A provider call from the columns `interaction_columns` wrote (llm_interactions, prewarms), with its
+    request `body` joined from its skeleton (segue.store.bodies)."""
     return LlmInteraction(
         iteration=iteration,
         vendor=row.vendor,
         model=row.model,
-        provider_request=loads(row.provider_request, where),
+        provider_request=body,
         request_headers=loads(row.request_headers, "request_headers") if row.request_headers else None,
         provider_response=loads(row.provider_response, "provider_response") if row.provider_response else None,
         usage=get_converter().structure(loads(row.usage, "usage"), Usage),
@@ -269,12 +277,13 @@ def interaction_from_row(row: Any, where: str, *, iteration: int, error: str | N
     )
 
 
-def interaction_columns(call: LlmInteraction) -> dict[str, Any]:
-    """The columns a provider call is stored in (llm_interactions, prewarms): JSON text for the bodies."""
+def interaction_columns(call: LlmInteraction, skeleton: str) -> dict[str, Any]:
+    """The columns a provider call is stored in (llm_interactions, prewarms): the request body's `skeleton`
+    (segue.store.bodies), JSON text for the rest."""
     return {
         "vendor": call.vendor,
         "model": call.model,
-        "provider_request": json.dumps(call.provider_request, ensure_ascii=False),
+        "provider_request": skeleton,
         "request_headers": json.dumps(call.request_headers) if call.request_headers else None,
         "provider_response": (
             json.dumps(call.provider_response, ensure_ascii=False) if call.provider_response is not None else None

@@ -37,6 +37,7 @@ from segue.generated import (
     get_converter,
 )
 from segue.store import migrations
+from segue.store.bodies import Bodies
 from segue.store.connection import DEFAULT_RECONNECT_SECONDS, Units, open_database, read_only_fallback, redact
 from segue.store.models import Bound
 from segue.store.prewarms import Prewarms
@@ -82,7 +83,8 @@ class RunStore:
         self._metas = MetaCache()
         self.is_sqlite = isinstance(self.db, pw.SqliteDatabase)
         self._units = Units(self.db, self.url, reconnect_seconds=reconnect_seconds)
-        self.prewarms = Prewarms(self.models, self._units)
+        self.bodies = Bodies(self.models.RequestPart)
+        self.prewarms = Prewarms(self.models, self._units, self.bodies)
         shown = redact(self.url)
         #: The schema version found when a writer opened the store (before migrating); None for readers.
         self.migrated_from: int | None = None
@@ -207,13 +209,15 @@ class RunStore:
         the end). `meta_updates` merge into the run's segue.* meta and `model` / `vendor` name who served, in the
         same transaction."""
         conv = get_converter()
+        skeleton, parts = self.bodies.prepare(interaction.provider_request) if interaction else ("", {})
 
         def work() -> None:
             self._insert_traces(run_id, first_index, iteration, traces)
             if interaction is not None:
+                self.bodies.insert(parts)
                 self.models.LlmInteractionRow.insert(
                     run_id=run_id, iteration=interaction.iteration, error=interaction.error,
-                    **interaction_columns(interaction),
+                    **interaction_columns(interaction, skeleton),
                 ).execute()  # fmt: skip
             if tool_calls:
                 self.models.ToolCallRow.insert_many(
@@ -240,6 +244,7 @@ class RunStore:
             self._update_run(run_id, update, meta_updates, model, vendor)
 
         self._units.write(work, idempotent=False)
+        self.bodies.written(parts)
 
     def _update_run(
         self,
@@ -429,7 +434,7 @@ class RunStore:
     def get_run(self, run_id: str, *, tenant_id: str = DEFAULT_TENANT, all_tenants: bool = False) -> RunDetail | None:
         """The run with its traces, provider calls and tool calls; None if absent or another tenant's."""
 
-        def work() -> tuple[Any, list[tuple[Any, ...]], list[Any], list[Any]] | None:
+        def work() -> tuple[Any, list[tuple[Any, ...]], list[Any], list[dict[str, Any]], list[Any]] | None:
             row = self.models.AgentRun.get_or_none(self.models.AgentRun.id == run_id)
             if row is None or (not all_tenants and row.tenant_id != tenant_id):
                 return None
@@ -452,13 +457,14 @@ class RunStore:
                 .where(self.models.ToolCallRow.run_id == run_id)
                 .order_by(self.models.ToolCallRow.id)
             )
-            return row, trace_rows, calls, tools
+            bodies = self.bodies.read([(c.provider_request, f"llm_interactions {c.id}") for c in calls])
+            return row, trace_rows, calls, bodies, tools
 
         found = self._units.read(work)
         if found is None:
             return None
-        row, trace_rows, calls, tools = found
-        return detail_from_rows(row, self._meta(row.meta, run_id), trace_rows, calls, tools)
+        row, trace_rows, calls, bodies, tools = found
+        return detail_from_rows(row, self._meta(row.meta, run_id), trace_rows, calls, bodies, tools)
 
     def schema_version(self) -> int:
         """The store's schema version (segue.store.migrations)."""

@@ -1,0 +1,190 @@
+"""Long conversations on the twin: a 60- and a 200-turn tool chat under four ways of replaying the earlier turns.
+
+The chat is the demo's shop analyst (`segue demo`: its prompt, its three tools, Anthropic claude-sonnet-4-6 with
+thinking and the 1-hour cache), asked a new question each turn that needs a new query (top N products, customers
+with more than N orders, revenue per month of a year), so every turn makes tool calls and adds tool results.
+Settings, side by side in one run, each on a fresh twin and a fresh store:
+
+- `all`: runs=<every earlier run>, replay_last="all";
+- `last8`: replay_last=8 (the window moves one run per turn);
+- `last8 step4`: replay_last=8, replay_step=4 (the window moves four runs every fourth turn);
+- `all, fitted`: replay_last="all" on a context window of `--window` tokens (a catalog layer of this bench:
+  the packaged catalog gives no window for claude-sonnet-4-6), so the chat outgrows it and is fitted.
+
+Per setting: the chat's cost (catalog list prices), the share of input read from the cache, the largest request
+(input tokens), the bytes the store keeps for request bodies on turn 10 and on the last turn (skeletons and
+parts, segue.store.bodies) beside the bytes of the bodies themselves (what storing each whole would take), the
+`budget` warnings, and segue's overhead per turn (the turn's wall time less the time inside the twin).
+Token counts are the twin's approximation. Run: python bench/long.py [--turns 60 200] [--window 24000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from segue import Agent, RunStore
+from segue.catalog import Catalog
+from segue.demo import PROMPT, demo_tools
+from segue.providers import AnthropicProvider
+from segue_twin import Twin
+from segue_twin.transport import TwinAsyncTransport
+
+MODEL = "claude-sonnet-4-6"
+SETTINGS: dict[str, dict[str, Any]] = {
+    "all": {"replay_last": "all"},
+    "last8": {"replay_last": 8},
+    "last8 step4": {"replay_last": 8, "replay_step": 4},
+    "all, fitted": {"replay_last": "all"},
+}
+
+
+def questions(n: int) -> list[str]:
+    out = ["Which tables are there in the shop database, and what columns do they have?"]
+    k = 0
+    while len(out) < n:
+        k += 1
+        out += [
+            f"What are the top {k + 2} products by revenue?",
+            f"Which customers placed more than {k} orders?",
+            f"What was the revenue per month in {2000 + k}?",
+        ]
+    return out[:n]
+
+
+class TimedTwin:
+    """The twin behind a transport that adds up the time spent inside it."""
+
+    def __init__(self, twin: Twin) -> None:
+        self.twin = twin
+        self.seconds = 0.0
+
+    def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Any:
+        start = time.perf_counter()
+        try:
+            return self.twin.handle(method, path, headers, body)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+def window_catalog(folder: Path, tokens: int) -> Catalog:
+    row = {
+        "model": MODEL,
+        "vendor": "anthropic",
+        "role": "inference_provider",
+        "priority": 100,
+        "api_name": MODEL,
+        "configuration": {"llm": {"context_window": tokens}},
+    }
+    layer = folder / "catalog"
+    layer.mkdir()
+    doc = {"$schema": "../schemas/catalog.schema.json", "version": 2, "model_vendors": [row]}
+    (layer / "window.json").write_text(json.dumps(doc))
+    return Catalog.load(extra_dirs=[layer], env=False)
+
+
+def stored_bytes(store: RunStore) -> int:
+    (skeletons,) = store.db.execute_sql(
+        "SELECT COALESCE(SUM(LENGTH(provider_request)), 0) FROM llm_interactions"
+    ).fetchone()
+    (parts,) = store.db.execute_sql("SELECT COALESCE(SUM(LENGTH(body)), 0) FROM request_parts").fetchone()
+    return int(skeletons) + int(parts)
+
+
+async def chat(setting: str, turns: int, catalog: Catalog, folder: Path) -> dict[str, Any]:
+    timed = TimedTwin(Twin())
+    client = timed.twin.anthropic_client(http_client=httpx2.AsyncClient(transport=TwinAsyncTransport(timed)))
+    provider = AnthropicProvider(
+        MODEL, cache_ttl="1h", thinking={"type": "enabled", "budget_tokens": 1024}, client=client
+    )
+    store = RunStore(f"sqlite:///{folder}/{setting.replace(' ', '_').replace(',', '')}-{turns}.db")
+    agent = Agent(provider, PROMPT, demo_tools(), store, catalog=catalog, max_iterations=8)
+    knobs = SETTINGS[setting]
+    ids: list[str] = []
+    cost = read = total_input = largest = budget = 0.0
+    stored: list[int] = []
+    whole: list[int] = []
+    overhead = 0.0
+    for question in questions(turns):
+        before = timed.seconds
+        start = time.perf_counter()
+        result = await agent.run(question, runs=ids or None, **knobs)
+        overhead += (time.perf_counter() - start) - (timed.seconds - before)
+        if result.status != "success":
+            raise RuntimeError(f"{setting}: turn {len(ids) + 1} ended {result.status}: {result.error}")
+        detail = store.get_run(result.run_id)
+        assert detail is not None
+        cost += catalog.cost(result.usage, MODEL, "anthropic")
+        read += result.usage.cache_read_tokens or 0
+        total_input += result.usage.input_tokens
+        largest = max(largest, *(c.usage.input_tokens for c in detail.llm_interactions))
+        budget += sum(1 for w in (result.replay.warnings if result.replay else []) if w.cause == "budget")
+        stored.append(stored_bytes(store))
+        whole.append(sum(len(json.dumps(c.provider_request, ensure_ascii=False)) for c in detail.llm_interactions))
+        ids.append(result.run_id)
+    store.close()
+    per_turn = [b - a for a, b in zip([0, *stored], stored, strict=False)]
+    return {
+        "cost": cost,
+        "cached": read / total_input,
+        "largest": int(largest),
+        "stored10": per_turn[9],
+        "stored_last": per_turn[-1],
+        "whole10": whole[9],
+        "whole_last": whole[-1],
+        "stored_total": stored[-1],
+        "whole_total": sum(whole),
+        "budget": int(budget),
+        "overhead_ms": overhead / turns * 1000,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--turns", type=int, nargs="+", default=[60, 200], help="turns per chat")
+    parser.add_argument("--window", type=int, default=24_000, help="context window of the fitted setting")
+    args = parser.parse_args()
+    logging.getLogger("segue.replay").setLevel(logging.ERROR)
+    logging.getLogger("segue.cache").setLevel(logging.ERROR)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        plain = Catalog.load(env=False)
+        fitted = window_catalog(folder, args.window)
+        for turns in args.turns:
+            print(
+                f"\n{turns}-turn tool chat, anthropic twin, {MODEL} (thinking, 1h cache); fitted window {args.window:,}"
+            )
+            print(
+                f"{'setting':<13} {'cost $':>8} {'cached':>7} {'largest':>8} {'budget':>6} "
+                f"{'stored/turn t10':>16} {f't{turns}':>7} {'(whole t10':>11} {f't{turns})':>8} "
+                f"{'stored MB':>9} {'(whole)':>8} {'overhead/turn':>14}"
+            )
+            rows = {}
+            for setting in SETTINGS:
+                catalog = fitted if setting == "all, fitted" else plain
+                r = rows[setting] = asyncio.run(chat(setting, turns, catalog, folder))
+                print(
+                    f"{setting:<13} {r['cost']:>8.4f} {r['cached']:>7.1%} {r['largest']:>8,} {r['budget']:>6} "
+                    f"{r['stored10']:>16,} {r['stored_last']:>7,} {r['whole10']:>11,} {r['whole_last']:>8,} "
+                    f"{r['stored_total'] / 1e6:>9.3f} {r['whole_total'] / 1e6:>8.3f} {r['overhead_ms']:>11.1f} ms",
+                    flush=True,
+                )
+            step, one = rows["last8 step4"], rows["last8"]
+            print(
+                f"  last8 step4 / last8: cost {step['cost'] / one['cost']:.2f}x (target <= 0.8x at 60 turns), "
+                f"cached {step['cached']:.1%} (target >= 80%); all: stored per turn t{turns} / t10 "
+                f"{rows['all']['stored_last'] / rows['all']['stored10']:.2f}x (target <= 1.5x at 60 turns)"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""How much of a run's first request the replayed runs may take: the serving path's context window (catalog
+`llm.context_window`) less its output budget (the driver's `max_tokens`, where it sets one), less what the run
+sends of its own (system prompt, stable head, tool definitions, history, the new input).
+
+Every path a request may be served on counts (a Failover's members too): the plan is fitted to the smallest room.
+A path whose window the catalog does not give sets no bound. Tokens are segue's approximation (segue._core.tokens),
+the one the replay budget and the twin use.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from segue._core.hashing import message_json
+from segue._core.tokens import count_json, count_tokens
+from segue.catalog import CatalogError
+from segue.errors import InputError
+from segue.generated import Message, get_converter
+from segue.providers.base import first_member, members
+from segue.run.config import AgentConfig, RunConfig
+from segue.run.context import fold_dynamic
+from segue.run.conversation import user_message
+from segue.run.request import RunRequest
+
+
+@attrs.frozen(kw_only=True)
+class Room:
+    """The replayed region's room on the tightest path: `tokens` (what is left after the run's own part)."""
+
+    tokens: int
+    path: str
+    window: int
+    output: int
+
+    def why(self) -> str:
+        return f"{self.path}'s context window ({self.window:,} tokens, less {self.output:,} for output)"
+
+
+def replay_room(agent: AgentConfig, request: RunRequest, config: RunConfig) -> Room | None:
+    """The room left for replayed runs, or None when no path's window is known. InputError when the run's own
+    part does not fit on some path: nothing could be sent there, so nothing is written."""
+    own = _own_tokens(request, config)
+    catalog = agent.catalog()
+    drivers = members(agent.provider)
+    first = first_member(agent.provider, request.params.vendor)
+    tightest: Room | None = None
+    for i, path in enumerate([config.current, *config.alternatives]):
+        try:
+            window = catalog.resolve(path.model, path.vendor).context_window
+        except CatalogError:
+            continue
+        if not isinstance(window, int) or window <= 0:
+            continue
+        same = (d for d in drivers if (d.vendor, d.model) == (path.vendor, path.model))
+        driver = first if i == 0 else next(same, None)
+        output = getattr(driver, "max_tokens", None)
+        output = output if isinstance(output, int) and not isinstance(output, bool) and output > 0 else 0
+        room = Room(tokens=window - output - own, path=f"{path.vendor}/{path.model}", window=window, output=output)
+        if room.tokens < 0:
+            raise InputError(
+                f"the run's own input does not fit {room.why()}: its system prompt, tools, history and new input "
+                f"come to about {own:,} tokens; shorten the input or history, or serve it on a model with a larger "
+                "context window"
+            )
+        if tightest is None or room.tokens < tightest.tokens:
+            tightest = room
+    return tightest
+
+
+def _own_tokens(request: RunRequest, config: RunConfig) -> int:
+    conv = get_converter()
+    system = count_tokens(config.system) + count_tokens(config.stable_head or "")
+    tools = sum(count_json(conv.unstructure(d)) for d in config.tools.definitions)
+    messages: list[Message] = [*request.history, user_message(fold_dynamic(request.context, request.params.input))]
+    return system + tools + sum(count_tokens(message_json(m)) for m in messages)

@@ -1,0 +1,232 @@
+"""Request bodies stored once: a skeleton per provider call, and the parts that repeat, content-addressed.
+
+Every request of a replayed conversation repeats the one before it (the system prompt, the tools, every earlier
+message) and adds a few messages, so storing each body whole grows with the square of the conversation. Instead:
+
+- each top-level field that is a list (Anthropic `system`, `tools`, `messages`; OpenAI `input`, `tools`) is
+  stored as one part per element, and the list of those parts' keys as a tree of small nodes (below); a long
+  string or object (`instructions`) is one part; everything else stays inline in the skeleton;
+- a part's key is a hash of its text, and a part is written once per store (`request_parts`), whoever needs it;
+- the skeleton (the call's `provider_request` column) names each field in order, inline or by key.
+
+The list tree: a node holds up to `_MAX_FANOUT` keys; a node ends after a key whose hash says so (about one key
+in `_FANOUT`), so node boundaries depend on the content, not on positions. A request that appends messages
+shares every node of the one before it but the last of each level, and one that drops or changes messages near
+the start or in the middle (a window that moved, a context fit) shares everything after the next boundary too.
+So each call stores its new messages and a few small nodes, whatever the conversation's length.
+
+Reading joins it back: the same values in the same order, so the body re-encodes to the exact bytes the official
+client sent (what RunDetail's `provider_request` promises).
+"""
+
+from __future__ import annotations
+
+import binascii
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from segue.errors import StoreError
+
+#: The skeleton's format marker and version.
+FORMAT = "segue.body"
+VERSION = 1
+#: A string or object field at least this long (as JSON) is a part of its own; shorter ones stay inline.
+_INLINE_LIMIT = 256
+_FANOUT = 4
+_MAX_FANOUT = 16
+#: A key is the first 128 bits of the SHA-256 of the part's UTF-8 text, in URL-safe base64 without padding.
+KEY_LENGTH = 22
+
+Fetch = Callable[[set[str]], Mapping[str, str]]
+
+
+def part_key(text: str) -> str:
+    # surrogatepass: a body may hold a lone surrogate (a JSON "\ud800" escape); it hashes like any other text.
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:16]
+    return binascii.b2a_base64(digest, newline=False)[:KEY_LENGTH].translate(_URLSAFE).decode("ascii")
+
+
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
+#: One encoder for every part (json.dumps with options builds a new one per call).
+_dumps = json.JSONEncoder(ensure_ascii=False).encode
+#: The first character of a key carries 6 bits of the hash; those of a multiple of _FANOUT end a node (one key in
+#: _FANOUT).
+_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+_ENDS = frozenset(c for i, c in enumerate(_B64) if i % _FANOUT == 0)
+
+
+class Splitter:
+    """Splits bodies into a skeleton and parts. `known` holds the keys this process already wrote (so their
+    parts are not sent to the database again); it is bounded and starts over when full."""
+
+    def __init__(self, size: int = 200_000, seen: int = 8_192) -> None:
+        self._size = size
+        self.known: set[str] = set()
+        # id(element) -> (element, key), for the elements of bodies split before. The requests of a run share the
+        # blocks of its replayed prefix (contracts.WirePrefix: built once, never changed, a marker is set on a
+        # copy), so a later request's prefix is not serialized and hashed again. The element itself is held, so
+        # its id cannot be reused while the entry lives.
+        self._seen_size = seen
+        self._seen: dict[int, tuple[Any, str]] = {}
+
+    def split(self, body: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
+        """(skeleton text, the parts it needs that this process has not written yet: key -> text)."""
+        new: dict[str, str] = {}
+
+        def put(text: str) -> str:
+            key = part_key(text)
+            if key not in self.known:
+                new[key] = text
+            return key
+
+        fields: list[list[Any]] = []
+        for name, value in body.items():
+            if isinstance(value, list) and value:
+                keys = [self._element(item, put) for item in value]
+                height = 1
+                while True:
+                    keys = [put("".join(node)) for node in _nodes(keys)]
+                    if len(keys) == 1:
+                        break
+                    height += 1
+                fields.append([name, "list", keys[0], height])
+                continue
+            if isinstance(value, (str, dict)):
+                text = _dumps(value)
+                if len(text) >= _INLINE_LIMIT:
+                    fields.append([name, "part", put(text)])
+                    continue
+            fields.append([name, "value", value])
+        return _dumps({FORMAT: VERSION, "fields": fields}), new
+
+    def _element(self, item: Any, put: Callable[[str], str]) -> str:
+        if not isinstance(item, (dict, list)):
+            return put(_dumps(item))
+        entry = self._seen.get(id(item))
+        if entry is not None and entry[0] is item and entry[1] in self.known:
+            return entry[1]
+        key = put(_dumps(item))
+        if len(self._seen) >= self._seen_size:
+            self._seen = {}
+        self._seen[id(item)] = (item, key)
+        return key
+
+    def written(self, keys: Iterable[str]) -> None:
+        """Remember parts the database now holds (call after the write committed)."""
+        if len(self.known) >= self._size:
+            self.known = set()
+        self.known.update(keys)
+
+
+def _nodes(keys: list[str]) -> list[list[str]]:
+    nodes: list[list[str]] = [[]]
+    for key in keys:
+        node = nodes[-1]
+        node.append(key)
+        if key[0] in _ENDS or len(node) >= _MAX_FANOUT:
+            nodes.append([])
+    if not nodes[-1]:
+        nodes.pop()
+    return nodes
+
+
+def parse_skeleton(text: str, where: str) -> list[list[Any]]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise StoreError(f"corrupt JSON in {where}: {e}; the row was modified outside segue") from None
+    if not isinstance(data, dict) or data.get(FORMAT) != VERSION or not isinstance(data.get("fields"), list):
+        raise StoreError(f"{where} is not a segue {FORMAT} v{VERSION} skeleton; the row was modified outside segue")
+    fields: list[list[Any]] = data["fields"]
+    return fields
+
+
+def _node(texts: Mapping[str, str], key: str) -> list[str]:
+    """The keys a list node holds (its text is their concatenation)."""
+    text = texts[key]
+    return [text[i : i + KEY_LENGTH] for i in range(0, len(text), KEY_LENGTH)]
+
+
+def join_all(skeletons: list[tuple[str, str]], fetch: Fetch) -> list[dict[str, Any]]:
+    """The bodies of `skeletons` ((text, where) each), fetching parts level by level for all of them at once."""
+    parsed = [parse_skeleton(text, where) for text, where in skeletons]
+    texts: dict[str, str] = {}
+
+    def load(keys: set[str]) -> None:
+        wanted = keys - texts.keys()
+        if not wanted:
+            return
+        found = fetch(wanted)
+        missing = wanted - found.keys()
+        if missing:
+            raise StoreError(
+                f"{len(missing)} stored request part(s) are missing from request_parts "
+                f"(e.g. {sorted(missing)[0]}); they were deleted outside segue"
+            )
+        texts.update(found)
+
+    # Walk every list tree down one level at a time: one fetch per level for all bodies together. Per list field
+    # (in order): the keys of the level reached, and how many node levels are still below them.
+    lists = [[[f[2]], f[3]] for fields in parsed for f in fields if f[1] == "list"]
+    load({f[2] for fields in parsed for f in fields if f[1] == "part"} | {keys[0] for keys, _ in lists})
+    while any(height for _, height in lists):
+        for entry in lists:
+            if entry[1]:
+                entry[0] = [k for key in entry[0] for k in _node(texts, key)]
+                entry[1] -= 1
+        load({k for keys, height in lists for k in keys})
+    elements = iter(lists)
+
+    bodies: list[dict[str, Any]] = []
+    for fields in parsed:
+        body: dict[str, Any] = {}
+        for field in fields:
+            kind = field[1]
+            if kind == "list":
+                body[field[0]] = [json.loads(texts[k]) for k in next(elements)[0]]
+            elif kind == "part":
+                body[field[0]] = json.loads(texts[field[2]])
+            else:
+                body[field[0]] = field[2]
+        bodies.append(body)
+    return bodies
+
+
+class Bodies:
+    """The request bodies of one RunStore: what a write stores (`prepare`, then `insert` inside the write's
+    transaction, then `written` after it committed) and what a read joins back (`read`, inside a read)."""
+
+    def __init__(self, parts: Any) -> None:
+        self._parts = parts  # the bound RequestPart model
+        self.splitter = Splitter()
+
+    def prepare(self, body: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
+        return self.splitter.split(body)
+
+    def insert(self, parts: Mapping[str, str]) -> None:
+        """Inside a write: the parts no row holds yet (one already there is left as it is: same key, same text)."""
+        rows = [{"key": k, "body": v} for k, v in parts.items()]
+        for start in range(0, len(rows), _BATCH):
+            self._parts.insert_many(rows[start : start + _BATCH]).on_conflict_ignore().execute()
+
+    def written(self, parts: Iterable[str]) -> None:
+        self.splitter.written(parts)
+
+    def read(self, skeletons: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        """Inside a read: the exact bodies of `skeletons` ((skeleton text, where it is stored) each)."""
+        return join_all(skeletons, self._fetch)
+
+    def _fetch(self, keys: set[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        wanted = sorted(keys)
+        model = self._parts
+        for start in range(0, len(wanted), _BATCH):
+            query = model.select(model.key, model.body).where(model.key.in_(wanted[start : start + _BATCH]))
+            found.update(query.tuples())
+        return found
+
+
+#: Rows per statement: SQLite allows 32,766 parameters (999 before 3.32); two per part row.
+_BATCH = 400
