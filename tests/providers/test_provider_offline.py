@@ -68,7 +68,7 @@ def test_a_driver_without_a_key_or_client_refuses_naming_the_variable_and_the_of
     message = str(caught.value)
     assert caught.value.kind == "auth"
     assert f"set {variable}" in message and "has no API key" in message, message
-    assert offline in message and "from segue_twin import Twin" in message, message
+    assert offline in message and "from segue.twin import Twin" in message, message
 
 
 def test_the_refusal_comes_before_any_row(tmp_path: Any) -> None:

@@ -1,5 +1,5 @@
 """Request bodies stored once (segue.store.bodies): every stored request reads back as the exact body the vendor
-received, storage per turn stays flat as a replayed conversation grows, and migration 5 converts old stores."""
+received, storage per turn stays flat as a replayed conversation grows, and migration 6 converts old stores."""
 
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def test_split_and_join_keep_every_value_in_order() -> None:
     assert json.dumps(back) == json.dumps(body)
 
 
-async def test_migration_5_turns_stored_bodies_into_skeletons(store: RunStore) -> None:
+async def test_migration_6_turns_stored_bodies_into_skeletons(store: RunStore) -> None:
     agent = Agent(
         AnthropicProvider("claude-sonnet-4-6", client=Twin().anthropic_client()),
         "You answer questions about the shop database.",
@@ -149,16 +149,16 @@ async def test_migration_5_turns_stored_bodies_into_skeletons(store: RunStore) -
     first = await agent.run(questions(1)[0])
     second = await agent.run(questions(2)[1], runs=[first.run_id], replay_last="all")
     before = [c.provider_request for r in (first, second) for c in store.get_run(r.run_id).llm_interactions]  # type: ignore[union-attr]
-    # Make it a version-4 store: whole bodies in provider_request, no request_parts table.
+    # Make it a version-5 store: whole bodies in provider_request, no request_parts table.
     rows = store.models.LlmInteractionRow
     for (row_id,), body in zip(rows.select(rows.id).order_by(rows.id).tuples(), before, strict=True):
         rows.update(provider_request=json.dumps(body, ensure_ascii=False)).where(rows.id == row_id).execute()
     store.db.drop_tables([store.models.RequestPart])
-    store.db.execute_sql("DELETE FROM segue_schema_version WHERE version > 4")
+    store.db.execute_sql("DELETE FROM segue_schema_version WHERE version > 5")
     url = store.url
     store.close()
     reopened = RunStore(url)
-    assert reopened.migrated_from == 4 and migrations.current_version(reopened.db, reopened.models) == 5
+    assert reopened.migrated_from == 5 and migrations.current_version(reopened.db, reopened.models) == 6
     after = [c.provider_request for r in (first, second) for c in reopened.get_run(r.run_id).llm_interactions]  # type: ignore[union-attr]
     assert after == before and [json.dumps(b) for b in after] == [json.dumps(b) for b in before]
     rows = reopened.models.LlmInteractionRow

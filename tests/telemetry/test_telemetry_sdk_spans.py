@@ -5,7 +5,7 @@ The pinned anthropic SDK (2.14) emits its own `CLIENT` span per API call (instru
 cached tokens in, as segue's does: `anthropic/lib/_tracing/_response.py`). Under segue's `chat` span that would
 count each request twice. One span per request carries usage: clients segue builds have the SDK's spans off (its
 `open_telemetry` option, `traces.enabled: False`); an app's client whose spans go where segue's go carries the
-usage itself, and segue's chat span says so (`segue._core.usage.on_sdk_span`).
+usage itself, and segue's chat span says so (`segue.usage.on_sdk_span`).
 
 Also: the conventions' finish reasons on every vendor's spans, `gen_ai.output.type`, `gen_ai.request.stream`,
 `server.address` / `server.port`, tool results as `response` parts, and content over the limit cut so that it
@@ -84,7 +84,7 @@ async def test_an_apps_client_with_the_sdks_own_spans_counts_each_requests_usage
     assert sorted(s.parent.span_id for s in sdk if s.parent) == sorted(c.context.span_id for c in chats)
     carrying = [s for s in inference_spans(spans) if "gen_ai.usage.input_tokens" in attrs_of(s)]
     assert len(carrying) == 2 and all(s in sdk for s in carrying), "one span per request carries usage"
-    assert all(attrs_of(c)["segue._core.usage.on_sdk_span"] is True for c in chats)
+    assert all(attrs_of(c)["segue.usage.on_sdk_span"] is True for c in chats)
     assert sum(attrs_of(s)["gen_ai.usage.input_tokens"] for s in carrying) == result.usage.input_tokens
     assert sum(attrs_of(s)["gen_ai.usage.output_tokens"] for s in carrying) == result.usage.output_tokens
     # every usage count is on one span per request: the SDK's cache-write count has a name of its own, so segue's
@@ -124,7 +124,7 @@ async def test_a_client_segue_turned_the_sdk_spans_off_on_leaves_the_usage_on_se
     spans = list(exporter.get_finished_spans())
     assert not [s for s in spans if s.instrumentation_scope and s.instrumentation_scope.name == SDK_SCOPE]
     chats = inference_spans(spans)
-    assert len(chats) == 2 and all("segue._core.usage.on_sdk_span" not in attrs_of(c) for c in chats)
+    assert len(chats) == 2 and all("segue.usage.on_sdk_span" not in attrs_of(c) for c in chats)
     assert sum(attrs_of(c)["gen_ai.usage.input_tokens"] for c in chats) == result.usage.input_tokens
 
 

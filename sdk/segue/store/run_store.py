@@ -14,7 +14,6 @@ run once more when that is safe, and every database failure is a StoreError with
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
@@ -47,6 +46,7 @@ from segue.store.rows import (
     MetaCache,
     detail_from_rows,
     interaction_columns,
+    replay_sql,
     stored_runs,
     summary_from_row,
     write_meta,
@@ -363,41 +363,12 @@ class RunStore:
         ids = list(dict.fromkeys(run_ids))
 
         def work() -> list[tuple[Any, ...]]:
-            cursor = self.db.execute_sql(self._load_sql(len(ids)), ids)  # type: ignore[no-untyped-call]
+            cursor = self.db.execute_sql(replay_sql(self.models, len(ids)), ids)  # type: ignore[no-untyped-call]
             # Raw SQL skips the fields' conversion: apply the store's text rule here.
             return [tuple(decode(v) if isinstance(v, str) else v for v in row) for row in cursor.fetchall()]
 
         rows = self._units.read(work)
         return stored_runs(rows, self._messages, self._metas)
-
-    @functools.cache  # noqa: B019 - one entry per id count, per store; the store lives as long as its SQL
-    def _load_sql(self, count: int) -> str:
-        """The replay query's SQL for `count` ids, built by Peewee once (building it dominated small reads)."""
-        m = self.models
-        query = (
-            m.AgentRun.select(
-                m.AgentRun.id,
-                m.AgentRun.tenant_id,
-                m.AgentRun.status,
-                m.AgentRun.input,
-                m.AgentRun.answer,
-                m.AgentRun.meta,
-                m.AgentRun.private,
-                m.AgentRun.usage,
-                m.AgentRun.agent_name,
-                m.ReactTrace.idx,
-                m.ReactTrace.iteration,
-                m.ReactTrace.role,
-                m.ReactTrace.content,
-                m.ReactTrace.meta,
-            )
-            .join(m.ReactTrace, pw.JOIN.LEFT_OUTER, on=(m.ReactTrace.run_id == m.AgentRun.id))
-            .where(m.AgentRun.id.in_([f"placeholder-{i}" for i in range(count)]))
-            .order_by(m.AgentRun.id, m.ReactTrace.idx)
-        )
-        sql, params = query.sql()
-        assert params == [f"placeholder-{i}" for i in range(count)], "the id list must be the only parameter"
-        return str(sql)
 
     def list_runs(
         self,

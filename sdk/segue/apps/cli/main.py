@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, get_args
 from urllib.parse import urlparse
 
 from segue._support.resources import package_version
+from segue.apps.cli.arguments import offset, port_number, positive_int
 from segue.apps.cli.render import Style, clean, count, explain_text, prewarm_text, share, show_text, table
 from segue.errors import StoreError
 from segue.generated import RunDetail, RunExplanation, RunStatus, RunSummary, SweptRuns, Usage, get_converter
@@ -310,38 +311,6 @@ def _serve(args: argparse.Namespace) -> int:
 # -- parser -------------------------------------------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port in 0..65535 (0 = any free port), got {value}")
-    return value
-
-
-def _offset(text: str) -> int:
-    from segue.store.records import MAX_OFFSET
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if not 0 <= value <= MAX_OFFSET:
-        raise argparse.ArgumentTypeError(f"expected an offset in 0..{MAX_OFFSET}, got {value}")
-    return value
-
-
 def _db_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--db",
@@ -388,8 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
     _store_options(p)
     p.add_argument("--status", choices=_STATUSES, help="only runs in this status")
     p.add_argument("--agent", metavar="NAME", help="only runs of this agent name")
-    p.add_argument("--limit", type=_positive_int, default=50, help="at most this many runs (default: 50)")
-    p.add_argument("--offset", type=_offset, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--limit", type=positive_int, default=50, help="at most this many runs (default: 50)")
+    p.add_argument("--offset", type=offset, default=0, help=argparse.SUPPRESS)
     _json_option(p, "a list of RunSummary")
     p = _command(
         runs_cmds,
@@ -435,11 +404,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(commands, "dashboard", _dashboard, "serve the run dashboard (run list, conversations, run detail)")
     _store_options(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
-    p.add_argument("--port", type=_port, default=8710, help="port to listen on (default: 8710; 0 = any free port)")
+    p.add_argument("--port", type=port_number, default=8710, help="port to listen on (default: 8710; 0: any free port)")
 
     from segue.apps.cli.extra_commands import add_commands
 
-    add_commands(commands, _command, _port)
+    add_commands(commands, _command, port_number)
 
     schema = _command(commands, "schema", None, "segue's JSON Schemas and TypeScript declarations")
     schema_cmds = schema.add_subparsers(dest="schema_command", required=True, metavar="SUBCOMMAND")
@@ -452,7 +421,7 @@ def build_parser() -> argparse.ArgumentParser:
     transport.add_argument("--http", action="store_true", help="POST /rpc for requests, GET /events for notifications")
     p.add_argument("--config", type=Path, required=True, metavar="FILE", help="agents file (schemas/serve.schema.json)")
     p.add_argument("--host", default="127.0.0.1", help="--http: address to listen on (default: 127.0.0.1)")
-    p.add_argument("--port", type=_port, default=8711, help="--http: port (default: 8711; 0 = any free port)")
+    p.add_argument("--port", type=port_number, default=8711, help="--http: port (default: 8711; 0 = any free port)")
     return parser
 
 

@@ -15,6 +15,7 @@ import attrs
 
 from segue._core.run_text import question
 from segue._core.usage import cache_parts
+from segue.apps.dashboard.chart import Chart, bar_chart
 from segue.cache.explain import (
     IterationExplanation,
     explain_run,
@@ -43,7 +44,6 @@ from segue.wire.stored import StoredMessage
 #: Dollars for `usage` on a serving path, or None when no pricing is known (the catalog plugs in here).
 CostFn = Callable[[Usage, str, str | None], float | None]
 Origin = Literal["replayed", "history", "new"]
-Segment = Literal["cache-read", "cache-write", "uncached"]
 BlockKind = Literal["text", "tool_call", "tool_result", "reasoning", "image", "other"]
 
 
@@ -210,64 +210,6 @@ def totals(runs: Sequence[RunSummary | RunDetail], cost: CostFn) -> Totals:
         cost=shown,
         cost_title=title,
     )
-
-
-# -- charts -------------------------------------------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class Rect:
-    x: float
-    y: float
-    width: float
-    height: float
-    kind: Segment
-    title: str
-
-
-@attrs.frozen(kw_only=True)
-class BarRow:
-    label: str
-    y: float
-    rects: list[Rect]
-    total: str
-    total_x: float
-
-
-@attrs.frozen(kw_only=True)
-class Chart:
-    width: int
-    height: int
-    rows: list[BarRow]
-
-
-_KIND_LABEL = {"cache-read": "cache read", "cache-write": "cache write", "uncached": "uncached"}
-
-
-def bar_chart(bars: Sequence[tuple[str, Usage]], *, width: int = 640, row: int = 26, label_width: int = 56) -> Chart:
-    """Stacked horizontal bars, one per (label, usage): cache read, cache write, uncached, on one scale."""
-    plot = width - label_width - 90
-    scale = max((u.input_tokens for _, u in bars), default=0) or 1
-    rows = []
-    for i, (label, usage) in enumerate(bars):
-        parts = cache_parts(usage)
-        y = i * row + 4
-        x = float(label_width)
-        rects = []
-        segments: list[tuple[Segment, int | None]] = [
-            ("cache-read", parts.read),
-            ("cache-write", parts.write),
-            ("uncached", parts.uncached),
-        ]
-        for kind, value in segments:
-            if not value:
-                continue
-            w = plot * value / scale
-            title = f"{label}: {value:,} tokens {_KIND_LABEL[kind]}".lstrip(": ")
-            rects.append(Rect(x=x, y=y, width=w, height=row - 8, kind=kind, title=title))
-            x += w
-        rows.append(BarRow(label=label, y=y, rects=rects, total=f"{usage.input_tokens:,}", total_x=x + 6))
-    return Chart(width=width, height=max(len(bars), 1) * row + 8, rows=rows)
 
 
 # -- messages -----------------------------------------------------------------------------------------------
