@@ -13,7 +13,7 @@ from anthropic.types.message_create_params import MessageCreateParamsNonStreamin
 from pydantic import TypeAdapter
 from test_wire_support import Recorder, anthropic_client, assert_typed, json_response, sse
 
-from segue.contracts import FRAGMENT_META_KEY, ProviderRequest
+from segue.contracts import FRAGMENT_META_KEY, OutputFormat, ProviderRequest
 from segue.errors import ProviderError
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock, Usage
 from segue.providers import AnthropicProvider, StreamDelta, StreamDone
@@ -334,6 +334,17 @@ async def test_prewarm_without_breakpoints_is_refused_before_sending() -> None:
     provider = AnthropicProvider(MODEL, cache_ttl=None, client=anthropic_client(rec))
     with pytest.raises(WireError, match="prewarm needs cache breakpoints, but cache_ttl is None"):
         await provider.complete(ProviderRequest(system="s", messages=replayed(), prewarm=True))
+    assert rec.requests == []
+
+
+async def test_prewarm_with_structured_output_is_refused_before_sending() -> None:
+    """The vendor refuses `max_tokens: 0` with structured outputs (`output_config.format`, the prompt-caching
+    page's "pre-warming the cache"): the driver refuses it before sending, naming the output_type."""
+    rec = Recorder()
+    provider = AnthropicProvider(MODEL, client=anthropic_client(rec))
+    output = OutputFormat(name="Answer", schema={"type": "object", "properties": {}}, strict=True)
+    with pytest.raises(WireError, match=r"cannot prewarm this prefix: an output_type \(structured outputs, "):
+        await provider.complete(ProviderRequest(system="s", messages=replayed()[:4], prewarm=True, output=output))
     assert rec.requests == []
 
 
