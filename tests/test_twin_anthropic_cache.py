@@ -6,6 +6,7 @@ with segue.tokens (4 UTF-8 bytes per token over each block's canonical JSON, cac
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,26 @@ async def test_entry_is_readable_only_after_the_response_that_wrote_it() -> None
     assert first["input_tokens"] == 0
     second = await _usage(client, system=[system], messages=[{"role": "user", "content": [user]}])
     assert second["cache_read_input_tokens"] == _tokens(system, user)
+
+
+async def test_concurrent_identical_requests_each_write_until_the_first_response_begins() -> None:
+    """ "A cache entry only becomes available after the first response begins": ten identical requests sent at
+    once (asyncio.gather) all arrive before any response has begun, so each writes the prefix and none reads it
+    (a fan-out pays ten writes); a request sent after them reads it.
+
+    https://platform.claude.com/docs/en/build-with-claude/prompt-caching
+    """
+    _, client = _twin()
+    system = [_text(SYSTEM, cache=True)]
+    ask = [{"role": "user", "content": "q"}]
+    fan_out = await asyncio.gather(
+        *(client.messages.create(model=MODEL, max_tokens=64, system=system, messages=ask) for _ in range(10))
+    )
+    assert [(r.usage.cache_read_input_tokens, r.usage.cache_creation_input_tokens) for r in fan_out] == [
+        (0, _tokens(*system))
+    ] * 10
+    after = await client.messages.create(model=MODEL, max_tokens=64, system=system, messages=ask)
+    assert (after.usage.cache_read_input_tokens, after.usage.cache_creation_input_tokens) == (_tokens(*system), 0)
 
 
 PAGE = "https://platform.claude.com/docs/en/build-with-claude/prompt-caching"

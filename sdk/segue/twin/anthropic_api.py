@@ -41,7 +41,11 @@ def handle_messages(state: TwinState, body: Mapping[str, Any], headers: Mapping[
         turn = respond(state.policy, _view(request, messages))
         content, stop_reason, output_tokens = _render_turn(state, request, turn, digests[-1])
     usage = state.block_cache.account(
-        namespace=request.model, blocks=_cache_blocks(request, messages), rules=rules, now=state.clock()
+        namespace=request.model,
+        blocks=_cache_blocks(request, messages),
+        rules=rules,
+        now=state.clock(),
+        writer=state.writer,
     )
     message: dict[str, Any] = {
         "id": state.ids.next("msg"),
