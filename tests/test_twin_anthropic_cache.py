@@ -92,6 +92,9 @@ async def test_concurrent_identical_requests_each_write_until_the_first_response
     https://platform.claude.com/docs/en/build-with-claude/prompt-caching
     """
     _, client = _twin()
+    # The client's first request resolves its platform headers in a worker thread; the tasks would then reach the
+    # twin at thread-completion times, some after a response began. One request first (another prompt) avoids it.
+    await client.messages.create(model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "warm-up"}])
     system = [_text(SYSTEM, cache=True)]
     ask = [{"role": "user", "content": "q"}]
     fan_out = await asyncio.gather(
