@@ -22,6 +22,11 @@ VENDOR = "anthropic"
 #: Thinking text used when thinking is on but the policy gave no reasoning (a thinking block must still lead).
 DEFAULT_THINKING = "Deciding the next step."
 _THINKING_TYPES = ("thinking", "redacted_thinking")
+#: The effort of a request that sends none: "Setting effort to `"high"` produces exactly the same behavior as
+#: omitting the effort parameter entirely" (https://platform.claude.com/docs/en/build-with-claude/effort), and the
+#: prompt-caching page: "setting effort explicitly to the model's default is equivalent to omitting it and does
+#: not invalidate".
+DEFAULT_EFFORT = "high"
 
 
 def handle_messages(state: TwinState, body: Mapping[str, Any], headers: Mapping[str, str]) -> Reply:
@@ -36,7 +41,11 @@ def handle_messages(state: TwinState, body: Mapping[str, Any], headers: Mapping[
         turn = respond(state.policy, _view(request, messages))
         content, stop_reason, output_tokens = _render_turn(state, request, turn, digests[-1])
     usage = state.block_cache.account(
-        namespace=request.model, blocks=_cache_blocks(request, messages), rules=rules, now=state.clock()
+        namespace=request.model,
+        blocks=_cache_blocks(request, messages),
+        rules=rules,
+        now=state.clock(),
+        writer=state.writer,
     )
     message: dict[str, Any] = {
         "id": state.ids.next("msg"),
@@ -189,8 +198,9 @@ def _cache_blocks(request: AnthropicRequest, messages: list[dict[str, Any]]) -> 
     """The prompt as cache blocks in the vendor's order: tools, system, messages.
 
     Settings the prompt-caching page lists as invalidating a level are folded into the key of that level's first
-    block, so changing them misses that level's entries and every later one: effort and speed the system level;
-    thinking, tool_choice and the images in the prompt the message level. Tool entries always survive them.
+    block, so changing them misses that level's entries and every later one: speed the system level; thinking,
+    effort (which has "the same model-specific effect on tool and system caches as thinking parameters"),
+    tool_choice and the images in the prompt the message level. Tool entries always survive them.
     """
     bp = request.breakpoints
     blocks = [
@@ -220,11 +230,12 @@ def _cache_blocks(request: AnthropicRequest, messages: list[dict[str, Any]]) -> 
             )
     message_settings = {
         "thinking": _thinking_setting(request),
+        "effort": DEFAULT_EFFORT if request.effort is None else request.effort,
         "tool_choice": request.tool_choice,
         "images": _image_count(request.messages),
     }
     _fold(blocks, first_message, message_settings)
-    _fold(blocks, first_after_tools, {"effort": request.effort, "speed": request.speed})
+    _fold(blocks, first_after_tools, {"speed": request.speed})
     return blocks
 
 

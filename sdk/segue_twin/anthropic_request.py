@@ -1,7 +1,7 @@
 """Parse and validate an Anthropic Messages request the way the vendor does (400 invalid_request_error).
 
 Rules and their sources (see docs/twin.md):
-- roles alternate user/assistant starting with user;
+- the first turn is a user turn (later turns alternate once consecutive ones are combined, below);
 - every tool_use is answered by tool_result blocks, first in the next user message
   (https://platform.claude.com/docs/en/agents-and-tools/tool-use/handle-tool-calls);
 - at most `max_breakpoints` cache_control markers over tools, system and messages, and a 1h entry may not come
@@ -9,7 +9,11 @@ Rules and their sources (see docs/twin.md):
 - with thinking on, the assistant turn answered by the final tool results starts with a thinking block, and
   `tool_choice` may not force tool use (`any` / `tool`)
   (https://platform.claude.com/docs/en/build-with-claude/extended-thinking);
-- `max_tokens: 0` asks only to populate the prompt cache (the pinned SDK's `max_tokens` docstring).
+- `max_tokens: 0` asks only to populate the prompt cache (the pinned SDK's `max_tokens` docstring), and is refused
+  with `stream: true`, thinking on, structured outputs (`output_config.format`) or a forced `tool_choice`
+  (the prompt-caching page, "pre-warming the cache");
+- consecutive `user` or `assistant` turns "will be combined into a single turn" (the pinned SDK's `messages`
+  docstring): the twin merges them before any other check.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ class AnthropicRequest:
     messages: list[dict[str, Any]]
     thinking: dict[str, Any] | None
     tool_choice: Any
-    #: `output_config.effort` and `speed`, as sent (None when absent): part of the system-level cache key.
+    #: `output_config.effort` (message-level cache key) and `speed` (system-level), as sent (None when absent).
     effort: Any
     speed: Any
     #: The schema `output_config.format` constrains the answer to (None: free text).
@@ -86,6 +90,8 @@ def parse_request(body: Mapping[str, Any], headers: Mapping[str, str], rules_of:
     output_config = body.get("output_config")
     if output_config is not None and not isinstance(output_config, dict):
         raise bad_request(f"output_config: Input should be an object, got {output_config!r}")
+    if max_tokens == 0:
+        _check_prewarm(stream, thinking, output_config, body.get("tool_choice"))
     request_rules: CacheRules = rules_of(model)
     breakpoints = _breakpoints(tools, system, messages, body.get("cache_control"), request_rules)
     request = AnthropicRequest(
@@ -110,6 +116,25 @@ def parse_request(body: Mapping[str, Any], headers: Mapping[str, str], rules_of:
         _check_tool_choice_allows_thinking(request.tool_choice)
         _check_thinking_leads_tool_loop(messages)
     return request
+
+
+def _check_prewarm(stream: bool, thinking: Any, output_config: Any, tool_choice: Any) -> None:
+    """`max_tokens: 0` only writes the cache; the settings that need a generated answer are refused with it."""
+    refused = []
+    if stream:
+        refused.append("`stream: true`")
+    if isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"):
+        refused.append(f"thinking ({thinking['type']!r})")
+    if isinstance(output_config, dict) and output_config.get("format") is not None:
+        refused.append("structured outputs (`output_config.format`)")
+    forced = tool_choice.get("type") if isinstance(tool_choice, dict) else None
+    if forced in ("any", "tool"):
+        refused.append(f"a forced `tool_choice` ({forced!r})")
+    if refused:
+        raise bad_request(
+            f"max_tokens: 0 (cache pre-warming) cannot be combined with {', '.join(refused)}: nothing is generated. "
+            "Send the pre-warming request without them, or with max_tokens of at least 1"
+        )
 
 
 def _tools(raw: Any) -> list[dict[str, Any]]:
@@ -161,6 +186,9 @@ def _messages(raw: Any) -> list[dict[str, Any]]:
             raise bad_request(f"messages.{i}.content: Input should be a string or a list of content blocks")
         for j, block in enumerate(content):
             _check_block(block, f"messages.{i}.content.{j}")
+        if out and out[-1]["role"] == role:  # "Consecutive `user` or `assistant` turns ... will be combined"
+            out[-1]["content"].extend(content)
+            continue
         out.append({"role": role, "content": list(content)})
     return out
 
@@ -270,15 +298,9 @@ def _ttl_of(control: Any, path: str, rules: CacheRules) -> str:
 
 
 def _check_roles(messages: list[dict[str, Any]]) -> None:
+    # Consecutive turns of one role were already combined (_messages), so roles alternate from here.
     if messages[0]["role"] != "user":
         raise bad_request('messages: first message must use the "user" role')
-    for i in range(1, len(messages)):
-        if messages[i]["role"] == messages[i - 1]["role"]:
-            role = messages[i]["role"]
-            raise bad_request(
-                f'messages.{i}: roles must alternate between "user" and "assistant", but found multiple '
-                f'"{role}" roles in a row'
-            )
     if messages[-1]["role"] != "user":
         raise bad_request(
             f"messages.{len(messages) - 1}: the twin does not emulate assistant prefill; end `messages` with a "

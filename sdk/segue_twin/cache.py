@@ -14,6 +14,10 @@ rules, chosen by `CacheRules.style`:
 `min_cacheable_tokens` in `increment_tokens` steps, per routing bucket.
 
 All take ``now`` from the caller so tests drive expiry with a fake clock. A read refreshes the entry's TTL.
+
+An entry is readable only once the response of the request that wrote it has begun (`Ticket.begun`): requests
+that arrive before that find nothing and write it again, as a real fan-out of identical requests does. The first
+writer's ticket stays with the entry.
 """
 
 from __future__ import annotations
@@ -60,10 +64,26 @@ class BlockUsage:
         return sum(self.cache_creation.values())
 
 
+@attrs.define(eq=False)
+class Ticket:
+    """One request's writes: readable by other requests from the moment its response begins."""
+
+    begun: bool = False
+
+    def begin(self) -> None:
+        self.begun = True
+
+
 @attrs.define
 class _Entry:
     ttl_name: str
     expires_at: float
+    #: The request that wrote the entry (None: readable at once, for callers that model no concurrency).
+    writer: Ticket | None = None
+
+    @property
+    def readable(self) -> bool:
+        return self.writer is None or self.writer.begun
 
 
 class BlockCache:
@@ -75,8 +95,17 @@ class BlockCache:
     def clear(self) -> None:
         self._entries.clear()
 
-    def account(self, *, namespace: str, blocks: Sequence[CacheBlock], rules: CacheRules, now: float) -> BlockUsage:
-        """Read the longest hit, write entries for the writing breakpoints beyond it, and return the usage split."""
+    def account(
+        self,
+        *,
+        namespace: str,
+        blocks: Sequence[CacheBlock],
+        rules: CacheRules,
+        now: float,
+        writer: Ticket | None = None,
+    ) -> BlockUsage:
+        """Read the longest hit, write entries for the writing breakpoints beyond it, and return the usage split.
+        ``writer``: the request's ticket; its entries are readable once its response begins."""
         hashes = [hashlib.sha256(namespace.encode("utf-8")).digest()]
         cumulative = [0]
         for block in blocks:
@@ -97,7 +126,8 @@ class BlockCache:
             if block.breakpoint_ttl is None or end <= hit or cumulative[end] < rules.min_cacheable_tokens:
                 continue
             name = block.breakpoint_ttl
-            self._entries[hashes[end]] = _Entry(ttl_name=name, expires_at=now + rules.ttl(name))
+            first = _first_writer(self._entries, hashes[end], writer, now)
+            self._entries[hashes[end]] = _Entry(ttl_name=name, expires_at=now + rules.ttl(name), writer=first)
             created[name] += cumulative[end] - cumulative[written_to]
             written_to = end
         read = cumulative[hit]
@@ -152,7 +182,14 @@ class BlockCache:
         if entry.expires_at <= now:
             del self._entries[key]
             return None
-        return entry
+        return entry if entry.readable else None
+
+
+def _first_writer(entries: dict[bytes, _Entry], key: bytes, writer: Ticket | None, now: float) -> Ticket | None:
+    """The ticket an entry written now carries: a live entry keeps its own (readable stays readable; an earlier
+    writer still in flight begins first), an absent or expired one takes ``writer``."""
+    existing = entries.get(key)
+    return writer if existing is None or existing.expires_at <= now else existing.writer
 
 
 def _positions(blocks: Sequence[CacheBlock]) -> list[int]:
@@ -173,8 +210,18 @@ class PrefixCache:
     def clear(self) -> None:
         self._entries.clear()
 
-    def account(self, *, bucket: Hashable, prompt: bytes, rules: CacheRules, ttl_name: str | None, now: float) -> int:
-        """Cached tokens for ``prompt`` in ``bucket``; then store every eligible prefix of it."""
+    def account(
+        self,
+        *,
+        bucket: Hashable,
+        prompt: bytes,
+        rules: CacheRules,
+        ttl_name: str | None,
+        now: float,
+        writer: Ticket | None = None,
+    ) -> int:
+        """Cached tokens for ``prompt`` in ``bucket``; then store every eligible prefix of it (readable once
+        ``writer``'s response begins)."""
         whole = complete_tokens(len(prompt))
         if whole < rules.min_cacheable_tokens:
             return 0
@@ -191,13 +238,15 @@ class PrefixCache:
             key = digest.copy().digest()
             keys.append(key)
             entry = self._entries.get(key)
-            if entry is not None and entry.expires_at > now:
+            if entry is not None and entry.expires_at > now and entry.readable:
                 cached = tokens
         for key in keys:
             existing = self._entries.get(key)
             expires = now + lifetime
             if existing is None or existing.expires_at < expires:
-                self._entries[key] = _Entry(ttl_name=name, expires_at=expires)
+                self._entries[key] = _Entry(
+                    ttl_name=name, expires_at=expires, writer=_first_writer(self._entries, key, writer, now)
+                )
         return cached
 
 

@@ -1,8 +1,8 @@
 """`Twin`: routes HTTP requests to the emulated endpoints and renders vendor-shaped errors.
 
 Everything here is synchronous and guarded by one lock, so the in-process transports and the loopback server
-share the same behaviour: one request at a time, and a cache entry written by a response is readable by the
-next request (never by a concurrent one).
+share the same behaviour: one request at a time, and a cache entry written by a request is readable once its
+response has begun (`TwinResponse.begin`): requests that arrive before that write it again, as on the vendors.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import attrs
 from segue_twin._wire import IdFactory
 from segue_twin.anthropic_api import handle_messages
 from segue_twin.app_policy import DefaultPolicy
+from segue_twin.cache import Ticket
 from segue_twin.errors import ErrorVendor, TwinHTTPError, model_not_found
 from segue_twin.openai_chat import handle_chat
 from segue_twin.openai_responses import handle_responses
@@ -62,6 +63,8 @@ class TwinResponse:
     headers: tuple[tuple[str, str], ...]
     chunks: tuple[bytes, ...]
     streaming: bool = False
+    #: Marks the response as begun: from then on other requests read the cache entries this one wrote.
+    begin: Callable[[], None] = attrs.field(default=lambda: None, eq=False, repr=False)
 
     @property
     def body(self) -> bytes:
@@ -129,13 +132,24 @@ class Twin:
 
     # -- HTTP -------------------------------------------------------------------------------------------
 
-    def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> TwinResponse:
-        """Answer one HTTP request. ``headers`` keys may use any case. Every answer is logged in `exchanges`."""
+    def handle(
+        self, method: str, path: str, headers: Mapping[str, str], body: bytes, *, begun: bool = True
+    ) -> TwinResponse:
+        """Answer one HTTP request. ``headers`` keys may use any case. Every answer is logged in `exchanges`.
+
+        The cache entries the request writes become readable by other requests when its response begins: at once
+        (``begun=True``), or when the caller calls the answer's `begin()`, as the transports and the server do
+        just before they deliver it, so that concurrent requests arriving in between write the entries again.
+        """
         lowered = {k.lower(): v for k, v in headers.items()}
         route = path.split("?", 1)[0].rstrip("/")
         vendor = self._vendor_for(route, lowered)
         payload: dict[str, Any] | None = None
+        ticket = Ticket()
+        if begun:
+            ticket.begin()
         with self._lock:
+            self.state.writer = ticket
             try:
                 endpoint = self._check(method, route, lowered, len(body))
                 payload = self._json(body)
@@ -148,6 +162,8 @@ class Twin:
                 _log.exception("twin failed on %s %s", method, route)
                 message = f"twin internal error: {type(error).__name__}: {error}"
                 reply = Reply(status=500, body=TwinHTTPError(500, message).body(vendor))
+            finally:
+                self.state.writer = None
             self.exchanges.append(
                 Exchange(
                     method=method,
@@ -158,7 +174,7 @@ class Twin:
                     streamed=reply.streaming,
                 )
             )
-            return self._render(vendor, reply)
+            return attrs.evolve(self._render(vendor, reply), begin=ticket.begin)
 
     def oversized(self, path: str, headers: Mapping[str, str], size: int) -> TwinResponse:
         """The 413 for a body of ``size`` bytes, decided before reading it (used by the loopback server)."""

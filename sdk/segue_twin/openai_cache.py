@@ -211,7 +211,12 @@ def account(
                 )
         prompt = b"\n".join(ordered_json(piece.render) for piece in pieces)
         cached = state.prefix_cache.account(
-            bucket=(model, cache_key), prompt=prompt, rules=rules, ttl_name=retention, now=state.clock()
+            bucket=(model, cache_key),
+            prompt=prompt,
+            rules=rules,
+            ttl_name=retention,
+            now=state.clock(),
+            writer=state.writer,
         )
         return CacheOutcome(input_tokens=prompt_tokens(prompt), cached_tokens=cached)
     explicit = {
@@ -224,7 +229,11 @@ def account(
     if options.mode == "explicit" and not explicit:  # "the request does not use prompt caching"
         return CacheOutcome(input_tokens=total, cached_tokens=0, write_by_ttl=dict.fromkeys(rules.ttl_seconds, 0))
     usage = state.block_cache.account(
-        namespace=repr(("openai", model, cache_key)), blocks=blocks, rules=rules, now=state.clock()
+        namespace=repr(("openai", model, cache_key)),
+        blocks=blocks,
+        rules=rules,
+        now=state.clock(),
+        writer=state.writer,
     )
     return CacheOutcome(
         input_tokens=total,

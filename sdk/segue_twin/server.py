@@ -80,7 +80,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(twin.oversized(self.path, headers, size))
             return
         body = self.rfile.read(size)
-        self._send(twin.handle(self.command, self.path, headers, body))
+        self._send(twin.handle(self.command, self.path, headers, body, begun=False))
 
     def _discard(self, size: int) -> None:
         remaining = size
@@ -91,6 +91,7 @@ class _Handler(BaseHTTPRequestHandler):
             remaining -= len(chunk)
 
     def _send(self, answer: TwinResponse) -> None:
+        answer.begin()  # its cache entries are readable from the moment the response starts going out
         self.send_response(answer.status)
         for key, value in answer.headers:
             self.send_header(key, value)

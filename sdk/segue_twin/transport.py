@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Protocol
 
+import anyio.lowlevel
 import httpx2
 
 
@@ -17,13 +18,16 @@ class Answer(Protocol):
     def headers(self) -> tuple[tuple[str, str], ...]: ...
     @property
     def chunks(self) -> tuple[bytes, ...]: ...
+    def begin(self) -> None: ...
 
 
 class Handler(Protocol):
     """What a transport hands requests to (segue_twin.core.Twin): the transports need nothing else of it, so this
     module imports nothing of the twin and the twin imports it without a circle."""
 
-    def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Answer: ...
+    def handle(
+        self, method: str, path: str, headers: Mapping[str, str], body: bytes, *, begun: bool = True
+    ) -> Answer: ...
 
 
 class _AsyncChunks(httpx2.AsyncByteStream):
@@ -59,7 +63,12 @@ class TwinAsyncTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         body = await request.aread()
-        answer = self.twin.handle(request.method, _path(request), _headers(request), body)
+        answer = self.twin.handle(request.method, _path(request), _headers(request), body, begun=False)
+        # The response begins after the other tasks had their turn: requests sent concurrently (asyncio.gather)
+        # arrive before it and write the same entries again, as a real fan-out does; a sequential caller's next
+        # request comes after it and reads them.
+        await anyio.lowlevel.checkpoint()
+        answer.begin()
         return _response(answer, request, stream=_AsyncChunks(answer.chunks))
 
 

@@ -13,9 +13,18 @@ from anthropic.types.message_create_params import MessageCreateParamsNonStreamin
 from pydantic import TypeAdapter
 from test_wire_support import Recorder, anthropic_client, assert_typed, json_response, sse
 
-from segue._core.contracts import FRAGMENT_META_KEY, ProviderRequest
+from segue._core.contracts import FRAGMENT_META_KEY, OutputFormat, ProviderRequest
 from segue.errors import ProviderError
-from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock, Usage
+from segue.generated import (
+    Message,
+    ModelSettings,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolDefinition,
+    ToolResultBlock,
+    Usage,
+)
 from segue.providers import AnthropicProvider, StreamDelta, StreamDone
 from segue.wire.common import WireError
 
@@ -334,6 +343,30 @@ async def test_prewarm_without_breakpoints_is_refused_before_sending() -> None:
     provider = AnthropicProvider(MODEL, cache_ttl=None, client=anthropic_client(rec))
     with pytest.raises(WireError, match="prewarm needs cache breakpoints, but cache_ttl is None"):
         await provider.complete(ProviderRequest(system="s", messages=replayed(), prewarm=True))
+    assert rec.requests == []
+
+
+async def test_prewarm_with_structured_output_is_refused_before_sending() -> None:
+    """The vendor refuses `max_tokens: 0` with structured outputs (`output_config.format`, the prompt-caching
+    page's "pre-warming the cache"): the driver refuses it before sending, naming the output_type."""
+    rec = Recorder()
+    provider = AnthropicProvider(MODEL, client=anthropic_client(rec))
+    output = OutputFormat(name="Answer", schema={"type": "object", "properties": {}}, strict=True)
+    with pytest.raises(WireError, match=r"cannot prewarm this prefix: an output_type \(structured outputs, "):
+        await provider.complete(ProviderRequest(system="s", messages=replayed()[:4], prewarm=True, output=output))
+    assert rec.requests == []
+
+
+@pytest.mark.parametrize("choice", ["required", "list_tables"])
+async def test_prewarm_with_a_forced_tool_choice_is_refused_before_sending(choice: str) -> None:
+    """The vendor refuses `max_tokens: 0` with a forced `tool_choice` (`any` or a named tool; the prompt-caching
+    page's "pre-warming the cache"): the driver refuses it before sending, naming the setting; `auto` and `none`
+    still warm."""
+    rec = Recorder()
+    provider = AnthropicProvider(MODEL, client=anthropic_client(rec))
+    forced = ModelSettings(tool_choice=choice)
+    with pytest.raises(WireError, match=rf"cannot prewarm this prefix: tool_choice '{choice}' \(the vendor refuses"):
+        await provider.complete(ProviderRequest(system="s", messages=replayed()[:4], prewarm=True, settings=forced))
     assert rec.requests == []
 
 

@@ -218,6 +218,23 @@ async def test_a_path_whose_catalog_row_has_no_prewarm_is_refused_before_sending
     assert len(twin.exchanges) == sent and store.prewarms.list() == []
 
 
+@pytest.mark.parametrize("thinking", [{"type": "enabled", "budget_tokens": 1024}, {"type": "adaptive"}])
+async def test_an_anthropic_prewarm_with_thinking_on_is_refused_before_sending(thinking: dict[str, Any]) -> None:
+    """The vendor refuses `max_tokens: 0` with thinking enabled (the prompt-caching page, "pre-warming the
+    cache"), and warming the prefix without thinking would warm entries the next run (with thinking) does not read
+    (a thinking change misses the message entries). So segue's prewarm says it cannot warm, naming why, before
+    anything is sent or written."""
+    twin, store = Twin(), RunStore("sqlite:///:memory:")
+    provider = AnthropicProvider("claude-sonnet-4-6", client=twin.anthropic_client(), thinking=thinking)
+    agent = Agent(provider, PROMPT, TOOLS, store)
+    with pytest.raises(InputError) as info:
+        await agent.prewarm()
+    message = str(info.value)
+    assert "Anthropic cannot prewarm this prefix: thinking" in message
+    assert "refuses thinking with max_tokens: 0" in message and "Send the next run without a prewarm" in message
+    assert not twin.exchanges and store.prewarms.list() == []
+
+
 async def test_a_catalog_layer_can_turn_prewarming_off(tmp_path: Path) -> None:
     """No model name in code: an app's catalog layer decides, like for every other key."""
     row = {

@@ -32,16 +32,32 @@ async def _rejects(client: anthropic.AsyncAnthropic, **kwargs: Any) -> str:
     return str(body["error"]["message"])
 
 
-async def test_roles_must_alternate_starting_with_user() -> None:
-    """Roles alternate user/assistant, starting with user.
+async def test_roles_start_with_user() -> None:
+    """The first turn is a user turn.
 
-    https://platform.claude.com/docs/en/api/messages (messages: "consecutive user and assistant turns").
+    https://platform.claude.com/docs/en/api/messages
     """
     _, client = _client()
-    message = await _rejects(client, messages=[{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
-    assert message.startswith('messages.1: roles must alternate between "user" and "assistant"')
     message = await _rejects(client, messages=[{"role": "assistant", "content": "a"}, {"role": "user", "content": "b"}])
     assert message == 'messages: first message must use the "user" role'
+
+
+async def test_consecutive_same_role_turns_are_combined_into_one_turn() -> None:
+    """ "Consecutive `user` or `assistant` turns in your request will be combined into a single turn": two user
+    turns in a row are answered like one user turn holding both blocks, and they are counted and cached as it is.
+
+    Pinned anthropic SDK, `MessageCreateParamsBase.messages` docstring.
+    """
+    twin, client = _client("one", "two")
+    split = [{"role": "user", "content": "a " * 2400}, {"role": "user", "content": [_marked("b " * 2400)]}]
+    first = await client.messages.create(model=MODEL, max_tokens=64, messages=split)
+    assert first.content[0].type == "text" and first.content[0].text == "one"
+    shown = twin.policy.views[0].turns  # type: ignore[attr-defined]
+    assert [t.role for t in shown] == ["user"] and shown[0].text == "a " * 2400 + "\n" + "b " * 2400
+    combined = [{"role": "user", "content": [{"type": "text", "text": "a " * 2400}, _marked("b " * 2400)]}]
+    second = await client.messages.create(model=MODEL, max_tokens=64, messages=combined)
+    assert first.usage.cache_creation_input_tokens > 0
+    assert second.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens
 
 
 async def test_tool_use_needs_tool_result_first_in_next_user_message() -> None:

@@ -6,6 +6,7 @@ with segue._core.tokens (4 UTF-8 bytes per token over each block's canonical JSO
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,29 @@ async def test_entry_is_readable_only_after_the_response_that_wrote_it() -> None
     assert first["input_tokens"] == 0
     second = await _usage(client, system=[system], messages=[{"role": "user", "content": [user]}])
     assert second["cache_read_input_tokens"] == _tokens(system, user)
+
+
+async def test_concurrent_identical_requests_each_write_until_the_first_response_begins() -> None:
+    """ "A cache entry only becomes available after the first response begins": ten identical requests sent at
+    once (asyncio.gather) all arrive before any response has begun, so each writes the prefix and none reads it
+    (a fan-out pays ten writes); a request sent after them reads it.
+
+    https://platform.claude.com/docs/en/build-with-claude/prompt-caching
+    """
+    _, client = _twin()
+    # The client's first request resolves its platform headers in a worker thread; the tasks would then reach the
+    # twin at thread-completion times, some after a response began. One request first (another prompt) avoids it.
+    await client.messages.create(model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "warm-up"}])
+    system = [_text(SYSTEM, cache=True)]
+    ask = [{"role": "user", "content": "q"}]
+    fan_out = await asyncio.gather(
+        *(client.messages.create(model=MODEL, max_tokens=64, system=system, messages=ask) for _ in range(10))
+    )
+    assert [(r.usage.cache_read_input_tokens, r.usage.cache_creation_input_tokens) for r in fan_out] == [
+        (0, _tokens(*system))
+    ] * 10
+    after = await client.messages.create(model=MODEL, max_tokens=64, system=system, messages=ask)
+    assert (after.usage.cache_read_input_tokens, after.usage.cache_creation_input_tokens) == (_tokens(*system), 0)
 
 
 PAGE = "https://platform.claude.com/docs/en/build-with-claude/prompt-caching"
@@ -395,15 +419,23 @@ async def test_adding_an_image_invalidates_the_message_cache() -> None:
     assert read == levels["messages"]
 
 
-async def test_changing_effort_invalidates_the_system_and_message_cache() -> None:
-    """The page's invalidation table lists the effort level with the system cache (like the web-search and
-    citations toggles): changing `output_config.effort` misses the system and message entries; the tools entry
-    survives.
+async def test_effort_change_has_the_thinking_parameters_effect_and_its_default_invalidates_nothing() -> None:
+    """Effort has "the same model-specific effect on tool and system caches as thinking parameters", and "setting
+    effort explicitly to the model's default is equivalent to omitting it and does not invalidate". The default is
+    `high`: "Setting effort to `"high"` produces exactly the same behavior as omitting the effort parameter
+    entirely" (the effort page). So `high` -> `low` misses the message entries as a thinking change does (tools
+    and system stay cached, as `test_thinking_change_misses_message_entries_but_keeps_system_entries`), and
+    omitted -> `high` reads the whole prefix.
 
-    https://platform.claude.com/docs/en/build-with-claude/prompt-caching (what invalidates the cache)
+    https://platform.claude.com/docs/en/build-with-claude/prompt-caching (what invalidates the cache);
+    https://platform.claude.com/docs/en/build-with-claude/effort
     """
     read, levels = await _levels_read({"output_config": {"effort": "high"}}, {"output_config": {"effort": "low"}})
-    assert read == levels["tools"]
+    assert read == levels["system"]
+    read, levels = await _levels_read({}, {"output_config": {"effort": "high"}})
+    assert read == levels["messages"]
+    read, levels = await _levels_read({"output_config": {"effort": "high"}}, {})
+    assert read == levels["messages"]
     same, levels = await _levels_read({"output_config": {"effort": "low"}}, {"output_config": {"effort": "low"}})
     assert same == levels["messages"]
 
@@ -431,12 +463,43 @@ async def test_max_tokens_zero_populates_the_cache_without_generating_a_response
     warm = await client.messages.create(model=MODEL, max_tokens=0, system=system, messages=ask)
     assert warm.content == [] and warm.stop_reason == "max_tokens" and warm.usage.output_tokens == 0
     assert warm.usage.cache_creation_input_tokens == _tokens(*system)
-    thinking = {"type": "enabled", "budget_tokens": 1024}  # no budget check: nothing is generated
-    warm_thinking = await client.messages.create(
-        model=MODEL, max_tokens=0, system=system, messages=ask, thinking=thinking
-    )
-    assert warm_thinking.content == []
     answer = await client.messages.create(model=MODEL, max_tokens=64, system=system, messages=ask)
     assert answer.usage.cache_read_input_tokens == _tokens(*system)
     assert [b.type for b in answer.content] == ["text"]
     assert len(twin.policy.views) == 1  # type: ignore[attr-defined]
+
+
+async def test_max_tokens_zero_is_refused_with_stream_thinking_structured_outputs_or_a_forced_tool_choice() -> None:
+    """Pre-warming (`max_tokens: 0`) is refused by the vendor with `stream: true`, with thinking enabled, with
+    structured outputs (`output_config.format`) and with a forced `tool_choice`: each is a 400
+    invalid_request_error naming the setting, and nothing is written to the cache.
+
+    https://platform.claude.com/docs/en/build-with-claude/prompt-caching ("pre-warming the cache")
+    """
+    twin = Twin(policy=ScriptedPolicy(["the answer"]))
+    client = twin.anthropic_client()
+    system = [_text(SYSTEM, cache=True)]
+    ask = [{"role": "user", "content": "q"}]
+    tools = [{"name": "t", "description": "d", "input_schema": {"type": "object", "properties": {}}}]
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    refused = {
+        "`stream: true`": {"stream": True},
+        "thinking ('enabled')": {"thinking": {"type": "enabled", "budget_tokens": 1024}},
+        "thinking ('adaptive')": {"thinking": {"type": "adaptive"}},
+        "structured outputs (`output_config.format`)": {
+            "output_config": {"format": {"type": "json_schema", "schema": schema}}
+        },
+        "a forced `tool_choice` ('any')": {"tools": tools, "tool_choice": {"type": "any"}},
+        "a forced `tool_choice` ('tool')": {"tools": tools, "tool_choice": {"type": "tool", "name": "t"}},
+    }
+    for named, extra in refused.items():
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            await client.messages.create(model=MODEL, max_tokens=0, system=system, messages=ask, **extra)
+        body = caught.value.body
+        assert isinstance(body, dict) and body["type"] == "error"
+        assert body["error"]["type"] == "invalid_request_error"
+        assert body["error"]["message"].startswith(f"max_tokens: 0 (cache pre-warming) cannot be combined with {named}")
+    allowed = await client.messages.create(
+        model=MODEL, max_tokens=0, system=system, messages=ask, tools=tools, tool_choice={"type": "auto"}
+    )
+    assert allowed.content == [] and allowed.usage.cache_creation_input_tokens > 0

@@ -14,7 +14,8 @@ they go. Rules it enforces:
   `prefix_mismatch_behavior="drop_block"`, so a stale block is dropped (and reported) instead of failing the call;
 - a prewarm request sends `max_tokens: 0` ("Set to `0` to populate the prompt cache without generating a
   response", the pinned SDK's `max_tokens` docstring), with the same breakpoints as a normal request, and a
-  placeholder user turn after them when its messages would otherwise end with an answer (or be empty);
+  placeholder user turn after them when its messages would otherwise end with an answer (or be empty); a prewarm
+  with thinking on or structured outputs is refused before sending, as the vendor refuses `max_tokens: 0` with them;
 - with thinking off (no `thinking`, or `{"type": "disabled"}`) thinking blocks are left off, with a note: binding
   controls live inside the enabled / adaptive thinking configuration only (the pinned SDK's
   `BetaThinkingConfigDisabledParam` has nothing but `type`), so a stale block could not be dropped and would fail
@@ -76,6 +77,7 @@ def build_request(
     if request.prewarm:
         if cache_ttl is None:
             raise WireError("prewarm needs cache breakpoints, but cache_ttl is None; configure cache_ttl='5m' or '1h'")
+        _check_prewarmable(thinking, output, request.settings)
         max_tokens = 0
     system = [g.text(TextBlock(text=text)) for text in (request.system, request.stable_head) if text]
     replays = thinking_on(thinking)
@@ -170,6 +172,32 @@ def tool_choice(settings: ModelSettings) -> ToolChoiceParam | None:
     if choice == required:
         return g.tool_choice_any(disable_parallel_tool_use=disable)
     return g.tool_choice_tool(name=choice, disable_parallel_tool_use=disable)
+
+
+def _check_prewarmable(
+    thinking: Mapping[str, Any] | None, output: OutputFormat | None, settings: ModelSettings
+) -> None:
+    """Refuse, before anything is sent, a prewarm the vendor refuses: `max_tokens: 0` with thinking on or with
+    structured outputs is a 400 (the prompt-caching page, "pre-warming the cache"). Sending the prefix without them
+    would warm nothing the next run reads: both are part of the prefix the run sends (thinking and effort invalidate
+    the message entries; the output format is in the request). A forced `tool_choice` is refused with it too; a
+    prewarm is never streamed, the fourth."""
+    refused = []
+    auto, _, none = TOOL_CHOICE_MODES
+    if settings.tool_choice not in (None, auto, none):
+        refused.append(
+            f"tool_choice {settings.tool_choice!r} (the vendor refuses a forced tool_choice with max_tokens: 0)"
+        )
+    if thinking_on(thinking):
+        refused.append(f"thinking {dict(thinking or {})!r} (the vendor refuses thinking with max_tokens: 0)")
+    if output is not None:
+        refused.append("an output_type (structured outputs, output_config.format, are refused with max_tokens: 0)")
+    if refused:
+        raise WireError(
+            f"Anthropic cannot prewarm this prefix: {'; '.join(refused)}, and the next run's prefix holds them. Send "
+            "the next run without a prewarm (its first request writes the cache), or prewarm an agent configured "
+            "without thinking, output_type and a forced tool_choice"
+        )
 
 
 class _Origins(Mapping[str, int]):
