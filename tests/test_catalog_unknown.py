@@ -68,9 +68,8 @@ def test_an_unknown_model_has_no_price_and_no_cost(cat: Catalog) -> None:
 def test_a_likely_typo_is_a_note_not_a_failure(cat: Catalog) -> None:
     r = cat.resolve("claude-sonet-4-6", "anthropic")
     assert (
-        r.note
-        == "not in the catalog: from the vendor's defaults; did you mean 'claude-sonnet-4-6', 'claude-sonnet-4-5'?"
-    )
+        r.note == "not in the catalog: from the vendor's defaults; did you mean 'claude-sonnet-4-6'?"
+    )  # claude-sonnet-4-5 is retired (a left-out id, not a listed one): not offered as a correction
     assert (r.cache_kind, r.prefix_prompt_cache, r.cache_max_breakpoints) == ("block", False, 4)
     assert r.cache_min_tokens is None  # minimums are per model: the vendor row has none to give
     far = cat.resolve("gpt-9-experimental", "openai")
