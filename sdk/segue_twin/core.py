@@ -93,6 +93,8 @@ class Twin:
     seed: prefix of the deterministic id counters.
     max_body_bytes: request bodies above this get a vendor-shaped 413.
     history: how many recent exchanges `exchanges` keeps.
+    best_effort_hits: hit entries of a best-effort retention (OpenAI `24h`, "up to a maximum of 24 hours") until
+        that maximum; by default only within the retention the vendor guarantees (see docs/twin.md).
     """
 
     def __init__(
@@ -105,13 +107,14 @@ class Twin:
         seed: int = 0,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         history: int = 1000,
+        best_effort_hits: bool = False,
     ) -> None:
         if max_body_bytes < 1:
             raise ValueError(f"max_body_bytes must be >= 1, got {max_body_bytes}")
         self.state = TwinState(
             policy=policy if policy is not None else DefaultPolicy(),
             clock=clock if clock is not None else time.time,
-            rules=_serving(rules),
+            rules=_serving(_best_effort(rules) if best_effort_hits else rules),
             secret=secret,
             ids=IdFactory(seed),
         )
@@ -315,6 +318,15 @@ class Twin:
         options.update(kwargs)
         options.setdefault("http_client", httpx2.AsyncClient(transport=self.transport()))
         return openai.AsyncOpenAI(**options)
+
+
+def _best_effort(rules: RulesSource) -> RulesSource:
+    """``rules`` with `CacheRules.best_effort_hits` on: best-effort retentions last until their maximum."""
+
+    def lookup(model: str, vendor: str) -> CacheRules:
+        return attrs.evolve(rules(model, vendor), best_effort_hits=True)
+
+    return lookup
 
 
 def _serving(rules: RulesSource) -> RulesSource:

@@ -38,6 +38,8 @@ class CacheRules:
     request writes (the implicit one included).
     match_breakpoints: breakpoint style: how many of the conversation's latest breakpoints are matched against.
     ttl_seconds: lifetime per TTL name; default_ttl names the one used when the request names none.
+    best_effort_hits: keep entries of a best-effort retention (`BEST_EFFORT_TTLS`) until its maximum, not only
+    for the lifetime the vendor guarantees (`Twin(best_effort_hits=True)`: the optimistic end of the range).
     """
 
     style: CacheStyle
@@ -48,6 +50,7 @@ class CacheRules:
     lookback_blocks: int | None = None
     max_breakpoints: int | None = None
     match_breakpoints: int | None = None
+    best_effort_hits: bool = False
 
     def __attrs_post_init__(self) -> None:
         if self.default_ttl not in self.ttl_seconds:
@@ -84,9 +87,12 @@ class CacheRules:
         """Seconds for a TTL name (None = default); unknown names raise ValueError naming the known ones."""
         key = self.default_ttl if name is None else name
         try:
-            return self.ttl_seconds[key]
+            seconds = self.ttl_seconds[key]
         except KeyError:
             raise ValueError(f"unknown cache ttl {key!r}; expected one of {sorted(self.ttl_seconds)}") from None
+        if key in BEST_EFFORT_TTLS and not self.best_effort_hits:
+            return TTL_SECONDS[BEST_EFFORT_TTLS[key]]
+        return seconds
 
 
 #: Seconds per TTL name, as each wire protocol spells them. Anthropic: "5m" (refreshed on use) and "1h".
@@ -101,6 +107,13 @@ TTL_SECONDS: Mapping[str, float] = {
     "30m": 1800.0,
     "12h": 43200.0,
 }
+
+#: Retentions the vendor states as a maximum, not a lifetime, and the guaranteed retention the twin holds them to
+#: by default. OpenAI `24h` "keeps cached prefixes active for longer, up to a maximum of 24 hours. This field
+#: expresses a maximum retention policy" (the pinned openai SDK's `prompt_cache_retention`): nothing promises a hit
+#: hours later, so the twin hits a `24h` entry only within what `in_memory` keeps (600 s of inactivity; "for
+#: longer" is never shorter), and until the 24 h maximum only with `Twin(best_effort_hits=True)`.
+BEST_EFFORT_TTLS: Mapping[str, str] = {"24h": "in_memory"}
 
 
 @functools.cache
@@ -133,7 +146,7 @@ def rules_from(resolved: Resolved) -> CacheRules:
         )
     minimum = resolved.get("llm", "cache_min_tokens", default=None)
     if not isinstance(minimum, int):
-        # The vendor publishes no minimum for this model (e.g. a Claude model newer than the prompt caching page):
+        # No minimum for this model was found in a vendor source (the catalog leaves it absent rather than guess):
         # serve it rather than fail, cache from the first token, and say so once, so nobody reads the twin's
         # numbers for it as the vendor's.
         _warn_no_minimum(resolved.label)
@@ -163,8 +176,9 @@ def rules_from(resolved: Resolved) -> CacheRules:
 @functools.cache
 def _warn_no_minimum(label: str) -> None:
     log.warning(
-        "twin: the catalog has no cache_min_tokens for %s (the vendor publishes none); the twin caches it from the "
-        "first token. Add llm.cache_min_tokens in an app catalog (SEGUE_CATALOG_PATH) to emulate a minimum.",
+        "twin: the catalog has no cache_min_tokens for %s (no minimum was found in a vendor source, so the catalog "
+        "leaves it absent); the twin caches it from the first token, where the vendor may not. Add "
+        "llm.cache_min_tokens in an app catalog (SEGUE_CATALOG_PATH) to emulate a minimum.",
         label,
     )
 

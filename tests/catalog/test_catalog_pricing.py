@@ -100,3 +100,16 @@ def test_per_ttl_counts_are_checked_when_structured() -> None:
     for bad in ({"5m": "2"}, {"5m": -1}, {"5m": 1.5}, ["5m"]):
         with pytest.raises(Exception):  # noqa: B017 - cattrs wraps TypeError/ValueError in ClassValidationError
             conv.structure({"input_tokens": 3, "output_tokens": 1, "cache_write_tokens_by_ttl": bad}, Usage)
+
+
+def test_sonnet_5_5_cache_reads_cost_5_percent_of_input(cat: Catalog) -> None:
+    """Anthropic cut Claude Sonnet 5.5 cache hits to 0.05x input on 2026-10-07: $0.10 per million, not $0.20.
+
+    Source: the pricing page (platform.claude.com/docs/en/about-claude/pricing) as the row's note records it.
+    """
+    r = cat.resolve("claude-sonnet-5-5", "anthropic")
+    assert (r.get("pricing", "input"), r.get("pricing", "cache_read")) == (2, 0.1)
+    assert str(r.source("pricing", "cache_read")).startswith("catalogs/models.json#/models/")
+    assert "0.05x input" in (cat.model("claude-sonnet-5-5").notes or "")
+    usage = Usage(input_tokens=1_000_000, output_tokens=0, cache_read_tokens=1_000_000)
+    assert cat.cost(usage, "claude-sonnet-5-5", "anthropic") == pytest.approx(0.1)  # every input token read

@@ -24,7 +24,7 @@ from segue.apps.cli.main import main
 from segue.catalog import Catalog
 
 REPO = Path(__file__).resolve().parents[2]
-PINNED = {"anthropic": "2.14.0", "openai": "3.57.0"}  # the `dev` extra in pyproject.toml
+PINNED = {"anthropic": "2.15.0", "openai": "3.57.0"}  # the `dev` extra in pyproject.toml
 
 
 def literals(tp: object) -> Iterator[str]:
@@ -53,7 +53,24 @@ def cat() -> Catalog:
 def test_the_sdks_are_the_pinned_versions() -> None:
     found = {"anthropic": anthropic.__version__, "openai": openai.__version__}
     assert found == PINNED, "install the dev extra (pip install -e '.[dev]'), or update PINNED with the pins"
-    assert len(SDK_IDS) == 137  # 22 Anthropic + 92 ChatModel + 23 more ResponsesModel ids in these versions
+    vendors = {vendor for _, vendor in SDK_IDS}
+    assert vendors == {"anthropic", "openai"}, (
+        "the literal walk found no ids for a vendor: did the SDK rename its type?"
+    )
+
+
+def test_a_model_the_sdk_retired_resolves_with_a_note_not_a_live_row(cat: Catalog) -> None:
+    """anthropic 2.15.0 dropped `claude-sonnet-4-5` from `Model`: the catalog keeps no live row for it.
+
+    A retired id is a `left_out` entry whose reason starts with "retired:", so stored runs that name it (and
+    `segue catalog explain`) still resolve, from the vendor's defaults, with the reason as the note.
+    """
+    assert ("claude-sonnet-4-5", "anthropic") not in SDK_IDS
+    for model in ("claude-sonnet-4-5", "claude-sonnet-4-5-20250929"):
+        assert cat.find_model(model, "anthropic") is None
+        r = cat.resolve(model, "anthropic")
+        assert r.note is not None and "retired: anthropic SDK 2.15.0 removed it" in r.note
+        assert r.layers[-1] == "vendor anthropic model_defaults"  # no model or model-vendor layer: not live
 
 
 @pytest.mark.parametrize(("model", "vendor"), SDK_IDS, ids=[f"{v}:{m}" for m, v in SDK_IDS])
@@ -75,9 +92,16 @@ def test_every_sdk_model_id_has_a_row_or_a_reason(cat: Catalog, model: str, vend
 
 
 def test_left_out_entries_name_ids_the_sdks_still_name(cat: Catalog) -> None:
-    """A stale entry (an id a bumped SDK no longer names) is removed rather than kept as dead data."""
+    """A stale entry (an id a bumped SDK no longer names) is removed rather than kept as dead data.
+
+    Retired ids are the exception: stored runs keep naming them, so their entry ("retired: ...") stays.
+    """
     named = set(SDK_IDS)
-    stale = [(m.id, m.vendor) for m in cat._left_out.values() if (m.id, m.vendor) not in named]
+    stale = [
+        (m.id, m.vendor)
+        for m in cat._left_out.values()
+        if (m.id, m.vendor) not in named and not m.reason.startswith("retired:")
+    ]
     assert stale == []
 
 

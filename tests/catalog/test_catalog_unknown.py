@@ -68,9 +68,8 @@ def test_an_unknown_model_has_no_price_and_no_cost(cat: Catalog) -> None:
 def test_a_likely_typo_is_a_note_not_a_failure(cat: Catalog) -> None:
     r = cat.resolve("claude-sonet-4-6", "anthropic")
     assert (
-        r.note
-        == "not in the catalog: from the vendor's defaults; did you mean 'claude-sonnet-4-6', 'claude-sonnet-4-5'?"
-    )
+        r.note == "not in the catalog: from the vendor's defaults; did you mean 'claude-sonnet-4-6'?"
+    )  # claude-sonnet-4-5 is retired (a left-out id, not a listed one): not offered as a correction
     assert (r.cache_kind, r.prefix_prompt_cache, r.cache_max_breakpoints) == ("block", False, 4)
     assert r.cache_min_tokens is None  # minimums are per model: the vendor row has none to give
     far = cat.resolve("gpt-9-experimental", "openai")
@@ -253,3 +252,37 @@ def test_a_version_1_write_price_on_a_path_without_that_ttl_says_where_it_came_f
     assert "gpt-4.1@openai offers '24h', 'in_memory'" in str(err)
     assert err.pointer == "/model_vendors/0/configuration/pricing/cache_write/5m"
     assert "is a version-1 file, whose cache_write_5m / cache_write_1h became cache_write['5m'] / ['1h']" in str(err)
+
+
+def test_an_unlisted_id_with_the_gpt_5_6_naming_resolves_to_that_familys_cache(cat: Catalog) -> None:
+    """`gpt-6.3-sol` is newer than the catalog: the openai vendor row's model pattern 'GPT-5.6 and later' gives it
+    the GPT-5.6 rows' breakpoint cache (not the pre-GPT-5.6 defaults), and the note says so. No prices: cost
+    refuses. An id without a GPT-5.6 family name, or an older version, keeps the vendor's defaults."""
+    r = cat.resolve("gpt-6.3-sol", "openai")
+    listed = cat.resolve("gpt-6.2-sol", "openai")
+    keys = ("cache_kind", "cache_max_breakpoints", "cache_match_breakpoints", "cache_ttls", "cache_prewarm")
+    assert {k: r.get("llm", k) for k in keys} == {k: listed.get("llm", k) for k in keys}
+    assert (r.cache_kind, r.cache_ttls, r.prefix_prompt_cache) == ("breakpoint", ["30m", "12h"], False)
+    assert r.note is not None and "its pattern 'GPT-5.6 and later'" in r.note
+    assert r.layers[-1] == "vendor openai pattern 'GPT-5.6 and later'"
+    source = r.source("llm", "cache_kind")
+    assert str(source).startswith("catalogs/vendors.json#/vendors/") and "/model_patterns/0/" in str(source)
+    assert "Supported for gpt-5.6 and later models" in (cat.row_notes(source) or "")
+    with pytest.raises(CatalogLookupError, match=r"no cost for gpt-6\.3-sol@openai"):
+        cat.cost(Usage(input_tokens=10, output_tokens=1), "gpt-6.3-sol", "openai")
+    for older in ("gpt-9-experimental", "gpt-5.5-sol", "gpt-4.1-nano-x"):
+        assert cat.resolve(older, "openai").cache_kind == "prefix", older
+    assert cat.resolve("gpt-6.3-sol", "anthropic").cache_kind == "block"  # patterns are the vendor's own
+
+
+def test_a_model_pattern_that_does_not_compile_is_a_load_error(tmp_path: Path) -> None:
+    vendors = {
+        "$schema": "x",
+        "version": 2,
+        "vendors": [{"id": "acme", "name": "Acme", "model_patterns": [{"name": "new", "match": "acme-(6"}]}],
+    }
+    (tmp_path / "vendors.json").write_text(json.dumps(vendors))
+    with pytest.raises(CatalogError) as caught:
+        Catalog.load([tmp_path], env=False)
+    assert caught.value.pointer == "/vendors/0/model_patterns/0/match"
+    assert "a Python regular expression" in str(caught.value) and "'acme-(6'" in str(caught.value)

@@ -395,3 +395,21 @@ async def test_chat_completions_offer_only_the_30m_ttl_and_no_prewarm() -> None:
         with pytest.raises(openai.BadRequestError) as caught:
             await client.chat.completions.create(model=MODEL, messages=messages, prompt_cache_options=options)  # type: ignore[arg-type]
         assert isinstance(caught.value.body, dict) and caught.value.body["param"] == param
+
+
+async def test_a_newer_id_with_the_gpt_5_6_naming_gets_the_breakpoint_cache() -> None:
+    """An OpenAI id newer than the catalog (`gpt-6.3-sol`) follows the GPT-5.6-and-later naming, so the twin
+    serves it with that family's cache (the catalog's `model_patterns` on the openai vendor row): it takes
+    `prompt_cache_options` ("Supported for `gpt-5.6` and later models"), pre-warms and reports the writes,
+    instead of the pre-GPT-5.6 defaults, which refuse the options and write for free.
+
+    Pinned openai SDK, `PromptCacheOptions`; the prompt caching guide ("GPT-5.6 and later").
+    """
+    client = _client()
+    items = [_head(), _message("user", _text("q"))]
+    warm = await client.responses.create(model="gpt-6.3-sol", input=items, prompt_cache_options={"prewarm": True})  # type: ignore[arg-type]
+    assert warm.usage is not None and warm.output == []
+    assert warm.usage.input_tokens_details.cache_write_tokens == warm.usage.input_tokens > 0
+    again = await client.responses.create(model="gpt-6.3-sol", input=items)  # type: ignore[arg-type]
+    assert again.usage is not None and again.usage.input_tokens_details.cached_tokens == warm.usage.input_tokens
+    assert again.prompt_cache_options is not None and again.prompt_cache_options.ttl == "30m"

@@ -102,9 +102,33 @@ async def test_retention_defaults_to_24h_and_in_memory_expires_after_inactivity(
     assert (await _cached(client, prompt_cache_key="mem", prompt_cache_retention="in_memory"))[1] >= 1024
     clock.advance(601)
     assert (await _cached(client, prompt_cache_key="mem", prompt_cache_retention="in_memory"))[1] == 0
-    assert (await _cached(client, prompt_cache_key="default"))[1] >= 1024  # 1200 s later: the 24h default
+    best = Twin(policy=ScriptedPolicy(["ok"] * 10), clock=clock, best_effort_hits=True).openai_client()
+    await _cached(best, prompt_cache_key="default")
+    clock.advance(1200)
+    assert (await _cached(best, prompt_cache_key="default"))[1] >= 1024  # 1200 s later: the 24h default kept it
     clock.advance(86_401)
-    assert (await _cached(client, prompt_cache_key="default"))[1] == 0
+    assert (await _cached(best, prompt_cache_key="default"))[1] == 0  # past the 24 h maximum: gone either way
+
+
+async def test_24h_retention_is_a_maximum_so_a_hit_is_promised_only_within_the_in_memory_window() -> None:
+    """`24h` "keeps cached prefixes active for longer, up to a maximum of 24 hours. This field expresses a maximum
+    retention policy": a daily chat's next turn, 23 hours on, may well pay full price. By default the twin hits a
+    `24h` entry only within what `in_memory` guarantees (600 s of inactivity, a hit refreshing it); with
+    `Twin(best_effort_hits=True)` it keeps it up to the 24 h maximum, the optimistic end of the range.
+
+    Pinned openai SDK, `prompt_cache_retention` docstring.
+    """
+    clock = FakeClock()
+    client = _client(clock)
+    await _cached(client, prompt_cache_key="day", prompt_cache_retention="24h")
+    clock.advance(599)
+    assert (await _cached(client, prompt_cache_key="day", prompt_cache_retention="24h"))[1] >= 1024
+    clock.advance(23 * 3600)
+    assert (await _cached(client, prompt_cache_key="day", prompt_cache_retention="24h"))[1] == 0  # not promised
+    best = Twin(policy=ScriptedPolicy(["ok"] * 10), clock=clock, best_effort_hits=True).openai_client()
+    await _cached(best, prompt_cache_key="day", prompt_cache_retention="24h")
+    clock.advance(23 * 3600)
+    assert (await _cached(best, prompt_cache_key="day", prompt_cache_retention="24h"))[1] >= 1024
 
 
 IMAGE = {"type": "input_image", "image_url": "data:image/png;base64," + "iVBORw0KGgo" * 40, "detail": "auto"}

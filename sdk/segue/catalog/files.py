@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -266,6 +267,8 @@ class _Loader:
             self._ref(row, "vendor", ids["vendors"], "vendor")
         for row in self.rows["left_out"].values():
             self._ref(row, "vendor", ids["vendors"], "vendor")
+        for row in self.rows["vendors"].values():
+            self._check_patterns(row)
         self._check_names()
         defaults = [r for r in self.rows["model_types"].values() if r.raw.get("default_for_unknown_models") is True]
         for row in defaults[1:]:
@@ -277,6 +280,22 @@ class _Loader:
                     hint=f"{defaults[0].key!r} ({defaults[0].file}#{defaults[0].pointer}) is already the default",
                 )
             )
+
+    def _check_patterns(self, row: _Row) -> None:
+        """Each `model_patterns[].match` is a regular expression Python compiles."""
+        for i, pat in enumerate(row.raw.get("model_patterns", [])):
+            try:
+                re.compile(pat["match"])
+            except re.error as e:
+                self.errors.append(
+                    _error(
+                        row.file,
+                        f"{row.pointer}/model_patterns/{i}/match",
+                        "a Python regular expression (re.fullmatch against the model id)",
+                        pat["match"],
+                        f"it does not compile: {e}",
+                    )
+                )
 
     def _check_names(self) -> None:
         """Every model id and alias names one model, and no left-out entry contradicts a model the catalog has."""

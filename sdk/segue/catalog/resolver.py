@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -80,6 +81,16 @@ class Catalog:
         self._vendor_layer = {
             vid: _layer(r, "model_defaults", f"vendor {vid} model_defaults") for vid, r in rows["vendors"].items()
         }
+        #: vendor -> its model patterns in file order: (compiled match, name, configuration layer).
+        self._patterns: dict[str, list[tuple[re.Pattern[str], str, Layer]]] = {}
+        for vid, r in rows["vendors"].items():
+            for i, pat in enumerate(r.raw.get("model_patterns", [])):
+                pointer = f"{r.pointer}/model_patterns/{i}"
+                label = f"vendor {vid} pattern {pat['name']!r}"
+                layer = (pat.get("configuration"), Source(file=r.file, pointer=f"{pointer}/configuration", layer=label))
+                self._patterns.setdefault(vid, []).append((re.compile(pat["match"]), pat["name"], layer))
+                if isinstance(pat.get("notes"), str):
+                    self._row_notes[(r.file, pointer)] = pat["notes"]
         default = next((r for r in rows["model_types"].values() if r.raw.get("default_for_unknown_models")), None)
         self._default_type: list[Layer] = (
             [] if default is None else [_layer(default, "configuration", f"model type {default.key} (default)")]
@@ -206,11 +217,22 @@ class Catalog:
         source = "the vendor's defaults" if vendor else "the default model type"
         note = f"not in the catalog: from {source}"
         reasons = [m.reason for (i, v), m in sorted(self._left_out.items()) if i == name and vendor in (v, None)]
+        pattern = None if reasons or vendor is None else self._pattern_for(name, vendor)
         if reasons:
             note += f"; left out on purpose: {reasons[0]}"
+        elif pattern is not None:
+            vendor_layers.append(pattern[1])
+            note += (
+                f" and its pattern {pattern[0]!r}: the id follows that family's naming, so it gets that family's "
+                "cache rules (no prices: the catalog does not know this model's)"
+            )
         elif close := self._close_models(name, _TYPO):
             note += f"; {close}"
         return self._resolved(name, vendor, None, [*self._default_type, *vendor_layers], note)
+
+    def _pattern_for(self, name: str, vendor: str) -> tuple[str, Layer] | None:
+        """The first of the vendor's `model_patterns` whose `match` the whole unlisted id matches."""
+        return next(((n, layer) for rx, n, layer in self._patterns.get(vendor, []) if rx.fullmatch(name)), None)
 
     def left_out(self, model: str, vendor: str) -> LeftOutModel | None:
         """The catalog's entry saying why `model` at `vendor` deliberately has no row, if any."""
@@ -262,10 +284,10 @@ class Catalog:
 
     def row_notes(self, source: Source) -> str | None:
         """The notes (sources, the date the numbers were read) of the catalog row a value came from."""
-        return next(
-            (n for (f, p), n in self._row_notes.items() if f == source.file and source.pointer.startswith(p + "/")),
-            None,
-        )
+        rows = [
+            (p, n) for (f, p), n in self._row_notes.items() if f == source.file and source.pointer.startswith(p + "/")
+        ]
+        return max(rows, key=lambda row: len(row[0]))[1] if rows else None  # the innermost: a pattern in its vendor
 
     def explain(self, model: str, vendor: str | None = None) -> list[ExplainedKey]:
         return self.resolve(model, vendor).explain()
