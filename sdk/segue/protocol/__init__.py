@@ -55,6 +55,7 @@ def serve(config: Path, *, http: bool = False, host: str = "127.0.0.1", port: in
         _sweep(app)
         if http:
             from segue.protocol.http import HttpServer, Limits
+            from segue.protocol.web import Web
 
             limits = Limits.from_config(settings.http)
             wire_limits = server_limits(settings, limits.max_body_bytes, http=limits.to_wire())
@@ -64,6 +65,7 @@ def serve(config: Path, *, http: bool = False, host: str = "127.0.0.1", port: in
                 port=port,
                 tokens=tokens,
                 limits=limits,
+                web=Web(app),
             )
             return asyncio.run(_stopping_tools(app, server.serve()))
         from segue.protocol.framing import MAX_BODY_BYTES
