@@ -28,6 +28,25 @@ PROMPT = "You answer questions about the shop database. " + " ".join(
     for i in range(120)
 )
 EVENT = TypeAdapter(Event)
+#: The fields of each AI SDK UI message stream part segue sends (AI SDK docs, "Stream Protocols"; the SDK's own
+#: chunk schema is strict: a part with another field is refused by useChat).
+AI_SDK_PARTS = {
+    "start": {"messageId", "messageMetadata"},
+    "start-step": set(),
+    "finish-step": set(),
+    "text-start": {"id"},
+    "text-delta": {"id", "delta"},
+    "text-end": {"id"},
+    "reasoning-start": {"id"},
+    "reasoning-delta": {"id", "delta"},
+    "reasoning-end": {"id"},
+    "tool-input-start": {"toolCallId", "toolName"},
+    "tool-input-available": {"toolCallId", "toolName", "input"},
+    "tool-output-available": {"toolCallId", "output"},
+    "tool-output-error": {"toolCallId", "errorText"},
+    "finish": {"messageMetadata"},
+    "error": {"errorText"},
+}
 NODE_PROJECT = Path(__file__).parent / "node"
 
 
@@ -142,7 +161,10 @@ def test_ai_sdk_stream_two_turns_with_a_tool_call(tmp_path: Path) -> None:
         assert status == 200, text
         # AI SDK "Stream Protocols": a custom backend sets `x-vercel-ai-ui-message-stream: v1`.
         assert headers["x-vercel-ai-ui-message-stream"] == "v1"
-        return _sse(text)
+        parts = _sse(text)
+        for part in parts[:-1]:
+            assert set(part) - {"type"} == AI_SDK_PARTS[part["type"]], part
+        return parts
 
     with http_server(_config(tmp_path)) as address:
         first = chat("How many orders?", 1)
