@@ -50,7 +50,7 @@ AI_SDK_PARTS = {
 NODE_PROJECT = Path(__file__).parent / "node"
 
 
-def _config(tmp_path: Path, **http: Any) -> Path:
+def _config(tmp_path: Path, max_concurrent_runs: int | None = None, **http: Any) -> Path:
     analyst = {**twin_agent([LIST_TABLES, DESCRIBE, RUN_QUERY]), "prompt": PROMPT}
     # A vendor endpoint on a loopback port nothing listens on: every run of this agent fails (connection refused).
     broken = {**twin_agent([]), "name": "broken"}
@@ -60,7 +60,10 @@ def _config(tmp_path: Path, **http: Any) -> Path:
         "base_url": f"http://127.0.0.1:{_free_port()}",
     }
     path = tmp_path / "agents.json"
-    path.write_text(json.dumps({"agents": [analyst, broken], **({"http": http} if http else {})}))
+    config: dict[str, Any] = {"agents": [analyst, broken], **({"http": http} if http else {})}
+    if max_concurrent_runs is not None:
+        config["max_concurrent_runs"] = max_concurrent_runs
+    path.write_text(json.dumps(config))
     return path
 
 
@@ -125,7 +128,8 @@ def _runs(tmp_path: Path) -> list[Any]:
 
 
 def test_ag_ui_two_turns_of_a_thread_replay_the_first_with_its_tool_calls(tmp_path: Path) -> None:
-    with http_server(_config(tmp_path)) as address:
+    # One run at a time: the second turn also shows that the first gave its run slot back.
+    with http_server(_config(tmp_path, max_concurrent_runs=1)) as address:
         first = _ag_ui(address, _ag_ui_input("thread-1", "client-run-1", "How many orders?"))
         second = _ag_ui(address, _ag_ui_input("thread-1", "client-run-2", "How many customers?"))
 

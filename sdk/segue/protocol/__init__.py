@@ -59,13 +59,14 @@ def serve(config: Path, *, http: bool = False, host: str = "127.0.0.1", port: in
 
             limits = Limits.from_config(settings.http)
             wire_limits = server_limits(settings, limits.max_body_bytes, http=limits.to_wire())
+            control = Control(transport="http", limits=wire_limits)
             server = HttpServer(
-                make_dispatcher(app, Control(transport="http", limits=wire_limits)),
+                make_dispatcher(app, control),
                 host=host,
                 port=port,
                 tokens=tokens,
                 limits=limits,
-                web=Web(app),
+                web=Web(app, run_slot=control.run_slot),
             )
             return asyncio.run(_stopping_tools(app, server.serve()))
         from segue.protocol.framing import MAX_BODY_BYTES

@@ -329,12 +329,16 @@ class HttpServer:
             headers, frames = await self.web.open(route, agent, body, principal)
         except WebError as e:
             raise _HttpError(e.status, str(e)) from None
-        head = {**headers, "Cache-Control": "no-cache", "Connection": "close", "X-Accel-Buffering": "no"}
-        writer.write(("HTTP/1.1 200 OK\r\n" + "".join(f"{k}: {v}\r\n" for k, v in head.items()) + "\r\n").encode())
-        async with contextlib.aclosing(frames):  # a client that leaves ends the run here, in this task
+        fields = {**headers, "Cache-Control": "no-cache", "Connection": "close", "X-Accel-Buffering": "no"}
+        head = ("HTTP/1.1 200 OK\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields.items()) + "\r\n").encode()
+        # The head goes out with the first frame: once the generator has started, closing it releases the run
+        # slot and ends the run, here in this task, also when the client leaves.
+        async with contextlib.aclosing(frames):
             async for frame in frames:
-                writer.write(frame)
+                writer.write(head + frame)
+                head = b""
                 await writer.drain()
+        writer.write(head)
 
     async def _events(self, writer: asyncio.StreamWriter, channel: Channel, last_event_id: str | None) -> None:
         resume_from = int(last_event_id) if last_event_id and last_event_id.strip().isdigit() else None

@@ -33,6 +33,7 @@ import attrs
 from segue.generated import RunEvent, RunResult, get_converter
 from segue.protocol.auth import DEFAULT_TENANT, Principal, TenantNotAllowed
 from segue.protocol.config import AgentEntry, ServeApp
+from segue.protocol.errors import RpcError
 from segue.store.records import TERMINAL
 
 #: The app metadata key under which each run records its thread.
@@ -138,8 +139,10 @@ def _shown(value: Any) -> str:
 class Web:
     """The two routes over the agents of one ServeApp."""
 
-    def __init__(self, app: ServeApp) -> None:
+    def __init__(self, app: ServeApp, run_slot: Callable[[], Callable[[], None]] | None = None) -> None:
         self.app = app
+        #: Takes one of the server's max_concurrent_runs slots (RpcError ServerBusy when none is free).
+        self.run_slot = run_slot
 
     async def open(
         self, route: Route, agent: str, body: bytes, principal: Principal | None
@@ -155,6 +158,10 @@ class Web:
         except TenantNotAllowed as e:
             raise WebError(403, str(e)) from None
         runs = await asyncio.to_thread(_thread_runs, entry, agent, request.thread_id, tenant)
+        try:
+            release = self.run_slot() if self.run_slot is not None else None
+        except RpcError as e:
+            raise WebError(503, str(e)) from None
         events = entry.pausing.stream(
             request.input, runs=runs, tenant_id=tenant, metadata={THREAD_KEY: request.thread_id}
         )
@@ -165,7 +172,7 @@ class Web:
         else:
             encoder = AiSdkEncoder()
             headers = {"Content-Type": "text/event-stream", "x-vercel-ai-ui-message-stream": "v1"}
-        return headers, _frames(events, encoder.event, encoder.close)
+        return headers, _frames(events, encoder.event, encoder.close, release)
 
 
 def _thread_runs(entry: AgentEntry, agent: str, thread_id: str, tenant: str) -> list[str]:
@@ -183,6 +190,7 @@ async def _frames(
     events: AsyncIterator[RunEvent],
     encode: Callable[[RunEvent], list[Part]],
     close: Callable[[], list[Part]],
+    release: Callable[[], None] | None,
 ) -> AsyncGenerator[bytes]:
     try:
         async for event in events:
@@ -191,9 +199,13 @@ async def _frames(
         for part in close():
             yield _sse(part)
     finally:
-        aclose = getattr(events, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        try:
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        finally:
+            if release is not None:
+                release()
 
 
 def _sse(part: Part) -> bytes:
