@@ -56,15 +56,18 @@ def serve(config: Path, *, http: bool = False, host: str = "127.0.0.1", port: in
         _sweep(app)
         if http:
             from segue.apps.protocol.http import HttpServer, Limits
+            from segue.apps.protocol.web import Web
 
             limits = Limits.from_config(settings.http)
             wire_limits = server_limits(settings, limits.max_body_bytes, http=limits.to_wire())
+            control = Control(transport="http", limits=wire_limits)
             server = HttpServer(
-                make_dispatcher(app, Control(transport="http", limits=wire_limits)),
+                make_dispatcher(app, control),
                 host=host,
                 port=port,
                 tokens=tokens,
                 limits=limits,
+                web=Web(app, run_slot=control.run_slot),
             )
             return asyncio.run(_stopping_tools(app, server.serve()))
         from segue.apps.protocol.framing import MAX_BODY_BYTES

@@ -65,6 +65,10 @@ class Control:
         """Take a run slot for a request that starts a run, or refuse it with ServerBusy; returns the release."""
         if method.name not in RUN_METHODS:
             return None
+        return self.run_slot()
+
+    def run_slot(self) -> Callable[[], None]:
+        """A run slot of max_concurrent_runs (runs over /rpc and the web routes share them), or ServerBusy."""
         limit = self.limits.max_concurrent_runs
         if limit is not None and self.runs >= limit:
             raise RpcError(

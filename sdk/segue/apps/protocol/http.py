@@ -12,6 +12,8 @@
 - Tokens (segue.apps.protocol.auth): when configured, every request needs `Authorization: Bearer <token>` (401
   otherwise), acts only for the tenants the token allows, and shares sessions only with that token. Binding an
   address beyond loopback without tokens is refused.
+- Agents in a web page (segue.apps.protocol.web, docs/web.md): `POST /ag-ui/{agent}` answers an AG-UI RunAgentInput
+  and `POST /ai-sdk/{agent}` a Vercel AI SDK chat request, each with its protocol's event stream (same tokens).
 - Limits (`http` in the config, defaults in `Limits`): connections at once, the time to send a request, the size
   of a body and of all bodies held at once, the number of sessions. Each answers with its own HTTP status.
 
@@ -43,6 +45,7 @@ from segue.apps.protocol.errors import RpcError
 from segue.apps.protocol.framing import encode_message
 from segue.apps.protocol.rpc import Dispatcher, Message, response
 from segue.apps.protocol.sessions import Channel, Sessions, SessionsFull, Stream
+from segue.apps.protocol.web import ROUTES, Web, WebError
 from segue.generated.protocol import HttpLimits
 from segue.generated.protocol_methods import PROTOCOL_VERSION, ErrorCode
 from segue.generated.serve import HttpConfig
@@ -59,6 +62,7 @@ _REASONS = {
     204: "No Content",
     400: "Bad Request",
     401: "Unauthorized",
+    403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
     408: "Request Timeout",
@@ -132,9 +136,17 @@ class _HttpError(Exception):
 
 class HttpServer:
     def __init__(
-        self, dispatcher: Dispatcher, *, host: str, port: int, tokens: Tokens | None = None, limits: Limits
+        self,
+        dispatcher: Dispatcher,
+        *,
+        host: str,
+        port: int,
+        tokens: Tokens | None = None,
+        limits: Limits,
+        web: Web | None = None,
     ) -> None:
         self.dispatcher = dispatcher
+        self.web = web
         self.host = host
         self.port = port
         self.tokens = tokens
@@ -239,6 +251,15 @@ class HttpServer:
                 raise _HttpError(400, "name the session: GET /events?session=NAME, and send NAME with your requests")
             with self._session(principal, name) as channel:
                 await self._events(writer, channel, headers.get("last-event-id"))
+        elif self.web is not None and path.split("/")[1] in ROUTES and path.count("/") == 2:
+            route, agent = path.split("/")[1:]
+            if method != "POST":
+                raise _HttpError(405, f"POST the request to /{route}/{{agent}}", {"Allow": "POST"})
+            length = self._body_length(headers)
+            with self._holding(length):
+                async with _receiving(deadline, self.limits.request_timeout):
+                    body = await reader.readexactly(length)
+                await self._web(writer, route, agent, body, principal)
         else:
             raise _HttpError(404, f"no {path}; POST /rpc for requests, GET /events?session=NAME for notifications")
 
@@ -324,6 +345,26 @@ class HttpServer:
             _write(writer, 204, b"", None, version)
         else:
             _write(writer, 200, data, "application/json", version)
+
+    async def _web(
+        self, writer: asyncio.StreamWriter, route: Any, agent: str, body: bytes, principal: Principal | None
+    ) -> None:
+        """An AG-UI or AI SDK request: refused with an HTTP error before its run starts, else its event stream."""
+        assert self.web is not None
+        try:
+            headers, frames = await self.web.open(route, agent, body, principal)
+        except WebError as e:
+            raise _HttpError(e.status, str(e)) from None
+        fields = {**headers, "Cache-Control": "no-cache", "Connection": "close", "X-Accel-Buffering": "no"}
+        head = ("HTTP/1.1 200 OK\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields.items()) + "\r\n").encode()
+        # The head goes out with the first frame: once the generator has started, closing it releases the run
+        # slot and ends the run, here in this task, also when the client leaves.
+        async with contextlib.aclosing(frames):
+            async for frame in frames:
+                writer.write(head + frame)
+                head = b""
+                await writer.drain()
+        writer.write(head)
 
     async def _events(self, writer: asyncio.StreamWriter, channel: Channel, last_event_id: str | None) -> None:
         resume_from = int(last_event_id) if last_event_id and last_event_id.strip().isdigit() else None
