@@ -15,7 +15,7 @@ from conftest import REPO
 
 #: What a tracked file may be, by suffix (a file without one is named in NAMES).
 SUFFIXES = {
-    ".py", ".pyi", ".md", ".json", ".jinja", ".ts", ".js", ".css", ".html", ".toml", ".sql", ".typed", ".txt",
+    ".py", ".pyi", ".md", ".json", ".jinja", ".ts", ".js", ".mjs", ".css", ".html", ".toml", ".sql", ".typed", ".txt",
 }  # fmt: skip
 NAMES = {".gitignore", "run"}  # .ci/run, the CI script
 #: Artifacts a build, a test run or a demo leaves behind; each must be ignored by .gitignore.

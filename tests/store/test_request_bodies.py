@@ -27,10 +27,10 @@ class Capture:
         self.twin = twin
         self.bodies: list[bytes] = []
 
-    def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Any:
+    def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes, **options: Any) -> Any:
         if method == "POST":
             self.bodies.append(body)
-        return self.twin.handle(method, path, headers, body)
+        return self.twin.handle(method, path, headers, body, **options)
 
 
 def questions(n: int) -> list[str]:

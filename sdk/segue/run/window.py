@@ -21,6 +21,7 @@ from segue.run.config import AgentConfig, RunConfig
 from segue.run.context import fold_dynamic
 from segue.run.conversation import user_message
 from segue.run.request import RunRequest
+from segue.wire.common import WireError
 
 
 @attrs.frozen(kw_only=True)
@@ -53,8 +54,7 @@ def replay_room(agent: AgentConfig, request: RunRequest, config: RunConfig) -> R
             continue
         same = (d for d in drivers if (d.vendor, d.model) == (path.vendor, path.model))
         driver = first if i == 0 else next(same, None)
-        output = getattr(driver, "max_tokens", None)
-        output = output if isinstance(output, int) and not isinstance(output, bool) and output > 0 else 0
+        output = _output_budget(driver, request, path.model)
         room = Room(tokens=window - output - own, path=f"{path.vendor}/{path.model}", window=window, output=output)
         if room.tokens < 0:
             raise InputError(
@@ -65,6 +65,19 @@ def replay_room(agent: AgentConfig, request: RunRequest, config: RunConfig) -> R
         if tightest is None or room.tokens < tightest.tokens:
             tightest = room
     return tightest
+
+
+def _output_budget(driver: object, request: RunRequest, model: str) -> int:
+    """The output tokens a request leaves room for: the run's max_tokens setting, else what the driver sends when
+    none is set (Anthropic's catalog `llm.default_max_tokens`), else 0: the vendor's own default, unknown here."""
+    value: object = request.settings.max_tokens
+    if value is None:
+        default = getattr(driver, "default_max_tokens", None)
+        try:
+            value = default(model) if callable(default) else getattr(driver, "max_tokens", None)
+        except WireError:
+            value = None  # no default known: the request itself is refused later, naming what to set
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _own_tokens(request: RunRequest, config: RunConfig) -> int:
