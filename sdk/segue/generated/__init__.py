@@ -5,7 +5,7 @@
 # Schema: schemas/prefix.schema.json (sha256:6bdd78a1abcc592e82291e7acbf262034d043bab6db6d243f3dd4e8605dc6cb1)
 # Schema: schemas/protocol.schema.json (sha256:b0a377a96e46c80543651a4f2e14afb172abdf3441927f2efb8814b2a318a900)
 # Schema: schemas/replay.schema.json (sha256:e5ed01fa431acf71970670dbd20e6af15feeda18c8ed4808b1b95429d9e1cb2a)
-# Schema: schemas/runs.schema.json (sha256:d45efb0a178a9cc222c1858abac5f48a4161ec3f5fa10cc9fb84aab649a89297)
+# Schema: schemas/runs.schema.json (sha256:e3387a5594e94d793195911f01e4485ab16c826fbc22c99c0bc9367093cb6217)
 # Schema: schemas/serve.schema.json (sha256:329587c484c999f6290d0445d63e9b44b0e4d4cc0c0be603d0283066ae4ed930)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """Generated types: one module per schema file, re-exported here."""
