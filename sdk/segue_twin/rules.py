@@ -133,7 +133,7 @@ def rules_from(resolved: Resolved) -> CacheRules:
         )
     minimum = resolved.get("llm", "cache_min_tokens", default=None)
     if not isinstance(minimum, int):
-        # The vendor publishes no minimum for this model (e.g. a Claude model newer than the prompt caching page):
+        # segue's catalog has no minimum for this model (e.g. a Claude model newer than the prompt caching page):
         # serve it rather than fail, cache from the first token, and say so once, so nobody reads the twin's
         # numbers for it as the vendor's.
         _warn_no_minimum(resolved.label)
@@ -163,8 +163,8 @@ def rules_from(resolved: Resolved) -> CacheRules:
 @functools.cache
 def _warn_no_minimum(label: str) -> None:
     log.warning(
-        "twin: the catalog has no cache_min_tokens for %s (the vendor publishes none); the twin caches it from the "
-        "first token. Add llm.cache_min_tokens in an app catalog (SEGUE_CATALOG_PATH) to emulate a minimum.",
+        "twin: segue's catalog has no minimum for %s (no llm.cache_min_tokens); the twin caches it from the first "
+        "token. Add llm.cache_min_tokens in an app catalog (SEGUE_CATALOG_PATH) to emulate a minimum.",
         label,
     )
 
