@@ -146,7 +146,8 @@ def rules_from(resolved: Resolved) -> CacheRules:
         )
     minimum = resolved.get("llm", "cache_min_tokens", default=None)
     if not isinstance(minimum, int):
-        # No minimum for this model was found in a vendor source (the catalog leaves it absent rather than guess):
+        # segue's catalog has no minimum for this model: none was found in a vendor source (the catalog leaves it
+        # absent rather than guess):
         # serve it rather than fail, cache from the first token, and say so once, so nobody reads the twin's
         # numbers for it as the vendor's.
         _warn_no_minimum(resolved.label)
@@ -176,8 +177,8 @@ def rules_from(resolved: Resolved) -> CacheRules:
 @functools.cache
 def _warn_no_minimum(label: str) -> None:
     log.warning(
-        "twin: the catalog has no cache_min_tokens for %s (no minimum was found in a vendor source, so the catalog "
-        "leaves it absent); the twin caches it from the first token, where the vendor may not. Add "
+        "twin: segue's catalog has no minimum for %s (no llm.cache_min_tokens: none was found in a vendor source, "
+        "so the catalog leaves it absent); the twin caches it from the first token, where the vendor may not. Add "
         "llm.cache_min_tokens in an app catalog (SEGUE_CATALOG_PATH) to emulate a minimum.",
         label,
     )

@@ -100,11 +100,15 @@ class ProviderNote:
     """Something a driver or Failover reports about one call besides the answer (see RunNoteKind).
 
     `message_index` (vendor-dropped only) is the index in ProviderRequest.messages of the message whose reasoning
-    the vendor reported dropping, so the loop can name the replayed run it belonged to."""
+    the vendor reported dropping, so the loop can name the replayed run it belonged to. `measured` and `limit`
+    (the cache notes) are the number that fell short and the catalog's number, kept on the RunNote so every
+    surface explaining a miss can state them."""
 
     kind: RunNoteKind
     message: str
     message_index: int | None = None
+    measured: int | None = None
+    limit: int | None = None
 
 
 @attrs.frozen(kw_only=True)

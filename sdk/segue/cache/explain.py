@@ -40,6 +40,7 @@ from segue.generated import (
     Message,
     RunDetail,
     RunExplanation,
+    RunNote,
     TextBlock,
     Usage,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "is_fragment",
     "is_fragment_message",
     "is_fragment_text",
+    "miss_cause",
     "own_messages_start",
     "prompt_messages",
 ]
@@ -379,16 +381,31 @@ def _classify(
     return _MESSAGES, f"messages changed at {d.path}", None
 
 
-def _note(cause: Cause, usage: Usage) -> str | None:
+#: What the vendors leave open when an intact prefix reads nothing and segue found no cause of its own.
+_VENDOR_OPEN = "the entry may have expired, been evicted, or lived on another cache node"
+
+
+def _stored_minimum(run: RunDetail) -> RunNote | None:
+    """The run's stored cache-below-minimum note with its numbers (None for runs recorded before they were kept)."""
+    notes = run.meta.segue_notes if run.meta is not None else None
+    return next((n for n in notes or () if n.kind == "cache-below-minimum" and n.limit is not None), None)
+
+
+def _note(cause: Cause, usage: Usage, below: RunNote | None) -> str | None:
+    """The stored cause of a request that cached nothing, its numbers first, then what the vendor leaves open."""
+    cached = bool(usage.cache_read_tokens) or bool(usage.cache_write_tokens)
+    if below is not None and below.limit is not None and not cached and usage.input_tokens < below.limit:
+        stated = (
+            f"{usage.input_tokens:,} tokens, below the {below.limit:,}-token minimum the catalog gives for this "
+            "model (llm.cache_min_tokens), so the vendor cached nothing"
+        )
+        return f"{stated}; beyond that the vendor leaves open: {_VENDOR_OPEN}" if cause == "extends" else stated
     if cause != "extends":
         return None
     if usage.cache_read_tokens is None:
         return "the vendor did not report cache reads for this request"
     if usage.cache_read_tokens == 0:
-        return (
-            "the prefix was intact but nothing was read from the cache: the entry may have expired, been shorter "
-            "than the vendor's minimum cacheable length, or lived on another cache node"
-        )
+        return f"the prefix was intact but nothing was read from the cache and segue recorded no cause: {_VENDOR_OPEN}"
     return None
 
 
@@ -397,6 +414,7 @@ def explain_run(run: RunDetail, previous: RunDetail | None = None) -> RunExplana
     interactions = list(run.llm_interactions)
     before_first = previous.llm_interactions[-1] if previous is not None and previous.llm_interactions else None
     out: list[IterationExplanation] = []
+    below = _stored_minimum(run)
     for i, now in enumerate(interactions):
         before = interactions[i - 1] if i > 0 else before_first
         current = _segments(now.provider_request, now.model)
@@ -415,6 +433,7 @@ def explain_run(run: RunDetail, previous: RunDetail | None = None) -> RunExplana
                     reason=reason,
                     request_bytes=_rendered_bytes(current),
                     prefix_bytes=0,
+                    note=_note(cause, now.usage, below),
                     usage=now.usage,
                 )
             )
@@ -434,7 +453,7 @@ def explain_run(run: RunDetail, previous: RunDetail | None = None) -> RunExplana
                 previous_iteration=before.iteration,
                 divergence=comparison.divergence,
                 collapsed_run=collapsed,
-                note=_note(found, now.usage),
+                note=_note(found, now.usage, below),
                 usage=now.usage,
             )
         )
@@ -444,6 +463,15 @@ def explain_run(run: RunDetail, previous: RunDetail | None = None) -> RunExplana
         layout=run.meta.segue_layout if run.meta is not None else None,
         iterations=out,
     )
+
+
+def miss_cause(explanation: RunExplanation) -> str | None:
+    """One line saying why the run missed the cache: its first request that broke the prefix (the change and where),
+    else its first stored cause (a prompt below the minimum, its numbers first). None when nothing was missed."""
+    for it in explanation.iterations:
+        if it.cause in BREAK_CAUSES:
+            return f"request {it.iteration}: {it.reason}"
+    return next((f"request {it.iteration}: {it.note}" for it in explanation.iterations if it.note), None)
 
 
 def own_messages_start(run: RunDetail) -> int | None:

@@ -38,6 +38,8 @@ def cache_notes(
                 kind="cache-below-minimum",
                 message=f"a request's prompt of {usage.input_tokens:,} tokens is below {path.model}'s minimum "
                 f"cacheable {minimum:,} tokens, so that request cached nothing (the catalog's llm.cache_min_tokens)",
+                measured=usage.input_tokens,
+                limit=minimum,
             )
         )
     lookback = path.cache_lookback_blocks
@@ -50,6 +52,8 @@ def cache_notes(
                     message=f"the request's cache breakpoint is {gap} block positions after the previous request's, "
                     f"beyond {path.model}'s lookback of {lookback} (the catalog's llm.cache_lookback_blocks): the "
                     "previous request's cache entry is not found there",
+                    measured=gap,
+                    limit=lookback,
                 )
             )
     if path.cache_kind == "prefix" and path.wire == "openai_responses" and not body.get("prompt_cache_key"):

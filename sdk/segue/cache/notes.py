@@ -31,7 +31,14 @@ class RunNotes:
         key = _key(note.kind, note.message)
         seen = self._notes.get(key)
         if seen is None:
-            self._notes[key] = RunNote(kind=note.kind, message=note.message, iteration=iteration, count=1)
+            self._notes[key] = RunNote(
+                kind=note.kind,
+                message=note.message,
+                iteration=iteration,
+                count=1,
+                measured=note.measured,
+                limit=note.limit,
+            )
             return True
         self._notes[key] = attrs.evolve(seen, count=seen.count + 1)
         return False

@@ -30,6 +30,7 @@ from segue.cache.notes import RunNotes
 from segue.errors import InputError, RunStateError
 from segue.generated import RunEvent, get_converter
 from segue.providers.base import serving_path
+from segue.run import unfinished
 from segue.run.config import AgentConfig
 from segue.run.context import fold_dynamic
 from segue.run.conversation import tool_calls, user_message
@@ -172,6 +173,7 @@ class Pipeline:
                 run_id=stored.run_id,
                 reason="already_resumed",
             )
+        unfinished.opened(store, state.run_id, state.usage, state.iteration)
         self._started(state)
         calls = [c for c in tool_calls(state.own[-1]) if c.id in waiting]
         if calls:

@@ -22,6 +22,7 @@ from segue.generated import (
     StoredRequest,
     ToolCallRecord,
 )
+from segue.run import unfinished
 from segue.run.config import AgentConfig
 from segue.run.state import RunState
 from segue.store.records import NewRun
@@ -103,6 +104,7 @@ class Recorder:
             lease_seconds=self.agent.lease_seconds,
         )
         await asyncio.to_thread(self.store.create_run, new_run, state.persisted)
+        unfinished.opened(self.store, state.run_id, state.usage, state.iteration)
 
     async def record(
         self,
@@ -137,6 +139,7 @@ class Recorder:
             model=interaction.model if interaction else None,
             vendor=interaction.vendor if interaction else None,
         )
+        unfinished.opened(self.store, state.run_id, state.usage, iteration)
 
     async def finish(
         self,
@@ -175,6 +178,7 @@ class Recorder:
             )
         except StoreError as e:
             raise RunEndNotStored(state.run_id, status, e) from e
+        unfinished.closed(state.run_id)
 
     def _end_trace(self, state: RunState, status: RunStatus, error: str | None, error_type: str | None) -> None:
         trace = state.trace

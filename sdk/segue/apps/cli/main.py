@@ -170,6 +170,11 @@ def _runs_show(args: argparse.Namespace) -> int:
             f"{count(t.usage.output_tokens)}, cache read {count(t.usage.cache_read_tokens)} ({t.read_share}), "
             f"cost {t.cost}"
         )
+    from segue.cache.explain import explain_run, miss_cause
+
+    miss = miss_cause(explain_run(run, chain[-2] if len(chain) > 1 else None))
+    if miss is not None:
+        facts.append(f"cache miss: {clean(miss)} (segue runs explain {run.run_id} has every request)")
     print(show_text(run, facts))
     return EXIT_OK
 

@@ -21,6 +21,7 @@ from segue.cache.explain import (
     explain_run,
     is_fragment,
     is_fragment_text,
+    miss_cause,
     own_messages_start,
 )
 from segue.generated import (
@@ -412,6 +413,7 @@ class ChainLink:
     replayed_full: int
     replayed_text: int
     current: bool
+    miss: str | None  # why this turn missed the cache (a tools change, a prompt below the minimum), None if it did not
 
 
 @attrs.frozen(kw_only=True)
@@ -426,7 +428,7 @@ def chain_view(
     chain: Sequence[RunDetail], current: str, truncated_before: str | None, branches: Sequence[str], cost: CostFn
 ) -> ChainView:
     links = []
-    for run in chain:
+    for i, run in enumerate(chain):
         parts = cache_parts(run.usage)
         links.append(
             ChainLink(
@@ -439,6 +441,7 @@ def chain_view(
                 replayed_full=len(run.replay.runs_full) if run.replay else 0,
                 replayed_text=len(run.replay.runs_text) if run.replay else 0,
                 current=run.run_id == current,
+                miss=miss_cause(explain_run(run, chain[i - 1] if i else None)),
             )
         )
     return ChainView(

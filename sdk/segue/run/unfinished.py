@@ -1,0 +1,60 @@
+"""The runs this process has started and not yet ended, ended `cancelled` when the interpreter exits.
+
+A task cancelled by Ctrl-C (`asyncio.run`'s SIGINT handler, the asyncio REPL) ends its run in the loop
+(run/loop.py). But a KeyboardInterrupt raised out of `loop.run_until_complete`, a `sys.exit` from a thread, or an
+event loop closed with the run still awaiting never reaches the run's coroutine: without this, the store would
+hold the run `running` until its lease lapses and a sweep calls it an error. At exit each such run is ended
+`cancelled`, with its usage and iterations so far, before the process is gone (a SIGKILL still leaves it to
+the sweep).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+
+from segue.generated import Usage
+from segue.store import RunStore
+
+log = logging.getLogger("segue.run")
+
+#: The error text of a run ended at interpreter exit.
+ENDED_AT_EXIT = "the run was cancelled: the process exited (interrupted) before the run finished"
+
+_lock = threading.Lock()
+_open: dict[str, tuple[RunStore, Usage, int]] = {}
+
+
+def opened(store: RunStore, run_id: str, usage: Usage, iterations: int) -> None:
+    """Note (or update) a run of this process that is not finished; at exit it is ended `cancelled`."""
+    with _lock:
+        _open[run_id] = (store, usage, iterations)
+
+
+def closed(run_id: str) -> None:
+    """The run ended (or paused): nothing to do for it at exit."""
+    with _lock:
+        _open.pop(run_id, None)
+
+
+def end_all() -> list[str]:
+    """End every run still open as `cancelled`; the ids of those ended (registered with atexit)."""
+    with _lock:
+        pending = list(_open.items())
+        _open.clear()
+    ended = []
+    for run_id, (store, usage, iterations) in pending:
+        try:
+            store.finish_run(
+                run_id, status="cancelled", answer=None, error=ENDED_AT_EXIT, usage=usage, iterations=iterations
+            )
+            ended.append(run_id)
+        except Exception as e:  # the store may be closed or gone at exit: the sweep ends the run later
+            log.warning(
+                "could not end run %s as cancelled at exit (%s); a sweep will end it once its lease lapses", run_id, e
+            )
+    return ended
+
+
+atexit.register(end_all)
