@@ -27,11 +27,12 @@ from codegen.wire_sdk import SdkLookupError, literals, shape
 SDK = REPO / "sdk" / "segue"
 #: The hand-written modules that deal with vendor JSON (the generated ones are sdk/segue/generated/wire/).
 FOLDERS = ("wire", "providers", "apps/dashboard")
-#: The history readers (wire/history.py, wire/<vendor>/history.py) read the vendor SDKs' own message shapes (issue
-#: 23), checked by tests/wire/test_history_types.py against the SDKs' TypedDicts rather than against the mappings;
-#: they sat outside these folders before issue 25. The wire folder holds one package per vendor, read through.
+#: The history readers (wire/history.py, wire/history_parts.py, wire/<vendor>/history.py) read the vendor SDKs'
+#: own message shapes (issue 23), checked by tests/wire/test_history_types.py against the SDKs' TypedDicts rather
+#: than against the mappings; they sat outside these folders before issue 25. The wire folder holds one package per
+#: vendor, read through.
 HAND_WRITTEN = [
-    *sorted(p for d in FOLDERS for p in (SDK / d).rglob("*.py") if not (d == "wire" and p.name == "history.py")),
+    *sorted(p for d in FOLDERS for p in (SDK / d).rglob("*.py") if not (d == "wire" and p.name.startswith("history"))),
     SDK / "cache" / "explain.py",
 ]
 
