@@ -42,7 +42,7 @@ from segue.demo.shop_db import run_query
 from segue.generated import Usage
 from segue.providers import OpenAIResponsesProvider
 from segue.wire.breakpoints import CacheMode, implicit_only
-from segue.wire.openai_responses import parse_usage
+from segue.wire.openai_responses.request import parse_usage
 from segue_twin import ScriptedPolicy, Twin
 
 MODEL, VENDOR = "gpt-5.6-sol", "openai"

@@ -28,7 +28,10 @@ from typing import Any
 
 from segue._core.contracts import FRAGMENT_META_KEY, ProviderRequest
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock
-from segue.wire import anthropic, openai_chat, openai_responses, openrouter
+from segue.wire.anthropic import request as anthropic
+from segue.wire.openai_chat import request as openai_chat
+from segue.wire.openai_responses import request as openai_responses
+from segue.wire.openrouter import request as openrouter
 
 WORDS = "the quarterly revenue by region grew while churn in the enterprise segment fell sharply again".split()
 

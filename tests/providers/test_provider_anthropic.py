@@ -534,7 +534,7 @@ async def test_error_event_mid_stream_keeps_the_vendors_message() -> None:
 
 
 def test_thinking_block_without_signature_is_refused_before_sending() -> None:
-    from segue.wire import anthropic as wire
+    from segue.wire.anthropic import request as wire
 
     bad = [
         Message(role="assistant", content=[ReasoningBlock(vendor="anthropic", format="anthropic.thinking", text="t")])

@@ -114,7 +114,8 @@ def test_failover_is_a_provider_named_after_its_primary() -> None:
 
 def test_importing_providers_and_wire_does_not_import_the_vendor_sdks() -> None:
     code = (
-        "import sys, segue, segue.providers, segue.wire.anthropic, segue.wire.openrouter, segue.wire.streams;"
+        "import sys, segue, segue.providers, segue.wire.anthropic.request, segue.wire.openrouter.request,"
+        " segue.wire.anthropic.stream;"
         "from segue.providers import Failover;"
         "print(sorted(m for m in ('anthropic', 'openai') if m in sys.modules))"
     )

@@ -18,7 +18,7 @@ from segue._core.contracts import ProviderRequest
 from segue.errors import ProviderError
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock, Usage
 from segue.providers import OpenAIResponsesProvider, StreamDelta, StreamDone
-from segue.wire.openai_responses import cache_key
+from segue.wire.openai_responses.request import cache_key
 
 MODEL = "gpt-5.5"
 TOOLS = [

@@ -29,7 +29,7 @@ from segue.demo import shop_db as sample_db
 from segue.errors import InputError, ProviderError, ReplayRunError
 from segue.generated import PrewarmParams
 from segue.providers import AnthropicProvider, OpenAIResponsesProvider
-from segue.wire.anthropic import PREWARM_TURN
+from segue.wire.anthropic.request import PREWARM_TURN
 from segue_twin import Twin
 
 PROMPT = "You answer questions about the shop database. Keep answers short and exact. " * 150

@@ -158,7 +158,9 @@ def test_the_same_type_gives_byte_identical_wire_across_processes(tmp_path: Path
         from segue._core.contracts import ProviderRequest
         from segue.generated import Message, TextBlock
         from segue._core.json_types import output_spec
-        from segue.wire import anthropic, openai_chat, openai_responses
+        from segue.wire.anthropic import request as anthropic
+        from segue.wire.openai_chat import request as openai_chat
+        from segue.wire.openai_responses import request as openai_responses
         fmt = output_spec(Order).format
         req = ProviderRequest(system="s", messages=[Message(role="user", content=[TextBlock(text="q")])], output=fmt)
         import json, hashlib

@@ -19,8 +19,11 @@ from segue.generated import (
     ToolResultBlock,
     UrlImageSource,
 )
-from segue.wire import anthropic, openai_chat, openai_responses, openrouter
+from segue.wire.anthropic import request as anthropic
 from segue.wire.common import WireError
+from segue.wire.openai_chat import request as openai_chat
+from segue.wire.openai_responses import request as openai_responses
+from segue.wire.openrouter import request as openrouter
 
 PNG = ImageBlock(source=Base64ImageSource(media_type="image/png", data="iVBORw0KGgo="))
 URL = ImageBlock(source=UrlImageSource(url="https://example.com/a.png"))

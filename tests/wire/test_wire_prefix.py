@@ -21,8 +21,11 @@ from segue._core.contracts import FRAGMENT_META_KEY, REPLAYED_META_KEY, Provider
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from segue.generated.wire import anthropic as g_anthropic
 from segue.providers import AnthropicProvider
-from segue.wire import anthropic, openai_chat, openai_responses, openrouter
+from segue.wire.anthropic import request as anthropic
 from segue.wire.breakpoints import BreakpointCache
+from segue.wire.openai_chat import request as openai_chat
+from segue.wire.openai_responses import request as openai_responses
+from segue.wire.openrouter import request as openrouter
 
 # --- every wire: a prefix built once, the bodies unchanged -----------------------------------------------------
 

@@ -27,24 +27,26 @@ from codegen.wire_sdk import SdkLookupError, literals, shape
 SDK = REPO / "sdk" / "segue"
 #: The hand-written modules that deal with vendor JSON (the generated ones are sdk/segue/generated/wire/).
 FOLDERS = ("wire", "providers", "apps/dashboard")
-#: wire/history.py reads the vendor SDKs' own message shapes (issue 23), checked by tests/wire/test_history_types.py
-#: against the SDKs' TypedDicts rather than against the mappings; it sat outside these folders before issue 25.
+#: The history readers (wire/history.py, wire/history_parts.py, wire/<vendor>/history.py) read the vendor SDKs'
+#: own message shapes (issue 23), checked by tests/wire/test_history_types.py against the SDKs' TypedDicts rather
+#: than against the mappings; they sat outside these folders before issue 25. The wire folder holds one package per
+#: vendor, read through.
 HAND_WRITTEN = [
-    *sorted(p for d in FOLDERS for p in (SDK / d).glob("*.py") if p != SDK / "wire" / "history.py"),
+    *sorted(p for d in FOLDERS for p in (SDK / d).rglob("*.py") if not (d == "wire" and p.name.startswith("history"))),
     SDK / "cache" / "explain.py",
 ]
 
 #: (file under sdk/segue/, string) -> why it may stay. Keep this short: a vendor key belongs in a mapping.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("wire/streams.py", "text"): "StreamDelta.kind, segue's word for a piece of streamed text",
-    ("wire/streams.py", "reasoning"): "StreamDelta.kind, segue's word for a piece of streamed reasoning",
+    ("wire/common.py", "text"): "StreamDelta.kind, segue's word for a piece of streamed text",
+    ("wire/common.py", "reasoning"): "StreamDelta.kind, segue's word for a piece of streamed reasoning",
     ("providers/_common.py", "stream"): "ProviderErrorKind, segue's word for a malformed or cut stream",
     ("apps/dashboard/app.py", "status"): "a query parameter of the dashboard's own HTTP API",
     ("apps/dashboard/app.py", "conversation"): "the name of a dashboard page (route and template)",
     ("apps/dashboard/views.py", "none"): "the dashboard's word for a replayed run that carried no reasoning",
     ("providers/anthropic.py", "enabled"): "the anthropic client's open_telemetry option (traces.enabled), not wire",
     ("providers/_common.py", "enabled"): "the anthropic client's open_telemetry option (traces.enabled), not wire",
-    ("wire/openai_chat.py", "max_tokens"): "segue's stop reason for a response cut at the output limit",
+    ("wire/openai_chat/request.py", "max_tokens"): "segue's stop reason for a response cut at the output limit",
 }
 
 

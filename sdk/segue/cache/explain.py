@@ -47,7 +47,7 @@ from segue.generated import (
 from segue.generated.wire import shared
 from segue.wire import stored
 from segue.wire.common import USER
-from segue.wire.stored import StoredMessage
+from segue.wire.stored_message import StoredMessage
 
 __all__ = [
     "BREAK_CAUSES",

@@ -13,10 +13,10 @@ from segue.providers._cache import CatalogRows
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers._keys import require_credentials
 from segue.providers._output import OutputPaths
-from segue.wire import anthropic as wire
+from segue.wire.anthropic import request as wire
+from segue.wire.anthropic.stream import AnthropicStream
 from segue.wire.common import ParsedResponse, WireError, WireRequest
 from segue.wire.settings import TOOL_CHOICE_MODES
-from segue.wire.streams import AnthropicStream
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic

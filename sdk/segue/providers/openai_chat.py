@@ -12,10 +12,10 @@ from segue.providers._cache import BreakpointPaths
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers._keys import require_credentials
 from segue.providers._output import OutputPaths
-from segue.wire import openai_chat as wire
 from segue.wire.breakpoints import CHAT_TTLS, CacheMode, check_mode
 from segue.wire.common import ParsedResponse, WireRequest
-from segue.wire.streams import ChatStream
+from segue.wire.openai_chat import request as wire
+from segue.wire.openai_chat.stream import ChatStream
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

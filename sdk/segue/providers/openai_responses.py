@@ -11,10 +11,10 @@ from segue.providers._cache import BreakpointPaths
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers._keys import require_credentials
 from segue.providers._output import OutputPaths
-from segue.wire import openai_responses as wire
 from segue.wire.breakpoints import RESPONSES_TTLS, CacheMode, CacheTTL, check_mode, check_ttl
 from segue.wire.common import ParsedResponse, WireRequest
-from segue.wire.streams import ResponsesStream
+from segue.wire.openai_responses import request as wire
+from segue.wire.openai_responses.stream import ResponsesStream
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

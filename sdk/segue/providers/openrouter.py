@@ -11,9 +11,9 @@ from segue.providers._cache import BreakpointPaths
 from segue.providers._keys import require_credentials
 from segue.providers._output import OutputPaths
 from segue.providers.openai_chat import ChatCompletionsDriver
-from segue.wire import openrouter as wire
 from segue.wire.breakpoints import CHAT_TTLS, CacheMode, check_mode
 from segue.wire.common import ParsedResponse, WireRequest
+from segue.wire.openrouter import request as wire
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

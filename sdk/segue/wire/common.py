@@ -12,7 +12,7 @@ from typing import Any, get_args
 
 import attrs
 
-from segue._core.contracts import FRAGMENT_META_KEY, ProviderNote, ProviderRequest
+from segue._core.contracts import FRAGMENT_META_KEY, ProviderNote, ProviderRequest, StreamDelta
 from segue._support.readers import (  # the readers and errors every wire module uses, re-exported
     MalformedResponseError as MalformedResponseError,
 )
@@ -220,3 +220,13 @@ def _path(node: Any, target: Any) -> list[Any] | None:
 def foreign_reasoning(block: object, reasoning_vendor: str | None) -> bool:
     """Reasoning this wire must not carry: another vendor's (never rendered as text), or any when it replays none."""
     return isinstance(block, ReasoningBlock) and (reasoning_vendor is None or block.vendor != reasoning_vendor)
+
+
+def text_delta(text: str) -> StreamDelta:
+    """A stream's piece of answer text (every wire's stream assembler emits these)."""
+    return StreamDelta(kind="text", text=text)
+
+
+def reasoning_delta(text: str) -> StreamDelta:
+    """A stream's piece of reasoning text (every wire's stream assembler emits these)."""
+    return StreamDelta(kind="reasoning", text=text)

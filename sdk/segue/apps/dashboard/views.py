@@ -40,7 +40,7 @@ from segue.generated import (
 from segue.run.conversation import ZERO_USAGE, add_usage
 from segue.wire import stored
 from segue.wire.common import Unknown
-from segue.wire.stored import StoredMessage
+from segue.wire.stored_message import StoredMessage, of_message
 
 #: Dollars for `usage` on a serving path, or None when no pricing is known (the catalog plugs in here).
 CostFn = Callable[[Usage, str, str | None], float | None]
@@ -279,7 +279,7 @@ def conversation_messages(run: RunDetail) -> list[MessageView]:
         for i, m in enumerate(sent[:start]):
             out.append(message_view(m, i, "history" if i >= first_history else "replayed"))
     for t in run.traces:
-        out.append(message_view(stored.of_message(t.message), len(out), "new"))
+        out.append(message_view(of_message(t.message), len(out), "new"))
     return out
 
 

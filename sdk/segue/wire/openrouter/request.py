@@ -25,9 +25,9 @@ from segue._core.contracts import OutputFormat, ProviderRequest
 from segue.generated import ReasoningBlock
 from segue.generated.wire import openai_chat as g_chat
 from segue.generated.wire import openrouter as g
-from segue.wire import openai_chat as chat
 from segue.wire.breakpoints import BreakpointCache, boundaries
 from segue.wire.common import ParsedResponse, WireRequest, as_map, breakpoint_blocks, writable
+from segue.wire.openai_chat import request as chat
 
 WIRE = "openrouter"
 REASONING_VENDOR = "openrouter"

@@ -43,7 +43,7 @@ from segue.wire.common import (
     as_map,
     stop_reason,
 )
-from segue.wire.openai_responses import cache_key
+from segue.wire.openai_responses.request import cache_key
 from segue.wire.settings import EFFORT_SETTING, TOOL_CHOICE_MODES, refuse_values
 
 if TYPE_CHECKING:
