@@ -34,7 +34,7 @@ import httpx2
 
 from segue import Agent, RunStore
 from segue.catalog import Catalog
-from segue.demo import PROMPT, demo_tools
+from segue.demo import PROMPT, demo_tools, long_chat
 from segue.providers import AnthropicProvider
 from segue_twin import Twin
 from segue_twin.transport import TwinAsyncTransport
@@ -46,19 +46,6 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "last8 step4": {"replay_last": 8, "replay_step": 4},
     "all, fitted": {"replay_last": "all"},
 }
-
-
-def questions(n: int) -> list[str]:
-    out = ["Which tables are there in the shop database, and what columns do they have?"]
-    k = 0
-    while len(out) < n:
-        k += 1
-        out += [
-            f"What are the top {k + 2} products by revenue?",
-            f"Which customers placed more than {k} orders?",
-            f"What was the revenue per month in {2000 + k}?",
-        ]
-    return out[:n]
 
 
 class TimedTwin:
@@ -114,7 +101,7 @@ async def chat(setting: str, turns: int, catalog: Catalog, folder: Path) -> dict
     stored: list[int] = []
     whole: list[int] = []
     overhead = 0.0
-    for question in questions(turns):
+    for question in long_chat(turns):
         before = timed.seconds
         start = time.perf_counter()
         result = await agent.run(question, runs=ids or None, **knobs)

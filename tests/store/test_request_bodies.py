@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from segue import Agent, RunStore
-from segue.demo import run_chat
+from segue.demo import long_chat, run_chat
 from segue.demo import shop_db as sample_db
 from segue.providers import AnthropicProvider, OpenAIResponsesProvider
 from segue.store import migrations
@@ -31,20 +31,6 @@ class Capture:
         if method == "POST":
             self.bodies.append(body)
         return self.twin.handle(method, path, headers, body, **options)
-
-
-def questions(n: int) -> list[str]:
-    """A tool chat the twin's analyst answers with a new query every turn."""
-    out = ["Which tables are there in the shop database, and what columns do they have?"]
-    k = 0
-    while len(out) < n:
-        k += 1
-        out += [
-            f"What are the top {k + 2} products by revenue?",
-            f"Which customers placed more than {k} orders?",
-            f"What was the revenue per month in {2000 + k}?",
-        ]
-    return out[:n]
 
 
 def body_bytes(store: RunStore) -> int:
@@ -73,7 +59,7 @@ async def test_every_stored_request_is_the_body_the_vendor_received(store: RunSt
         store,
     )
     thread: list[str] = []
-    for question in questions(6):
+    for question in long_chat(6):
         result = await agent.run(question, runs=thread, replay_last="all")
         thread.append(result.run_id)
     warm = await agent.prewarm(runs=thread, replay_last="all")
@@ -102,7 +88,7 @@ async def test_stored_bytes_per_turn_stay_flat_as_the_chat_grows() -> None:
     """Issue 27's acceptance: per turn, at turn 60 at most 1.5x what turn 10 stored (on main: 6x)."""
     store = RunStore("sqlite:///:memory:")
     totals: list[int] = []
-    await run_chat("all", store=store, questions=questions(60), on_turn=lambda r: totals.append(body_bytes(store)))
+    await run_chat("all", store=store, questions=long_chat(60), on_turn=lambda r: totals.append(body_bytes(store)))
     per_turn = [b - a for a, b in zip([0, *totals], totals, strict=False)]
     assert per_turn[59] <= 1.5 * per_turn[9], per_turn
     store.close()
@@ -146,8 +132,8 @@ async def test_migration_6_turns_stored_bodies_into_skeletons(store: RunStore) -
         [sample_db.list_tables, sample_db.describe_table, sample_db.run_query],
         store,
     )
-    first = await agent.run(questions(1)[0])
-    second = await agent.run(questions(2)[1], runs=[first.run_id], replay_last="all")
+    first = await agent.run(long_chat(1)[0])
+    second = await agent.run(long_chat(2)[1], runs=[first.run_id], replay_last="all")
     before = [c.provider_request for r in (first, second) for c in store.get_run(r.run_id).llm_interactions]  # type: ignore[union-attr]
     # Make it a version-5 store: whole bodies in provider_request, no request_parts table.
     rows = store.models.LlmInteractionRow

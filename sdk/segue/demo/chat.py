@@ -43,6 +43,22 @@ QUESTIONS: tuple[str, ...] = (
 
 MODELS: dict[Vendor, str] = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-5.6-terra"}
 
+
+def long_chat(turns: int) -> list[str]:
+    """A tool chat of `turns` questions the twin's analyst answers with a new query every turn (bench/long.py and
+    the storage tests: a conversation that grows, each turn a run that replays the earlier ones)."""
+    out = ["Which tables are there in the shop database, and what columns do they have?"]
+    k = 0
+    while len(out) < turns:
+        k += 1
+        out += [
+            f"What are the top {k + 2} products by revenue?",
+            f"Which customers placed more than {k} orders?",
+            f"What was the revenue per month in {2000 + k}?",
+        ]
+    return out[:turns]
+
+
 PROMPT = """You are a careful data analyst for a small online shop. You answer questions about the shop's
 SQLite database by calling tools, and you never guess at numbers.
 
