@@ -55,10 +55,10 @@ class TimedTwin:
         self.twin = twin
         self.seconds = 0.0
 
-    def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Any:
+    def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes, **options: Any) -> Any:
         start = time.perf_counter()
         try:
-            return self.twin.handle(method, path, headers, body)
+            return self.twin.handle(method, path, headers, body, **options)
         finally:
             self.seconds += time.perf_counter() - start
 
