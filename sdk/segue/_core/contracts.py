@@ -148,6 +148,10 @@ class ProviderRequest:
     #: Structured output: drivers send it through the serving path's native mechanism, or offer it as the
     #: FINAL_ANSWER_TOOL where the catalog names none (segue.providers._output).
     output: OutputFormat | None = None
+    #: Seconds between the conversation's turns so far (each replayed run's end to the next one's start, the last
+    #: one's end to this run's start), in order; empty without replayed runs. Drivers configured with
+    #: `cache_ttl="auto"` choose the cache lifetime from them (segue.cache.ttl).
+    pauses: tuple[float, ...] = ()
 
 
 @attrs.frozen(kw_only=True)

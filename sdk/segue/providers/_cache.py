@@ -8,7 +8,10 @@ serving path says `llm.cache_kind: "breakpoint"`, as many as its `llm.cache_max_
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
+from segue._core.contracts import ProviderNote
+from segue.cache.ttl import AutoTTL, TtlChoice, auto_ttl
 from segue.catalog import Catalog, CatalogError, Resolved
 from segue.wire.breakpoints import BreakpointCache, CacheMode, CacheTTL
 from segue.wire.common import WireError
@@ -72,3 +75,50 @@ class BreakpointPaths:
                 "configure the driver with one of those"
             )
         return BreakpointCache(mode=self.mode, ttl=self.ttl, max_breakpoints=writes)
+
+
+#: The driver setting that lets segue choose the cache lifetime per run (segue.cache.ttl).
+AUTO = "auto"
+
+
+class AutoTTLPaths:
+    """`cache_ttl="auto"` for a driver: per model, the serving path's lifetimes and prices from the catalog, and
+    per request the lifetime chosen from the conversation's pauses (`ProviderRequest.pauses`), with the note that
+    records it on the run (kind `cache-ttl`)."""
+
+    def __init__(self, rows: CatalogRows) -> None:
+        self.rows = rows
+        self._known: dict[str, AutoTTL] = {}
+
+    def check(self, model: str, wire_ttls: Sequence[str]) -> None:
+        """ValueError when `model`'s path cannot choose (one lifetime, an unpriced or durationless one, one the
+        driver's wire cannot send, no catalog entry): called when the driver is built, before any run row."""
+        self.terms(model, wire_ttls)
+
+    def terms(self, model: str, wire_ttls: Sequence[str]) -> AutoTTL:
+        if model not in self._known:
+            try:
+                resolved = self.rows.catalog.resolve(model, self.rows.vendor)
+            except CatalogError as e:
+                raise ValueError(
+                    f"cache_ttl='auto' chooses from the catalog's cache lifetimes and prices, but {model}@"
+                    f"{self.rows.vendor} has no catalog entry ({e}); name a TTL explicitly or add the path in a "
+                    "catalog layer"
+                ) from e
+            terms = auto_ttl(resolved)
+            unsendable = [name for name, _, _ in terms.lifetimes if name not in wire_ttls]
+            if unsendable:
+                raise ValueError(
+                    f"cache_ttl='auto' may choose {unsendable} on {resolved.label} (catalog llm.cache_ttls), which "
+                    f"this driver's wire cannot send (it takes {list(wire_ttls)}); fix the catalog layer or name a "
+                    "TTL explicitly"
+                )
+            self._known[model] = terms
+        return self._known[model]
+
+    def choose(self, model: str, pauses: Sequence[float], wire_ttls: Sequence[str]) -> tuple[str, ProviderNote]:
+        try:
+            choice: TtlChoice = self.terms(model, wire_ttls).choose(pauses)
+        except ValueError as e:  # a runtime model override whose path cannot choose
+            raise WireError(str(e)) from e
+        return choice.ttl, ProviderNote(kind="cache-ttl", message=choice.reason)

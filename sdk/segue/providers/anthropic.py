@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from segue._core.contracts import ProviderRequest
 from segue.generated import ModelSettings
-from segue.providers._cache import CatalogRows
+from segue.providers._cache import AUTO, AutoTTLPaths, CatalogRows
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers._keys import require_credentials
 from segue.providers._output import OutputPaths
@@ -44,7 +45,9 @@ class AnthropicProvider(SdkDriver):
     """Claude models over the Messages API.
 
     - `cache_ttl`: "5m" (default) or "1h" for the four cache breakpoints (system, stable head, last replayed
-      message, last message); None sends no cache_control.
+      message, last message); None sends no cache_control. "auto" chooses per run from the conversation's pauses
+      and the catalog's prices for the path (segue.cache.ttl; docs/replay.md, "Cache TTL"), one lifetime for every
+      breakpoint of a request, and records the choice as the run's `cache-ttl` note.
     - `thinking`: Anthropic's own thinking configuration, sent as is, e.g. {"type": "enabled",
       "budget_tokens": 2048} or {"type": "adaptive"}. Thinking blocks are replayed verbatim; with replayed
       thinking on the wire segue asks for block binding with prefix_mismatch_behavior="drop_block" and reports
@@ -71,7 +74,7 @@ class AnthropicProvider(SdkDriver):
         self,
         model: str,
         *,
-        cache_ttl: wire.CacheTTL | None = "5m",
+        cache_ttl: wire.CacheTTL | Literal["auto"] | None = "5m",
         thinking: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
         catalog: Catalog | None = None,
@@ -79,8 +82,8 @@ class AnthropicProvider(SdkDriver):
     ) -> None:
         import anthropic
 
-        if cache_ttl not in ("5m", "1h", None):
-            raise ValueError(f"cache_ttl must be '5m', '1h' or None, got {cache_ttl!r}")
+        if cache_ttl not in ("5m", "1h", AUTO, None):
+            raise ValueError(f"cache_ttl must be '5m', '1h', 'auto' or None, got {cache_ttl!r}")
         if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 1):
             raise ValueError(f"max_tokens must be a whole number >= 1 or None, got {max_tokens!r}")
         self.model = model
@@ -99,6 +102,9 @@ class AnthropicProvider(SdkDriver):
             client = without_sdk_spans(anthropic.AsyncAnthropic())
         self.client = client
         self.output = OutputPaths(CatalogRows(self.vendor, catalog))
+        self.auto_ttl = AutoTTLPaths(self.output.rows) if cache_ttl == AUTO else None
+        if self.auto_ttl is not None:
+            self.auto_ttl.check(model, typing.get_args(wire.CacheTTL))
         self._sdk = anthropic
 
     def check_settings(self, settings: ModelSettings) -> None:
@@ -131,15 +137,21 @@ class AnthropicProvider(SdkDriver):
     def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
         model = self._model(request)
         request, output = self.output.split(request, model)
-        return wire.build_request(
+        ttl, note = (
+            self.auto_ttl.choose(model, request.pauses, typing.get_args(wire.CacheTTL))
+            if self.auto_ttl is not None
+            else (self.cache_ttl, None)
+        )
+        built = wire.build_request(
             request,
             model=model,
             output=output,
             max_tokens=request.settings.max_tokens or self.default_max_tokens(model),
-            cache_ttl=self.cache_ttl,
+            cache_ttl=ttl,  # type: ignore[arg-type]  # checked against wire.CacheTTL by AutoTTLPaths
             thinking=self.thinking,
             stream=stream,
         )
+        return built if note is None else attrs.evolve(built, notes=[*built.notes, note])
 
     def _parse(self, data: Mapping[str, Any], request: ProviderRequest, w: WireRequest) -> ParsedResponse:
         return wire.parse_response(data, model=self._model(request), binding=w.binding, origins=w.origins)

@@ -416,4 +416,5 @@ def provider_request(state: RunState, messages: list[Message], *, prewarm: bool 
         prefix=prefix,
         output=state.request.output.format if state.request.output is not None else None,
         settings=settings,
+        pauses=plan.pauses,
     )

@@ -11,12 +11,14 @@ descriptor will carry (what precedes the run's user message, hashed once here an
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
 
 import attrs
 
 from segue._core.contracts import ServingPath, without_replayed_reasoning
 from segue.cache.layout import LayoutPolicy
+from segue.cache.ttl import pauses_between
 from segue.errors import ReplayRunError
 from segue.generated import ContextBlock, Message, ReplaySummary
 from segue.replay.planner import check_runs, plan_replay
@@ -25,6 +27,7 @@ from segue.run.config import AgentConfig, RunConfig
 from segue.run.request import RunRequest
 from segue.run.settings import check_tool_choice
 from segue.run.window import replay_room
+from segue.store import records
 from segue.store.records import StoredRun
 
 
@@ -42,6 +45,8 @@ class RunPlan:
     summaries: dict[ServingPath, ReplaySummary]
     seeds: dict[ServingPath, str]
     continued_from: str | None
+    #: Seconds between the conversation's turns (the replayed runs' times, then now): ProviderRequest.pauses.
+    pauses: tuple[float, ...] = ()
 
     @property
     def path(self) -> ServingPath:
@@ -67,6 +72,23 @@ class RunPlan:
         if not self.summaries:
             return self.seeds[self.path]
         return seed_of(without_replayed_reasoning(self.prefix, sent), self.view)
+
+
+def conversation_pauses(stored: Mapping[str, StoredRun], run_ids: Sequence[str]) -> tuple[float, ...]:
+    """The pauses between the replayed runs, in the order `runs=` names them, and from the last one to now."""
+
+    def at(stamp: str | None) -> float | None:
+        return datetime.fromisoformat(stamp).timestamp() if stamp else None
+
+    spans = []
+    for run_id in dict.fromkeys(run_ids):
+        run = stored[run_id]
+        start = at(run.created_at)
+        if start is not None:
+            spans.append((start, at(run.finished_at)))
+    now = at(records.utc_now())
+    assert now is not None
+    return pauses_between(spans, now)
 
 
 def with_conversation_context(request: RunRequest, first: StoredRun) -> RunRequest:
@@ -147,4 +169,5 @@ class Planner:
             summaries=plan.summaries,
             seeds=plan.seeds,
             continued_from=plan.continued_from,
+            pauses=conversation_pauses(stored, request.knobs.runs),
         )

@@ -55,6 +55,9 @@ class StoredRun:
     usage: Usage
     agent_name: str = ""
     private: dict[str, Any] | None = None
+    #: When the run was created and when it ended (utc_now text; None: not ended, or not read).
+    created_at: str | None = None
+    finished_at: str | None = None
     #: canonical JSON of each trace's role + content (segue._core.hashing.message_json), computed on first use and
     #: remembered with the cached message.
     hash_items: Sequence[str] = ()

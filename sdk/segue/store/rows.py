@@ -237,12 +237,12 @@ def stored_runs(rows: list[tuple[Any, ...]], messages: MessageCache, metas: Meta
     for row in rows:
         run_id = row[0]
         if run_id not in heads:
-            heads[run_id] = row[:9]
+            heads[run_id] = row[:11]
             traces[run_id] = []
             items[run_id] = []
-        if row[9] is not None:
-            entry = messages.get(run_id, row[9], *row[11:14])
-            traces[run_id].append(Trace(index=row[9], iteration=row[10], message=entry[0]))
+        if row[11] is not None:
+            entry = messages.get(run_id, row[11], *row[13:16])
+            traces[run_id].append(Trace(index=row[11], iteration=row[12], message=entry[0]))
             items[run_id].append(entry)
     return {
         run_id: StoredRun(
@@ -255,6 +255,8 @@ def stored_runs(rows: list[tuple[Any, ...]], messages: MessageCache, metas: Meta
             private=loads(head[6], f"agent_runs.private of run {run_id}") if head[6] else None,
             usage=get_converter().structure(loads(head[7], f"agent_runs.usage of run {run_id}"), Usage),
             agent_name=head[8],
+            created_at=head[9],
+            finished_at=head[10],
             traces=traces[run_id],
             hash_items=HashItems(items[run_id]),
         )
@@ -310,6 +312,8 @@ def replay_sql(m: Bound, count: int) -> str:
             m.AgentRun.private,
             m.AgentRun.usage,
             m.AgentRun.agent_name,
+            m.AgentRun.created_at,
+            m.AgentRun.finished_at,
             m.ReactTrace.idx,
             m.ReactTrace.iteration,
             m.ReactTrace.role,
