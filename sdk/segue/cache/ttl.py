@@ -52,7 +52,8 @@ def pauses_between(spans: Sequence[tuple[float, float | None]], now: float) -> t
     one's end to `now` (the run being planned). `spans` are the replayed runs' (start, end) in conversation
     order; a run without an end, or a negative gap (runs given out of order), tells nothing and is skipped."""
     out: list[float] = []
-    for (_, end), (start, _) in zip(spans, [*spans[1:], (now, None)], strict=True):
+    starts = [start for start, _ in spans[1:]] + [now]
+    for (_, end), start in zip(spans, starts[: len(spans)], strict=True):
         if end is not None and start >= end:
             out.append(start - end)
     return tuple(out)
