@@ -187,3 +187,18 @@ async def test_a_conversation_writes_5m_until_a_long_pause_then_1h() -> None:
     assert [m.split("'")[1] for m in notes] == ["5m", "5m", "1h", "1h"]
     assert "no pause seen yet" in notes[0]
     assert "2 pause(s) seen, the longest 12.1 min (1 outlived 5m, 0 outlived 1h)" in notes[2]
+
+
+async def test_runs_show_says_which_ttl_auto_chose(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from segue.apps.cli.main import main
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    store = RunStore(url)
+    twin = Twin()
+    agent = Agent(AnthropicProvider(MODEL, cache_ttl="auto", client=twin.anthropic_client()), PROMPT, TOOLS, store)
+    result = await agent.run("Which tables are there?")
+    store.close()
+    capsys.readouterr()
+    assert main(["runs", "show", result.run_id, "--db", url]) == 0
+    out = capsys.readouterr().out
+    assert "cache TTL: cache_ttl auto chose '5m' on claude-sonnet-4-6@anthropic: no pause seen yet" in out
