@@ -105,7 +105,7 @@ def loop_agent(provider: Provider, layout: LayoutMode, state_tokens: int) -> Age
     )
 
 
-async def run(layout: LayoutMode, state_tokens: int, catalog: Catalog) -> dict[str, float]:
+async def run(layout: LayoutMode, state_tokens: int, catalog: Catalog) -> dict[str, Any]:
     twin = Twin(policy=script())
     agent = loop_agent(OpenAIChatProvider(MODEL, client=twin.openai_client()), layout, state_tokens)
     result = await agent.run("Summarise the quarterly report, section by section.")
@@ -116,7 +116,9 @@ async def run(layout: LayoutMode, state_tokens: int, catalog: Catalog) -> dict[s
     twin_cached = [i.usage.cache_read_tokens or 0 for i in detail.llm_interactions]
     ends_cached = request_ends_rule([i.provider_request for i in detail.llm_interactions])
     digest = hashlib.sha256(json.dumps([i.provider_request for i in detail.llm_interactions]).encode()).hexdigest()
+    layout_meta = detail.meta.segue_layout if detail.meta is not None else None
     return {
+        "decided": layout_meta.mode if layout_meta is not None else None,  # type: ignore[dict-item]
         "input": sum(inputs),
         "twin_share": sum(twin_cached) / sum(inputs),
         "ends_share": sum(ends_cached) / sum(inputs),
@@ -134,11 +136,12 @@ def main() -> None:
         f"{'cost $':>9}"
     )
     for state_tokens in (100, 1500):
-        layouts: tuple[LayoutMode, ...] = ("appendOnly", "replace")
+        layouts: tuple[LayoutMode, ...] = ("appendOnly", "replace", "auto")
         rows = {layout: asyncio.run(run(layout, state_tokens, catalog)) for layout in layouts}
         for layout, r in rows.items():
+            shown = f"auto={r['decided']}" if layout == "auto" else layout
             print(
-                f"{state_tokens:>7} {layout:<11} {r['twin_share']:>13.1%} {r['ends_share']:>22.1%} "
+                f"{state_tokens:>7} {shown:<11} {r['twin_share']:>13.1%} {r['ends_share']:>22.1%} "
                 f"{int(r['input']):>13,} {r['cost']:>9.5f}"
             )
         a, b = rows["appendOnly"], rows["replace"]

@@ -8,8 +8,14 @@ the LAST message of the request, a user message marked `meta["segue.fragment"]`.
   byte-prefix extension of the previous one (what an exact-prefix cache rewards).
 
 `auto` (the default) is appendOnly when the serving path's catalog row says `prefix_prompt_cache`, or when the
-driver requires a stable reasoning prefix and the run declares native tools; otherwise replace. Explicit modes
-win. A runtime override that names a vendor, or whose model-only catalog entry says yes, decides at once;
+driver requires a stable reasoning prefix and the run declares native tools; otherwise replace. On a prefix
+cache whose catalog row prices input and cache reads, the path that decides at iteration 1 is weighed by cost
+too (`by_cost`): keeping a fragment costs its F tokens at the read price on every later request; replacing it
+costs, where the vendor reuses a prompt only up to where an earlier request ended, what each step of the
+conversation adds (D tokens, measured on the replayed runs and history) sent again at input less read price.
+replace when read * F > (input - read) * D, else the flag's appendOnly; a first turn, with no step measured
+yet, keeps the flag's (docs/layout.md, "auto by cost"). Explicit modes win. A runtime override that names a
+vendor, or whose model-only catalog entry says yes, decides at once (by the flag alone);
 otherwise the (model, vendor) that served iteration 1 decides. Then the decision is frozen for the run, so a
 failover to a host with other cache rules never flips the layout mid-run.
 
@@ -57,8 +63,9 @@ from typing import Any, Literal
 import attrs
 
 from segue._core.contracts import FRAGMENT_META_KEY
-from segue.catalog import Catalog, CatalogError
-from segue.generated import LayoutMeta, Message, TextBlock, ToolResultBlock, Usage
+from segue._core.tokens import count_json
+from segue.catalog import Catalog, CatalogError, Resolved
+from segue.generated import LayoutMeta, Message, TextBlock, ToolResultBlock, Usage, get_converter
 
 __all__ = [
     "FRAGMENT_ITERATION_KEY",
@@ -120,6 +127,20 @@ def build_fragment(text: str, iteration: int) -> Message:
         content=[TextBlock(text=body)],
         meta={FRAGMENT_META_KEY: True, FRAGMENT_ITERATION_KEY: iteration},
     )
+
+
+def _tokens(message: Message) -> int:
+    """segue's token estimate of a message's content (segue._core.tokens: ceil(utf-8 bytes / 4) of its JSON)."""
+    return count_json(get_converter().unstructure(message.content, list[Any]))
+
+
+def _step_tokens(messages: Sequence[Message]) -> int:
+    """Tokens per answer step (an assistant message and what follows it) of earlier turns, fragments left out:
+    what one iteration adds, as the conversation so far shows it (0 when it has no answer yet)."""
+    steps = sum(m.role == "assistant" for m in messages)
+    first = next((i for i, m in enumerate(messages) if m.role == "assistant"), len(messages))
+    body = sum(_tokens(m) for m in messages[first:] if not is_fragment(m))
+    return body // steps if steps else 0
 
 
 def _escaped(message: Message) -> Message:
@@ -202,6 +223,7 @@ class LayoutPolicy:
         self._kept: dict[int, KeptFragment] = {}
         self._sent: set[int] = set()  # iterations whose request carried a fragment
         self._laid: dict[int, tuple[Message, Message | None]] = {}  # id -> (message before the boundary, on_wire)
+        self._step_tokens = 0  # tokens per answer step of the replayed runs and history: the cost rule's D
         if mode != "auto":
             self._decision = LayoutDecision(
                 mode=mode, reason=f"configured trailing_state_layout={mode!r}", iteration=0, basis="configured",
@@ -239,12 +261,19 @@ class LayoutPolicy:
             self._decision = self._decide(model, None, self._stable_prefix, 0, "override")
 
     def _decide(
-        self, model: str, vendor: str | None, stable_prefix: bool, iteration: int, basis: Literal["override", "served"]
+        self,
+        model: str,
+        vendor: str | None,
+        stable_prefix: bool,
+        iteration: int,
+        basis: Literal["override", "served"],
     ) -> LayoutDecision:
         path = f"{model}@{vendor}" if vendor else model
+        resolved: Resolved | None
         try:
             resolved = self.catalog.resolve(model, vendor)
         except CatalogError as e:
+            resolved = None
             log.warning("layout: no catalog entry for %s (%s); treating prefix_prompt_cache as false", path, e)
             prefix, why = False, f"catalog: no entry for {path}"
         else:
@@ -255,14 +284,39 @@ class LayoutPolicy:
             why = f"catalog: {resolved.label} prefix_prompt_cache={shown}" + (f" ({src})" if src else "")
             if resolved.note:
                 why += f"; {resolved.note}"
-        if prefix:
+        if prefix and stable_prefix and self._native_tools:
             mode: ResolvedLayout = "appendOnly"
+            why += "; the driver requires a stable reasoning prefix and the run declares native tools"
+        elif prefix:
+            mode = "appendOnly"
+            if basis == "served" and resolved is not None:
+                mode, weighed = self.by_cost(resolved)
+                why += f"; {weighed}" if weighed else ""
         elif stable_prefix and self._native_tools:
             mode = "appendOnly"
             why += "; the driver requires a stable reasoning prefix and the run declares native tools"
         else:
             mode = "replace"
         return LayoutDecision(mode=mode, reason=why, iteration=iteration, basis=basis, frozen=True)
+
+    def by_cost(self, resolved: Resolved) -> tuple[ResolvedLayout, str | None]:
+        """appendOnly or replace on a prefix cache by the catalog's prices and the conversation's sizes (module
+        notes). Without a first fragment, a measured step, or input and cache-read prices (a self-hosted path
+        costs nothing either way), the catalog's appendOnly stands."""
+        prices = resolved.pricing
+        fragment = self._first_fragment
+        if fragment is None or prices is None or prices.cache_read is None or resolved.self_hosted:
+            return "appendOnly", None
+        if not self._step_tokens:
+            return "appendOnly", "by cost: not weighed, no earlier step of the conversation to measure"
+        read, rest = prices.cache_read, prices.input - prices.cache_read
+        kept, step = _tokens(fragment), self._step_tokens
+        keep, replace = read * kept, rest * step
+        mode: ResolvedLayout = "replace" if keep > replace else "appendOnly"
+        return mode, (
+            f"by cost: keeping a {kept}-token fragment costs {read:g} x {kept} = {keep:g} $/M on each later request, "
+            f"replacing it re-sends a {step}-token step at {prices.input:g} - {read:g}: {replace:g}, so {mode}"
+        )
 
     def resume_from(self, stored: LayoutMeta) -> None:
         """A paused run resumes with the layout its earlier iterations were laid out by (RunMeta.segue_layout):
@@ -279,7 +333,12 @@ class LayoutPolicy:
         self._restored_iteration = restored if isinstance(restored, int) else None
 
     def observe_served(
-        self, iteration: int, vendor: str, model: str, *, requires_stable_reasoning_prefix: bool | None = None
+        self,
+        iteration: int,
+        vendor: str,
+        model: str,
+        *,
+        requires_stable_reasoning_prefix: bool | None = None,
     ) -> LayoutDecision:
         """Report who answered `iteration` (after failover). The first report decides an undecided `auto` run and
         freezes it; later reports change nothing. `requires_stable_reasoning_prefix` is the serving driver's flag
@@ -355,6 +414,7 @@ class LayoutPolicy:
             self._kept[iteration] = KeptFragment(iteration=iteration, index=len(history), message=fragment)
         elif self._decision is None and iteration == self._first_iteration:
             self._first_fragment = fragment  # a retried first iteration replaces it
+            self._step_tokens = _step_tokens(pre)
         return laid
 
     def _before_boundary(self, messages: Sequence[Message]) -> list[Message]:
