@@ -216,6 +216,15 @@ def test_bad_requests_get_the_right_codes(tmp_path: Path) -> None:
             "cache_ttl '1h' is for Anthropic's cache_control; this provider takes '30m' or '12h'",
         ),
         (
+            {
+                "agents": [
+                    {"name": "a", "provider": {"kind": "twin-openai", "model": "gpt-5.6-sol", "cache_ttl": "auto"}}
+                ]
+            },
+            "#/agents/0/provider",
+            "cache_ttl 'auto' is taken by the anthropic and twin-anthropic kinds; this one takes '30m' or '12h'",
+        ),
+        (
             {"agents": [{"name": "a", "provider": {"kind": "twin-anthropic", "model": "m", "cache_ttl": "12h"}}]},
             "#/agents/0/provider",
             "cache_ttl '12h' is for OpenAI breakpoint caches; this provider takes '5m' or '1h'",

@@ -296,7 +296,7 @@ def _make_provider(cfg: ProviderConfig, key: str | None, twin: list[Any]) -> Pro
             client = without_sdk_spans(anthropic.AsyncAnthropic(api_key=key, base_url=cfg.base_url))
         return providers.AnthropicProvider(
             model,
-            cache_ttl=_control_ttl(cfg.cache_ttl),
+            cache_ttl="auto" if cfg.cache_ttl == "auto" else _control_ttl(cfg.cache_ttl),
             thinking=cfg.thinking,
             max_tokens=cfg.max_tokens or 4096,
             client=client,
@@ -341,6 +341,10 @@ def _control_ttl(ttl: str | None) -> Literal["5m", "1h"]:
         return "5m"
     if ttl == "1h":
         return "1h"
+    if ttl == "auto":
+        raise ValueError(
+            "cache_ttl 'auto' is taken by the anthropic and twin-anthropic kinds; this one takes '5m' or '1h'"
+        )
     raise ValueError(f"cache_ttl {ttl!r} is for OpenAI breakpoint caches; this provider takes '5m' or '1h'")
 
 
@@ -350,6 +354,10 @@ def _breakpoint_ttl(ttl: str | None) -> Literal["30m", "12h"]:
         return "30m"
     if ttl == "12h":
         return "12h"
+    if ttl == "auto":
+        raise ValueError(
+            "cache_ttl 'auto' is taken by the anthropic and twin-anthropic kinds; this one takes '30m' or '12h'"
+        )
     raise ValueError(f"cache_ttl {ttl!r} is for Anthropic's cache_control; this provider takes '30m' or '12h'")
 
 
