@@ -145,9 +145,9 @@ async def _chat(
 
 
 def _ttl_of(result: Any, ttl: str) -> str:
-    """The lifetime the run wrote with: its `cache-ttl` note under auto, else the fixed one."""
+    """The lifetime the run wrote with: its `ttl-chosen` note under auto, else the fixed one."""
     for note in result.notes or []:
-        if note.kind == "cache-ttl":
+        if note.kind == "ttl-chosen":
             return str(note.message.split("'")[1])
     return ttl
 

@@ -3,7 +3,7 @@
 The rule (segue.cache.ttl, docs/replay.md "Cache TTL") is checked on its own with the packaged catalog's prices,
 with prices of a catalog layer that move the break-even, and end to end on the twin with a fake clock: the run
 after a pause longer than five minutes writes with 1h, the runs before it with 5m, every breakpoint of a request
-with the same lifetime, and the choice is the run's `cache-ttl` note. Bad configurations are refused when the
+with the same lifetime, and the choice is the run's `ttl-chosen` note. Bad configurations are refused when the
 driver is built, before any run row exists.
 """
 
@@ -158,7 +158,7 @@ async def test_a_conversation_writes_5m_until_a_long_pause_then_1h() -> None:
     outlived 5m) with 1h, on every breakpoint of every request: the prompt-caching page's rule for mixing
     lifetimes, "a 1-hour cache entry must appear before any 5-minute cache entries"
     (https://platform.claude.com/docs/en/build-with-claude/prompt-caching), holds because a request carries one.
-    The choice is the run's cache-ttl note; the run's input after the pause is read from the 1h entry later."""
+    The choice is the run's ttl-chosen note; the run's input after the pause is read from the 1h entry later."""
     clock = Clock()
     twin = Twin(clock=clock)
     store = RunStore("sqlite:///:memory:")
@@ -174,7 +174,7 @@ async def test_a_conversation_writes_5m_until_a_long_pause_then_1h() -> None:
             result = await agent.run("Which tables are there?", runs=runs or None)
             assert result.status == "success"
             runs.append(result.run_id)
-            note = [n for n in result.notes or [] if n.kind == "cache-ttl"]
+            note = [n for n in result.notes or [] if n.kind == "ttl-chosen"]
             assert len(note) == 1 and note[0].count == result.iterations
             notes.append(note[0].message)
             bodies = [c.provider_request for c in store.get_run(result.run_id).llm_interactions]

@@ -61,7 +61,7 @@ def pauses_between(spans: Sequence[tuple[float, float | None]], now: float) -> t
 
 @attrs.frozen(kw_only=True)
 class TtlChoice:
-    """The lifetime chosen for one run and why (the text of the run's `cache-ttl` note)."""
+    """The lifetime chosen for one run and why (the text of the run's `ttl-chosen` note)."""
 
     ttl: str
     reason: str

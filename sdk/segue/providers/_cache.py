@@ -84,7 +84,7 @@ AUTO = "auto"
 class AutoTTLPaths:
     """`cache_ttl="auto"` for a driver: per model, the serving path's lifetimes and prices from the catalog, and
     per request the lifetime chosen from the conversation's pauses (`ProviderRequest.pauses`), with the note that
-    records it on the run (kind `cache-ttl`)."""
+    records it on the run (kind `ttl-chosen`)."""
 
     def __init__(self, rows: CatalogRows) -> None:
         self.rows = rows
@@ -121,4 +121,4 @@ class AutoTTLPaths:
             choice: TtlChoice = self.terms(model, wire_ttls).choose(pauses)
         except ValueError as e:  # a runtime model override whose path cannot choose
             raise WireError(str(e)) from e
-        return choice.ttl, ProviderNote(kind="cache-ttl", message=choice.reason)
+        return choice.ttl, ProviderNote(kind="ttl-chosen", message=choice.reason)

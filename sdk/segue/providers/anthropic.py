@@ -47,7 +47,7 @@ class AnthropicProvider(SdkDriver):
     - `cache_ttl`: "5m" (default) or "1h" for the four cache breakpoints (system, stable head, last replayed
       message, last message); None sends no cache_control. "auto" chooses per run from the conversation's pauses
       and the catalog's prices for the path (segue.cache.ttl; docs/replay.md, "Cache TTL"), one lifetime for every
-      breakpoint of a request, and records the choice as the run's `cache-ttl` note.
+      breakpoint of a request, and records the choice as the run's `ttl-chosen` note.
     - `thinking`: Anthropic's own thinking configuration, sent as is, e.g. {"type": "enabled",
       "budget_tokens": 2048} or {"type": "adaptive"}. Thinking blocks are replayed verbatim; with replayed
       thinking on the wire segue asks for block binding with prefix_mismatch_behavior="drop_block" and reports

@@ -176,7 +176,7 @@ def _runs_show(args: argparse.Namespace) -> int:
     if miss is not None:
         facts.append(f"cache miss: {clean(miss)} (segue runs explain {run.run_id} has every request)")
     notes = run.meta.segue_notes if run.meta is not None else None
-    facts += [f"cache TTL: {clean(n.message)}" for n in notes or () if n.kind == "cache-ttl"]
+    facts += [f"cache TTL: {clean(n.message)}" for n in notes or () if n.kind == "ttl-chosen"]
     print(show_text(run, facts))
     return EXIT_OK
 
