@@ -34,7 +34,11 @@ import attrs
 
 from segue.catalog import Resolved
 
-__all__ = ["AutoTTL", "TtlChoice", "auto_ttl", "choose_ttl", "pauses_between", "ttl_seconds"]
+__all__ = ["AUTO", "AutoTTL", "TtlChoice", "auto_ttl", "choose_ttl", "pauses_between", "ttl_seconds"]
+
+#: The driver setting (`cache_ttl="auto"`) that lets segue choose the cache lifetime per run: segue's word, not
+#: a vendor's.
+AUTO = "auto"
 
 _DURATION = re.compile(r"^(\d+)([smhd])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -87,12 +91,12 @@ def auto_ttl(resolved: Resolved) -> AutoTTL:
     offered = resolved.cache_ttls
     fix = "configure one of them explicitly, or price the path in a catalog layer"
     if len(offered) < 2:
+        hint = (
+            f"pass cache_ttl={offered[0]!r}" if offered else "pass cache_ttl=None, or name the path's TTLs in a layer"
+        )
         raise ValueError(
-            f"cache_ttl='auto' chooses between cache lifetimes, but {resolved.label} offers "
-            f"{offered if offered else 'none'} (catalog llm.cache_ttls); pass cache_ttl={offered[0]!r}"
-            if offered
-            else f"cache_ttl='auto' chooses between cache lifetimes, but {resolved.label} offers none (catalog "
-            "llm.cache_ttls); pass cache_ttl=None or name the path's TTLs in a catalog layer"
+            f"cache_ttl='auto' chooses between cache lifetimes, but {resolved.label} offers {offered or 'none'} "
+            f"(catalog llm.cache_ttls); {hint}"
         )
     prices = resolved.pricing
     if prices is None or prices.cache_read is None:
@@ -136,7 +140,7 @@ def choose_ttl(terms: AutoTTL, pauses: Sequence[float]) -> TtlChoice:
         longest = max(pauses)
         counts = ", ".join(f"{sum(1 for p in pauses if p > s)} outlived {name}" for name, s, _ in terms.lifetimes)
         why = f"{n} pause(s) seen, the longest {_minutes(longest)} ({counts})"
-    shown = "; ".join(f"{name} {cost(life)[0]:.2f}" for life in terms.lifetimes for name in [life[0]])
+    shown = "; ".join(f"{life[0]} {cost(life)[0]:.2f}" for life in terms.lifetimes)
     return TtlChoice(
         ttl=best[0],
         reason=f"cache_ttl auto chose {best[0]!r} on {terms.label}: {why}; expected $/M per token this turn writes: "

@@ -11,10 +11,12 @@ import logging
 from collections.abc import Sequence
 
 from segue._core.contracts import ProviderNote
-from segue.cache.ttl import AutoTTL, TtlChoice, auto_ttl
+from segue.cache.ttl import AUTO, AutoTTL, TtlChoice, auto_ttl
 from segue.catalog import Catalog, CatalogError, Resolved
 from segue.wire.breakpoints import BreakpointCache, CacheMode, CacheTTL
 from segue.wire.common import WireError
+
+__all__ = ["AUTO", "AutoTTLPaths", "BreakpointPaths", "CatalogRows"]
 
 log = logging.getLogger("segue.providers")
 
@@ -75,10 +77,6 @@ class BreakpointPaths:
                 "configure the driver with one of those"
             )
         return BreakpointCache(mode=self.mode, ttl=self.ttl, max_breakpoints=writes)
-
-
-#: The driver setting that lets segue choose the cache lifetime per run (segue.cache.ttl).
-AUTO = "auto"
 
 
 class AutoTTLPaths:
