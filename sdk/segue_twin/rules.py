@@ -208,6 +208,6 @@ def rules_for(model: str, vendor: str | None = None) -> CacheRules:
     return rules_from(_resolved(model, vendor or vendor_of(model)))
 
 
-def openai_model_reasons(model: str) -> bool:
-    """Whether an OpenAI model emits reasoning items (catalog llm.supports_reasoning)."""
-    return _resolved(model, "openai").get("llm", "supports_reasoning", default=False) is True
+def openai_model_reasons(model: str, vendor: str = "openai") -> bool:
+    """Whether a model on an OpenAI-shaped endpoint reasons (catalog llm.supports_reasoning)."""
+    return _resolved(model, vendor).get("llm", "supports_reasoning", default=False) is True
