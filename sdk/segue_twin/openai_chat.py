@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 
+from segue._core.image_tokens import ImageFormula
 from segue_twin import gemini
 from segue_twin._wire import ordered_json, pieces, sse
 from segue_twin.cache import prompt_tokens
@@ -70,7 +71,7 @@ def handle_chat(state: TwinState, body: Mapping[str, Any], *, vendor: str = VEND
     turn = respond(state.policy, attrs.evolve(_view(params, tools, messages), output_schema=schema))
     sized = size_turn(turn, reasons=params.reasons, max_output=params.max_output)
     header = {"response_format": body.get("response_format"), "reasoning_effort": params.effort}
-    prompt = _pieces(header, tools, messages)
+    prompt = _pieces(header, tools, messages, rules.image_tokens if rules is not None else None, params.model)
     outcome: CacheOutcome | None = None
     if rules is not None:
         outcome = cache_outcome(state, params, prompt)
@@ -163,8 +164,11 @@ def _chat_format(response_format: Any) -> Any:
     return response_format
 
 
-def _pieces(header: Any, tools: list[Any], messages: list[dict[str, Any]]) -> list[PromptPiece]:
-    """The prompt as the caches see it: settings, tools, then every message's content parts.
+def _pieces(
+    header: Any, tools: list[Any], messages: list[dict[str, Any]], images: ImageFormula | None, model: str
+) -> list[PromptPiece]:
+    """The prompt as the caches see it: settings, tools, then every message's content parts (images by the
+    model's formula, `images`).
 
     An assistant message (text and tool calls) is one piece; its parts never carry breakpoints.
     """
@@ -186,7 +190,14 @@ def _pieces(header: Any, tools: list[Any], messages: list[dict[str, Any]]) -> li
             continue
         tail = {"tool_call_id": message.get("tool_call_id")} if role == "tool" else None
         pieces += item_pieces(
-            {"role": role}, message.get("content"), eligible=True, field="content", path=path, tail=tail
+            {"role": role},
+            message.get("content"),
+            eligible=True,
+            field="content",
+            path=path,
+            tail=tail,
+            images=images,
+            model=model,
         )
     return pieces
 
