@@ -2,7 +2,7 @@
 # Schema: schemas/wire/anthropic.json (sha256:6e87ef2da0ec9ba0cead7d21d5c52b62b5a2106c5a436828d26f6990b067d8af)
 # Schema: schemas/wire/openai_chat.json (sha256:44f44b6d170e9e8522b98780a8e2265cd5e0d2c19cc926cf798dbfac390fd678)
 # Schema: schemas/wire/openai_responses.json (sha256:5bd748547d6cb6797c3f72439eb19a0617774a9ee0ed510d2d96cd3b96ad85d3)
-# Schema: schemas/wire/openrouter.json (sha256:3072ebe8b163a775f010e0464dd6be1a1652a58691b115f18d810ee759d6ad92)
+# Schema: schemas/wire/openrouter.json (sha256:1108fe97f6bc382ecce632e41ce05f33f11e022788bf07a2672391dc37151670)
 # Schema: schemas/wire/shared.json (sha256:252a8d04eea3e54a1b6737b5ee9b9e3003f64edd80e883fc5eccb7141b3654b0)
 """Generated vendor wire serializers, one module per schemas/wire/<wire>.json. No vendor SDK is imported here."""
 
