@@ -28,6 +28,8 @@ import math
 import struct
 from typing import Literal
 
+from segue.generated import Base64ImageSource, ImageBlock
+
 ImageFormula = Literal["pixels_750", "tiles_85_170"]
 FORMULAS: tuple[ImageFormula, ...] = ("pixels_750", "tiles_85_170")
 
@@ -85,6 +87,15 @@ def base64_image_tokens(formula: ImageFormula, data: str) -> int | None:
         return None
     size = image_size(raw)
     return None if size is None else image_tokens(formula, *size)
+
+
+def block_tokens(block: ImageBlock, formula: ImageFormula | None) -> int | None:
+    """A canonical image block's tokens under ``formula``; None when they cannot be known (no formula for the
+    path, a URL image, bytes that are no image segue reads)."""
+    source = block.source
+    if formula is None or not isinstance(source, Base64ImageSource):
+        return None
+    return base64_image_tokens(formula, source.data)
 
 
 def data_url_tokens(formula: ImageFormula, url: str) -> int | None:
