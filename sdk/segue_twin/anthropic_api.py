@@ -8,11 +8,13 @@ from typing import Any
 
 import attrs
 
+from segue._core.image_tokens import ImageFormula
 from segue._core.tokens import count_json, count_tokens
 from segue_twin._wire import ordered_json, pieces, sse, strip_for_binding, truncate_to_tokens
 from segue_twin.anthropic_request import AnthropicRequest, parse_request
 from segue_twin.cache import BlockUsage, CacheBlock
 from segue_twin.errors import bad_request
+from segue_twin.images import block_tokens
 from segue_twin.signing import check_thinking, prefix_digests, sign_thinking
 from segue_twin.state import Reply, TwinState
 from segue_twin.structured import respond
@@ -42,7 +44,7 @@ def handle_messages(state: TwinState, body: Mapping[str, Any], headers: Mapping[
         content, stop_reason, output_tokens = _render_turn(state, request, turn, digests[-1])
     usage = state.block_cache.account(
         namespace=request.model,
-        blocks=_cache_blocks(request, messages),
+        blocks=_cache_blocks(request, messages, rules.image_tokens),
         rules=rules,
         now=state.clock(),
         writer=state.writer,
@@ -194,8 +196,11 @@ def _render_turn(
 _RUN_TYPES = frozenset({"tool_use", "tool_result"})
 
 
-def _cache_blocks(request: AnthropicRequest, messages: list[dict[str, Any]]) -> list[CacheBlock]:
-    """The prompt as cache blocks in the vendor's order: tools, system, messages.
+def _cache_blocks(
+    request: AnthropicRequest, messages: list[dict[str, Any]], images: ImageFormula | None
+) -> list[CacheBlock]:
+    """The prompt as cache blocks in the vendor's order: tools, system, messages; an image's tokens by the model's
+    formula (`images`, segue_twin.images).
 
     Settings the prompt-caching page lists as invalidating a level are folded into the key of that level's first
     block, so changing them misses that level's entries and every later one: speed the system level; thinking,
@@ -223,7 +228,7 @@ def _cache_blocks(request: AnthropicRequest, messages: list[dict[str, Any]]) -> 
             blocks.append(
                 CacheBlock(
                     key=ordered_json({"role": message["role"]}) + _key(block),
-                    tokens=count_json(strip_for_binding(block)),
+                    tokens=block_tokens(strip_for_binding(block), images, request.model),
                     breakpoint_ttl=bp.get(f"messages.{i}.content.{j}"),
                     run=block["type"] if block["type"] in _RUN_TYPES else None,
                 )

@@ -52,7 +52,11 @@ _ROUTES: dict[str, tuple[ErrorVendor, str]] = {
     "/v1/messages": ("anthropic", "messages"),
     "/v1/responses": ("openai", "responses"),
     "/v1/chat/completions": ("openai", "chat"),
+    # Gemini's OpenAI compatibility (base_url "https://generativelanguage.googleapis.com/v1beta/openai/").
+    "/v1beta/openai/chat/completions": ("gemini", "gemini_chat"),
 }
+#: The base URL path of Gemini's OpenAI-compatible endpoint on the twin (`Twin.gemini_client`).
+GEMINI_BASE_PATH = "/v1beta/openai"
 
 
 @attrs.frozen(kw_only=True)
@@ -254,6 +258,8 @@ class Twin:
             return handle_messages(self.state, payload, headers)
         if endpoint == "responses":
             return handle_responses(self.state, payload)
+        if endpoint == "gemini_chat":
+            return handle_chat(self.state, payload, vendor="gemini")
         return handle_chat(self.state, payload)
 
     def _render(self, vendor: ErrorVendor, reply: Reply) -> TwinResponse:
@@ -318,6 +324,11 @@ class Twin:
         options.update(kwargs)
         options.setdefault("http_client", httpx2.AsyncClient(transport=self.transport()))
         return openai.AsyncOpenAI(**options)
+
+    def gemini_client(self, **kwargs: Any) -> openai.AsyncOpenAI:
+        """The official AsyncOpenAI client on the twin's Gemini OpenAI-compatible endpoint (`/v1beta/openai`):
+        for `OpenAIChatProvider(..., vendor="gemini")`."""
+        return self.openai_client(**{"base_url": f"{TWIN_BASE_URL}{GEMINI_BASE_PATH}", **kwargs})
 
 
 def _best_effort(rules: RulesSource) -> RulesSource:

@@ -5,7 +5,17 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-ErrorVendor = Literal["anthropic", "openai"]
+ErrorVendor = Literal["anthropic", "openai", "gemini"]
+
+#: Google's status names per HTTP status (google.rpc.Code, as the Gemini API's error `status` spells them).
+_GOOGLE_STATUSES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+}
 
 _ANTHROPIC_TYPES = {
     400: "invalid_request_error",
@@ -43,12 +53,20 @@ class TwinHTTPError(Exception):
         self.param = param
         self.code = code
 
-    def body(self, vendor: ErrorVendor) -> dict[str, Any]:
+    def body(self, vendor: ErrorVendor) -> Any:
         if vendor == "anthropic":
             kind = self.kind or _ANTHROPIC_TYPES.get(self.status, "invalid_request_error")
             return {"type": "error", "error": {"type": kind, "message": self.message}}
+        if vendor == "gemini":
+            return self.google_body()
         kind = self.kind or ("server_error" if self.status >= 500 else "invalid_request_error")
         return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
+
+    def google_body(self) -> list[dict[str, Any]]:
+        """Gemini's OpenAI-compatible endpoint answers errors in Google's envelope, inside a list (as a captured
+        answer shows: `[{"error": {"code": 400, "message": "...", "status": "INVALID_ARGUMENT"}}]`)."""
+        status = _GOOGLE_STATUSES.get(self.status, "INTERNAL" if self.status >= 500 else "INVALID_ARGUMENT")
+        return [{"error": {"code": self.status, "message": self.message, "status": status}}]
 
     def body_bytes(self, vendor: ErrorVendor) -> bytes:
         return json.dumps(self.body(vendor)).encode("utf-8")

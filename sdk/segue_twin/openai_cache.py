@@ -22,10 +22,12 @@ from typing import Any, Literal
 
 import attrs
 
+from segue._core.image_tokens import ImageFormula
 from segue._core.tokens import count_bytes
 from segue_twin._wire import ordered_json, strip_for_binding
 from segue_twin.cache import CacheBlock, prompt_tokens
 from segue_twin.errors import bad_request
+from segue_twin.images import image_tokens, is_image, stand_in
 from segue_twin.rules import CacheRules
 from segue_twin.state import TwinState
 
@@ -144,30 +146,38 @@ def item_pieces(
     field: str,
     path: str,
     tail: Mapping[str, Any] | None = None,
+    images: ImageFormula | None = None,
+    model: str = "",
 ) -> list[PromptPiece]:
     """Pieces of an item whose ``content`` (a string or a list of parts) sits under ``field`` between ``head``
     and ``tail`` (the item's other fields, in wire order).
 
     The first piece carries the other fields; a string is one text part, so a message reads the same whether
-    its text comes as a string or as one text part.
+    its text comes as a string or as one text part. An image part reads as a stand-in of the tokens the model's
+    formula (`images`) gives it, where that is known (segue_twin.images).
     """
     parts = content if isinstance(content, list) and content else [content if isinstance(content, str) else ""]
     pieces = []
     for j, part in enumerate(parts):
-        render = {**head, field: part_render(part), **(tail or {})} if j == 0 else {field: part_render(part)}
+        seen = part_render(part, images, model)
+        render = {**head, field: seen, **(tail or {})} if j == 0 else {field: seen}
         marker = part.get("prompt_cache_breakpoint") if isinstance(part, dict) else None
         where = f"{path}.{field}[{j}]" if isinstance(content, list) else f"{path}.{field}"
         pieces.append(PromptPiece(render=render, eligible=eligible, breakpoint=marker, path=where))
     return pieces
 
 
-def part_render(part: Any) -> Any:
-    """What the model reads of a content part: its text, or the part itself (an image, a file) without markers."""
+def part_render(part: Any, images: ImageFormula | None = None, model: str = "") -> Any:
+    """What the model reads of a content part: its text, an image's stand-in (its formula's tokens), or the part
+    itself (a file, an image of unknown cost) without markers."""
     if isinstance(part, dict):
         for key in ("text", "refusal"):
             if isinstance(part.get(key), str):
                 return part[key]
-        return strip_for_binding({k: v for k, v in part.items() if k != "prompt_cache_breakpoint"})
+        seen = strip_for_binding({k: v for k, v in part.items() if k != "prompt_cache_breakpoint"})
+        if is_image(seen) and (tokens := image_tokens(seen, images, model)) is not None:
+            return stand_in(seen, tokens)
+        return seen
     return part
 
 

@@ -1,4 +1,8 @@
-"""OpenAI Chat Completions (`POST /v1/chat/completions`): tool-call pairing, prefix caching, streamed chunks."""
+"""OpenAI Chat Completions (`POST /v1/chat/completions`): tool-call pairing, prefix caching, streamed chunks.
+
+Gemini's OpenAI-compatible endpoint is served by the same handler with `vendor="gemini"`: its thought-signature
+rule (segue_twin.gemini) on top, and no cache emulation.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,10 @@ from typing import Any
 
 import attrs
 
-from segue_twin._wire import pieces, sse
+from segue._core.image_tokens import ImageFormula
+from segue_twin import gemini
+from segue_twin._wire import ordered_json, pieces, sse
+from segue_twin.cache import prompt_tokens
 from segue_twin.errors import bad_request
 from segue_twin.openai_cache import CacheOutcome, PromptPiece, item_pieces
 from segue_twin.openai_common import (
@@ -31,15 +38,18 @@ _ROLES = ("system", "developer", "user", "assistant", "tool")
 _CACHE_OPTION_FIELDS = ("mode", "ttl")
 
 
-def handle_chat(state: TwinState, body: Mapping[str, Any]) -> Reply:
-    rules = state.rules(model_param(body), VENDOR)
+def handle_chat(state: TwinState, body: Mapping[str, Any], *, vendor: str = VENDOR) -> Reply:
+    """A completion; ``vendor`` "gemini" for Gemini's OpenAI-compatible endpoint (signatures, no cache)."""
+    # The twin emulates OpenAI's cache only; on Gemini's endpoint the cache parameters are not checked.
+    rules = state.rules(model_param(body), VENDOR) if vendor == VENDOR else None
     params = common_params(
         body,
         max_tokens_fields=("max_tokens", "max_completion_tokens"),
         rules=rules,
         option_fields=_CACHE_OPTION_FIELDS,
         # The chat `ttl` "Defaults to `30m`, which is currently the only supported value": the default only.
-        option_ttls=(rules.default_ttl,),
+        option_ttls=(rules.default_ttl,) if rules is not None else (),
+        vendor=vendor,
     )
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -47,6 +57,8 @@ def handle_chat(state: TwinState, body: Mapping[str, Any]) -> Reply:
             "Missing required parameter: 'messages'.", param="messages", code="missing_required_parameter"
         )
     _check_messages(messages)
+    if vendor == gemini.VENDOR:
+        gemini.check_signatures(params.model, messages)
     tools = [
         expect(t, (dict,), f"tools[{i}]", optional=False)
         for i, t in enumerate(expect(body.get("tools"), (list,), "tools") or [])
@@ -59,13 +71,21 @@ def handle_chat(state: TwinState, body: Mapping[str, Any]) -> Reply:
     turn = respond(state.policy, attrs.evolve(_view(params, tools, messages), output_schema=schema))
     sized = size_turn(turn, reasons=params.reasons, max_output=params.max_output)
     header = {"response_format": body.get("response_format"), "reasoning_effort": params.effort}
-    outcome = cache_outcome(state, params, _pieces(header, tools, messages))
+    prompt = _pieces(header, tools, messages, rules.image_tokens if rules is not None else None, params.model)
+    outcome: CacheOutcome | None = None
+    if rules is not None:
+        outcome = cache_outcome(state, params, prompt)
+        input_tokens = outcome.input_tokens
+    else:
+        input_tokens = prompt_tokens(b"\n".join(ordered_json(piece.render) for piece in prompt))
 
     message: dict[str, Any] = {"role": "assistant", "content": sized.text or None, "refusal": None, "annotations": []}
     tool_calls = [
         {"id": state.ids.next("call"), "type": "function", "function": {"name": name, "arguments": arguments}}
         for name, arguments in sized.calls
     ]
+    if vendor == gemini.VENDOR:
+        gemini.sign_calls(state.secret, params.model, tool_calls)
     if tool_calls:
         message["tool_calls"] = tool_calls
     finish = "length" if sized.truncated else ("tool_calls" if tool_calls else "stop")
@@ -75,7 +95,7 @@ def handle_chat(state: TwinState, body: Mapping[str, Any]) -> Reply:
         "created": int(state.clock()),
         "model": params.model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-        "usage": _usage(outcome, sized),
+        "usage": _usage(input_tokens, outcome, sized),
         "service_tier": "default",
         "system_fingerprint": "fp_segue_twin",
     }
@@ -144,8 +164,11 @@ def _chat_format(response_format: Any) -> Any:
     return response_format
 
 
-def _pieces(header: Any, tools: list[Any], messages: list[dict[str, Any]]) -> list[PromptPiece]:
-    """The prompt as the caches see it: settings, tools, then every message's content parts.
+def _pieces(
+    header: Any, tools: list[Any], messages: list[dict[str, Any]], images: ImageFormula | None, model: str
+) -> list[PromptPiece]:
+    """The prompt as the caches see it: settings, tools, then every message's content parts (images by the
+    model's formula, `images`).
 
     An assistant message (text and tool calls) is one piece; its parts never carry breakpoints.
     """
@@ -167,7 +190,14 @@ def _pieces(header: Any, tools: list[Any], messages: list[dict[str, Any]]) -> li
             continue
         tail = {"tool_call_id": message.get("tool_call_id")} if role == "tool" else None
         pieces += item_pieces(
-            {"role": role}, message.get("content"), eligible=True, field="content", path=path, tail=tail
+            {"role": role},
+            message.get("content"),
+            eligible=True,
+            field="content",
+            path=path,
+            tail=tail,
+            images=images,
+            model=model,
         )
     return pieces
 
@@ -224,23 +254,27 @@ def _view(params: CommonParams, tools: list[Any], messages: list[dict[str, Any]]
     )
 
 
-def _usage(outcome: CacheOutcome, sized: SizedTurn) -> dict[str, Any]:
-    return {
-        "prompt_tokens": outcome.input_tokens,
+def _usage(input_tokens: int, outcome: CacheOutcome | None, sized: SizedTurn) -> dict[str, Any]:
+    """The usage; without a cache `outcome` (an endpoint whose cache the twin does not emulate) the cached part
+    is left out, so a reader records "not said", never a miss."""
+    usage: dict[str, Any] = {
+        "prompt_tokens": input_tokens,
         "completion_tokens": sized.output_tokens,
-        "total_tokens": outcome.input_tokens + sized.output_tokens,
-        "prompt_tokens_details": {
+        "total_tokens": input_tokens + sized.output_tokens,
+    }
+    if outcome is not None:
+        usage["prompt_tokens_details"] = {
             "cached_tokens": outcome.cached_tokens,
             "cache_write_tokens": outcome.write_tokens,
             "audio_tokens": 0,
-        },
-        "completion_tokens_details": {
-            "reasoning_tokens": sized.reasoning_tokens,
-            "audio_tokens": 0,
-            "accepted_prediction_tokens": 0,
-            "rejected_prediction_tokens": 0,
-        },
+        }
+    usage["completion_tokens_details"] = {
+        "reasoning_tokens": sized.reasoning_tokens,
+        "audio_tokens": 0,
+        "accepted_prediction_tokens": 0,
+        "rejected_prediction_tokens": 0,
     }
+    return usage
 
 
 def stream_chunks(completion: dict[str, Any], *, include_usage: bool) -> list[bytes]:
@@ -270,6 +304,8 @@ def stream_chunks(completion: dict[str, Any], *, include_usage: bool) -> list[by
             "type": "function",
             "function": {"name": call["function"]["name"], "arguments": ""},
         }
+        if "extra_content" in call:  # Gemini: the thought signature comes with the call's first chunk
+            opening["extra_content"] = call["extra_content"]
         chunk({"tool_calls": [opening]})
         for part in pieces(call["function"]["arguments"]):
             chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]})

@@ -42,12 +42,14 @@ def common_params(
     body: Mapping[str, Any],
     *,
     max_tokens_fields: Sequence[str],
-    rules: CacheRules,
+    rules: CacheRules | None,
     option_fields: Collection[str],
     option_ttls: Collection[str],
+    vendor: str = VENDOR,
 ) -> CommonParams:
     """The parameters both endpoints take; ``option_fields`` / ``option_ttls``: what `prompt_cache_options` may
-    hold and which TTLs it may name on this endpoint."""
+    hold and which TTLs it may name on this endpoint. ``rules`` None: the twin emulates no cache for ``vendor``
+    (Gemini's OpenAI-compatible endpoint), so the cache parameters are not checked."""
     model = model_param(body)
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
@@ -58,13 +60,16 @@ def common_params(
             f"Invalid type for 'prompt_cache_key': expected a string, got {key!r}.", param="prompt_cache_key"
         )
     retention = expect(body.get("prompt_cache_retention"), (str,), "prompt_cache_retention")
-    check_retention(retention, rules)
-    options = cache_options(body, rules, model, fields=option_fields, ttls=option_ttls)
+    options = None
+    if rules is not None:
+        check_retention(retention, rules)
+        options = cache_options(body, rules, model, fields=option_fields, ttls=option_ttls)
+    reasons = openai_model_reasons(model, vendor)
     reasoning = expect(body.get("reasoning"), (dict,), "reasoning")
     effort = expect(
         reasoning.get("effort") if reasoning is not None else body.get("reasoning_effort"), (str,), "reasoning.effort"
     )
-    if effort not in (None, "none") and not openai_model_reasons(model):
+    if effort not in (None, "none") and not reasons:
         raise bad_request(
             f"Unsupported parameter: reasoning effort is not supported with the model {model!r}.",
             param="reasoning.effort",
@@ -83,7 +88,7 @@ def common_params(
         stream=stream,
         cache_key=key,
         retention=retention,
-        reasons=openai_model_reasons(model) and effort != "none",
+        reasons=reasons and effort != "none",
         effort=effort,
         max_output=max_output,
         cache_options=options,

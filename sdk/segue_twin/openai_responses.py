@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from segue._core.image_tokens import ImageFormula
 from segue_twin._wire import pieces, sse
 from segue_twin.errors import TwinHTTPError, bad_request
 from segue_twin.openai_cache import CacheOutcome, PromptPiece, item_pieces
@@ -91,7 +92,9 @@ def handle_responses(state: TwinState, body: Mapping[str, Any]) -> Reply:
         turn = respond(state.policy, attrs.evolve(_view(params, instructions, tools, items), output_schema=schema))
         sized = size_turn(turn, reasons=params.reasons, max_output=params.max_output)
     header = {"text": body.get("text"), "reasoning_effort": params.effort}
-    outcome = cache_outcome(state, params, _pieces(header, tools, instructions, items))
+    outcome = cache_outcome(
+        state, params, _pieces(header, tools, instructions, items, rules.image_tokens, params.model)
+    )
 
     summary_wanted = isinstance(body.get("reasoning"), dict) and body["reasoning"].get("summary") is not None
     encrypted = "reasoning.encrypted_content" in include or not store
@@ -236,8 +239,16 @@ def _kind(item: dict[str, Any]) -> str:
     return str(item["type"])
 
 
-def _pieces(header: Any, tools: list[Any], instructions: Any, items: list[dict[str, Any]]) -> list[PromptPiece]:
-    """The prompt as the caches see it: settings, tools, instructions, then every item's content parts.
+def _pieces(
+    header: Any,
+    tools: list[Any],
+    instructions: Any,
+    items: list[dict[str, Any]],
+    images: ImageFormula | None,
+    model: str,
+) -> list[PromptPiece]:
+    """The prompt as the caches see it: settings, tools, instructions, then every item's content parts (images by
+    the model's formula, `images`).
 
     Ids, statuses and content representation do not matter; reasoning contributes its decoded text.
     """
@@ -247,11 +258,19 @@ def _pieces(header: Any, tools: list[Any], instructions: Any, items: list[dict[s
         if kind == "message":
             eligible = item.get("role") in _BREAKPOINT_ROLES
             pieces += item_pieces(
-                {"role": item.get("role")}, item.get("content"), eligible=eligible, field="content", path=path
+                {"role": item.get("role")},
+                item.get("content"),
+                eligible=eligible,
+                field="content",
+                path=path,
+                images=images,
+                model=model,
             )
         elif kind == "function_call_output":
             head = {"type": kind, "call_id": item.get("call_id")}
-            pieces += item_pieces(head, item.get("output"), eligible=True, field="output", path=path)
+            pieces += item_pieces(
+                head, item.get("output"), eligible=True, field="output", path=path, images=images, model=model
+            )
         elif kind == "function_call":
             render = {k: item.get(k) for k in ("type", "call_id", "name", "arguments")}
             pieces.append(PromptPiece(render=render))

@@ -16,6 +16,7 @@ from typing import Literal
 
 import attrs
 
+from segue._core.image_tokens import FORMULAS, ImageFormula
 from segue.catalog import Catalog, CatalogError, Resolved
 
 log = logging.getLogger("segue.twin")
@@ -38,6 +39,7 @@ class CacheRules:
     request writes (the implicit one included).
     match_breakpoints: breakpoint style: how many of the conversation's latest breakpoints are matched against.
     ttl_seconds: lifetime per TTL name; default_ttl names the one used when the request names none.
+    image_tokens: the image-token formula (segue._core.image_tokens), None where the catalog has none.
     best_effort_hits: keep entries of a best-effort retention (`BEST_EFFORT_TTLS`) until its maximum, not only
     for the lifetime the vendor guarantees (`Twin(best_effort_hits=True)`: the optimistic end of the range).
     """
@@ -51,6 +53,8 @@ class CacheRules:
     max_breakpoints: int | None = None
     match_breakpoints: int | None = None
     best_effort_hits: bool = False
+    #: How the model counts an image (catalog llm.image_tokens; None: no documented formula, see segue_twin.images).
+    image_tokens: ImageFormula | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.default_ttl not in self.ttl_seconds:
@@ -171,7 +175,16 @@ def rules_from(resolved: Resolved) -> CacheRules:
         lookback_blocks=numbers.get("cache_lookback_blocks"),
         max_breakpoints=numbers.get("cache_max_breakpoints"),
         match_breakpoints=numbers.get("cache_match_breakpoints"),
+        image_tokens=_image_formula(resolved),
     )
+
+
+def _image_formula(resolved: Resolved) -> ImageFormula | None:
+    formula = resolved.get("llm", "image_tokens", default=None)
+    for known in FORMULAS:  # the catalog schema allows only these
+        if formula == known:
+            return known
+    return None
 
 
 @functools.cache
@@ -208,6 +221,6 @@ def rules_for(model: str, vendor: str | None = None) -> CacheRules:
     return rules_from(_resolved(model, vendor or vendor_of(model)))
 
 
-def openai_model_reasons(model: str) -> bool:
-    """Whether an OpenAI model emits reasoning items (catalog llm.supports_reasoning)."""
-    return _resolved(model, "openai").get("llm", "supports_reasoning", default=False) is True
+def openai_model_reasons(model: str, vendor: str = "openai") -> bool:
+    """Whether a model on an OpenAI-shaped endpoint reasons (catalog llm.supports_reasoning)."""
+    return _resolved(model, vendor).get("llm", "supports_reasoning", default=False) is True

@@ -35,6 +35,7 @@ TIERS: list[tuple[str, list[str]]] = [
         "basics",
         [
             "segue._core.tokens",
+            "segue._core.image_tokens",
             "segue._core.usage",
             "segue._core.run_text",
             "segue._core.json_types",
@@ -81,10 +82,10 @@ TIERS: list[tuple[str, list[str]]] = [
     ("the twin (beside the runtime)", ["segue_twin", "segue_twin.*"]),
     ("public faces", ["segue", "segue.twin", "segue.apps", "segue.apps.*", "segue.demo", "segue.demo.*"]),
 ]
-#: What the twin may import of segue: the catalog (prices, cache minimums and TTLs), the token counter and the
-#: canonical JSON it counts and signs. Nothing of the drivers' wire code: sharing it would let a driver bug pass
-#: as vendor behaviour (issue 15, item 7).
-TWIN_MAY_IMPORT = ("segue.catalog", "segue._core.tokens", "segue._core.hashing")
+#: What the twin may import of segue: the catalog (prices, cache minimums and TTLs), the token counter (with the
+#: image-token formulas) and the canonical JSON it counts and signs. Nothing of the drivers' wire code: sharing it
+#: would let a driver bug pass as vendor behaviour (issue 15, item 7).
+TWIN_MAY_IMPORT = ("segue.catalog", "segue._core.tokens", "segue._core.image_tokens", "segue._core.hashing")
 TWIN_FORBIDDEN = ("segue.wire", "segue.providers", "segue.generated.wire", "segue._core.contracts")
 #: Where a runtime module may sit: below the apps, the demo and the alias.
 APPS = ("segue.apps", "segue.demo", "segue.twin")

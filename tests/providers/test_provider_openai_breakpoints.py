@@ -429,7 +429,7 @@ async def test_openrouter_marks_breakpoint_caches_with_block_level_cache_control
         rec.body,
         CompletionCreateParamsNonStreaming,
         extra={
-            "CompletionCreateParamsNonStreaming": ["plugins"],
+            "CompletionCreateParamsNonStreaming": ["plugins", "session_id"],  # session_id: the request's cache key
             "ChatCompletionContentPartTextParam": ["cache_control"],
         },
     )

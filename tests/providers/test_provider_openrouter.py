@@ -23,9 +23,9 @@ CLAUDE = "anthropic/claude-sonnet-4.6"
 #: Keys OpenRouter documents beyond the OpenAI request types: routing, plugins and reasoning at the top level
 #: (sent through extra_body), reasoning_details on assistant messages, cache_control on content parts.
 EXTRA = {
-    "CompletionCreateParamsBase": {"provider", "plugins", "reasoning"},
-    "CompletionCreateParamsNonStreaming": {"provider", "plugins", "reasoning"},
-    "CompletionCreateParamsStreaming": {"provider", "plugins", "reasoning"},
+    "CompletionCreateParamsBase": {"provider", "plugins", "reasoning", "session_id"},
+    "CompletionCreateParamsNonStreaming": {"provider", "plugins", "reasoning", "session_id"},
+    "CompletionCreateParamsStreaming": {"provider", "plugins", "reasoning", "session_id"},
     "ChatCompletionAssistantMessageParam": {"reasoning_details"},
     "ChatCompletionContentPartTextParam": {"cache_control"},
 }
@@ -128,6 +128,30 @@ async def test_provider_pinning_and_app_plugins_pass_through() -> None:
     assert rec.body["plugins"] == [{"id": "web", "max_results": 3}, *NO_COMPRESSION]
     assert rec.body["reasoning"] == {"effort": "low"}
     assert_typed(rec.body, CompletionCreateParamsNonStreaming, extra=EXTRA)
+
+
+async def test_the_customers_cache_key_is_the_sticky_session_id() -> None:
+    """OpenRouter's prompt-caching page: "When a session_id is present, OpenRouter uses it directly as the sticky
+    routing key instead of deriving one from message hashing", and with it "sticky routing activates on any
+    successful request — even before cache usage is observed"; "session_id must be at most 256 characters".
+    segue sends the request's cache key (the run's tenant: per customer, as prompt_cache_key on OpenAI)."""
+    rec = Recorder(json_response(completion({"content": "ok"})), json_response(completion({"content": "ok"})))
+    provider = OpenRouterProvider(CLAUDE, client=openai_client(rec, BASE))
+    hi = [Message(role="user", content=[TextBlock(text="Hi")])]
+    await provider.complete(ProviderRequest(system="", messages=hi, cache_key="acme"))
+    assert rec.body["session_id"] == "acme"
+    assert_typed(rec.body, CompletionCreateParamsNonStreaming, extra=EXTRA)
+
+    await provider.complete(ProviderRequest(system="", messages=hi, cache_key="c" * 300))
+    long = rec.body["session_id"]
+    assert len(long) == 256 and long.startswith("c" * 200), "cut to OpenRouter's limit, the same key every time"
+
+
+async def test_no_cache_key_no_session_id() -> None:
+    rec = Recorder(json_response(completion({"content": "ok"})))
+    provider = OpenRouterProvider(CLAUDE, client=openai_client(rec, BASE))
+    await provider.complete(ProviderRequest(system="", messages=[Message(role="user", content=[TextBlock(text="Hi")])]))
+    assert "session_id" not in rec.body
 
 
 @pytest.mark.parametrize("mine", [{"id": "context-compression"}, {"id": "context-compression", "enabled": True}])

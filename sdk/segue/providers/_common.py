@@ -301,6 +301,8 @@ def _error_object(e: Exception) -> Any:
     """The vendor's error object (or message string) in an SDK exception's body: inside `error` when the body wraps
     it, else the body itself (schemas/wire/shared.json); None without a JSON body."""
     body = getattr(e, "body", None)
+    if isinstance(body, list) and len(body) == 1:  # Gemini's OpenAI-compatible endpoint: [{"error": {...}}]
+        body = body[0]
     if not isinstance(body, Mapping):
         return None
     wrapped = shared.parse_envelope(body).error

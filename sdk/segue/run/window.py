@@ -4,7 +4,8 @@ sends of its own (system prompt, stable head, tool definitions, history, the new
 
 Every path a request may be served on counts (a Failover's members too): the plan is fitted to the smallest room.
 A path whose window the catalog does not give sets no bound. Tokens are segue's approximation (segue._core.tokens),
-the one the replay budget and the twin use.
+the one the replay budget and the twin use; an image counts by the path's formula (catalog `llm.image_tokens`,
+segue._core.image_tokens), and as its JSON where that is unknown (a URL image, a path without a formula).
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from __future__ import annotations
 import attrs
 
 from segue._core.hashing import message_json
+from segue._core.image_tokens import FORMULAS, ImageFormula, block_tokens
 from segue._core.tokens import count_json, count_tokens
 from segue.catalog import CatalogError
 from segue.errors import InputError
-from segue.generated import Message, get_converter
+from segue.generated import ImageBlock, Message, get_converter
 from segue.providers.base import first_member, members
 from segue.run.config import AgentConfig, RunConfig
 from segue.run.context import fold_dynamic
@@ -40,18 +42,24 @@ class Room:
 def replay_room(agent: AgentConfig, request: RunRequest, config: RunConfig) -> Room | None:
     """The room left for replayed runs, or None when no path's window is known. InputError when the run's own
     part does not fit on some path: nothing could be sent there, so nothing is written."""
-    own = _own_tokens(request, config)
     catalog = agent.catalog()
     drivers = members(agent.provider)
     first = first_member(agent.provider, request.params.vendor)
     tightest: Room | None = None
+    own_by_formula: dict[ImageFormula | None, int] = {}  # the run's own part, counted once per image formula
     for i, path in enumerate([config.current, *config.alternatives]):
         try:
-            window = catalog.resolve(path.model, path.vendor).context_window
+            resolved = catalog.resolve(path.model, path.vendor)
         except CatalogError:
             continue
+        window = resolved.context_window
         if not isinstance(window, int) or window <= 0:
             continue
+        named = resolved.get("llm", "image_tokens", default=None)
+        formula = next((f for f in FORMULAS if f == named), None)
+        if formula not in own_by_formula:
+            own_by_formula[formula] = _own_tokens(request, config, formula)
+        own = own_by_formula[formula]
         same = (d for d in drivers if (d.vendor, d.model) == (path.vendor, path.model))
         driver = first if i == 0 else next(same, None)
         output = _output_budget(driver, request, path.model)
@@ -80,9 +88,21 @@ def _output_budget(driver: object, request: RunRequest, model: str) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def _own_tokens(request: RunRequest, config: RunConfig) -> int:
+def _own_tokens(request: RunRequest, config: RunConfig, images: ImageFormula | None) -> int:
     conv = get_converter()
     system = count_tokens(config.system) + count_tokens(config.stable_head or "")
     tools = sum(count_json(conv.unstructure(d)) for d in config.tools.definitions)
     messages: list[Message] = [*request.history, user_message(fold_dynamic(request.context, request.params.input))]
-    return system + tools + sum(count_tokens(message_json(m)) for m in messages)
+    return system + tools + sum(_message_tokens(m, images) for m in messages)
+
+
+def _message_tokens(message: Message, images: ImageFormula | None) -> int:
+    """A message's tokens: its JSON, each image whose cost the formula gives counted by it instead (a base64
+    image's JSON is its bytes as text, far from what it costs)."""
+    known = {
+        i: n for i, b in enumerate(message.content) if isinstance(b, ImageBlock) and (n := block_tokens(b, images))
+    }
+    if not known:
+        return count_tokens(message_json(message))
+    rest = attrs.evolve(message, content=[b for i, b in enumerate(message.content) if i not in known])
+    return count_tokens(message_json(rest)) + sum(known.values())

@@ -4,7 +4,11 @@ Grouping: system and stable head become one system message (many open-model chat
 system message only); each canonical tool result becomes a `tool` message; assistant text and tool calls share
 one assistant message. Consecutive user or assistant messages are merged, because several chat templates reject
 roles that do not alternate. Chat Completions has no reasoning replay, so reasoning is parsed (`reasoning`, or
-the older `reasoning_content`) but never sent back.
+the older `reasoning_content`) but never sent back. Gemini's tool calls are the exception: a call's thought
+signature (ToolCallBlock.signature, read from `extra_content.google.thought_signature`) goes back with the call
+on the gemini vendor's requests, because Gemini 3 answers a replayed call without it with a 400 ("When using
+Gemini 3 models, you must pass back thought signatures during function calling, otherwise you will get a
+validation error (4xx status code)", ai.google.dev/gemini-api/docs/thought-signatures).
 
 On a breakpoint cache (`breakpoints`, GPT-5.6 and later) every content is a list of parts, the system prompt and
 the stable head are two parts of the system message, and segue.wire.breakpoints marks its boundaries with
@@ -15,7 +19,7 @@ Completions has no `prewarm`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -52,6 +56,8 @@ if TYPE_CHECKING:
     from openai.types.shared_params import ResponseFormatJSONSchema
 
 WIRE = "openai_chat"
+#: The vendor id whose requests carry tool calls' thought signatures back (the catalog's Gemini vendor).
+SIGNATURE_VENDOR = "gemini"
 #: ReasoningBlock.vendor of reasoning parsed from Chat Completions (never replayed).
 REASONING_VENDOR = "openai_chat"
 
@@ -73,7 +79,9 @@ def build_request(
     """The Chat Completions body; `output`: structured output as `response_format` (json_schema)."""
     refuse_prewarm(request, WIRE)
     parts = breakpoints is not None
-    messages, anchors = build_messages(request.messages, parts=parts, prefix=request.prefix)
+    messages, anchors = build_messages(
+        request.messages, parts=parts, prefix=request.prefix, signatures=vendor == SIGNATURE_VENDOR
+    )
     fixed = insert_system(messages, request, parts=parts)
     options = None
     if breakpoints is not None:
@@ -167,6 +175,7 @@ def build_messages(
     reasoning_vendor: str | None = None,
     parts: bool = False,
     prefix: WirePrefix | None = None,
+    signatures: bool = False,
 ) -> tuple[list[Any], list[Any]]:
     """Chat messages plus, per canonical message, the last content part it produced (its cache anchor).
 
@@ -174,20 +183,21 @@ def build_messages(
     dropped. With `parts`, content is always a list of parts, so any part can carry cache_control; without it
     a lone text part is sent as a plain string (what every server accepts) and anchors are not meaningful.
     Consecutive user or assistant messages merge, as several chat templates reject roles that do not alternate.
-    The run's `prefix` (if any) is built once per run and continued from a copy.
+    With `signatures`, a tool call that came with a thought signature is sent back with it (Gemini); other servers
+    never see the field. The run's `prefix` (if any) is built once per run and continued from a copy.
     """
 
     def build(head: Sequence[Message]) -> tuple[list[Any], list[Any], _Last | None]:
         out: list[Any] = []
         anchors: list[Any] = []
-        return out, anchors, _add(head, out, anchors, None, replay, reasoning_vendor, parts)
+        return out, anchors, _add(head, out, anchors, None, replay, reasoning_vendor, parts, signatures)
 
     if prefix is None:
         out, anchors, last = build(messages)
         return out, anchors
-    built, built_anchors, last = prefix.built((WIRE, replay, reasoning_vendor, parts), messages, build)
+    built, built_anchors, last = prefix.built((WIRE, replay, reasoning_vendor, parts, signatures), messages, build)
     out, anchors = list(built), list(built_anchors)
-    _add(messages[len(anchors) :], out, anchors, last, replay, reasoning_vendor, parts)
+    _add(messages[len(anchors) :], out, anchors, last, replay, reasoning_vendor, parts, signatures)
     return out, anchors
 
 
@@ -199,6 +209,7 @@ def _add(
     replay: Replay | None,
     reasoning_vendor: str | None,
     parts: bool,
+    signatures: bool,
 ) -> _Last | None:
     """Append `messages` to `out` and `anchors`, `last` being what the message before may still merge; returns
     that for the last message added. Merging never changes a list it was given: it builds new ones."""
@@ -218,7 +229,11 @@ def _add(
                     out.append(g.tool_message(b))  # each result is a message of its own, after its call
                 last = None
             elif isinstance(b, ToolCallBlock):
-                calls.append(g.tool_call(b))
+                call = g.tool_call(b)
+                if signatures and b.signature is not None:
+                    # A key no SDK TypedDict has (Gemini's), so the call is passed as the plain dict it is.
+                    g.thought_signature(cast("dict[str, Any]", call), signature=b.signature)
+                calls.append(call)
             elif isinstance(b, ReasoningBlock):
                 entry = replay(b) if replay is not None and b.vendor == reasoning_vendor else None
                 if entry is not None:

@@ -32,6 +32,8 @@ class _Call:
     id: str | None = None
     name: str | None = None
     arguments: str | None = None
+    #: Gemini's thought signature (extra_content.google.thought_signature), kept for the call's replay.
+    signature: str | None = None
 
 
 class ChatStream:
@@ -90,6 +92,7 @@ class ChatStream:
             call = self.calls.setdefault(call_piece.index, _Call())
             call.id = call_piece.id or call.id
             call.name = call_piece.name or call.name
+            call.signature = call_piece.signature or call.signature
             if isinstance(call_piece.arguments, str):
                 call.arguments = (call.arguments or "") + call_piece.arguments
                 if call_piece.arguments:
@@ -103,14 +106,19 @@ class ChatStream:
     def result(self) -> dict[str, Any]:
         if self.head is None or self.finish_reason is None:
             raise MalformedResponseError("chat stream ended before a finish_reason (connection cut or truncated)")
-        calls = [self.calls[i] for i in sorted(self.calls)]
+        tool_calls = []
+        for i in sorted(self.calls):
+            c = self.calls[i]
+            entry = openai_chat.streamed_tool_call(id=c.id, name=c.name, arguments=c.arguments)
+            if c.signature is not None:
+                openai_chat.thought_signature(entry, signature=c.signature)
+            tool_calls.append(entry)
         message = openai_chat.streamed_message(
             content=self.content,
             reasoning=self.reasoning,
             reasoning_content=self.reasoning_content,
             reasoning_details=[self.details[i] for i in sorted(self.details)] or None,
-            tool_calls=[openai_chat.streamed_tool_call(id=c.id, name=c.name, arguments=c.arguments) for c in calls]
-            or None,
+            tool_calls=tool_calls or None,
         )
         head = self.head
         return openai_chat.streamed_completion(

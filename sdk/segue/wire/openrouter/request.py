@@ -7,6 +7,12 @@
   app's own plugins) unless the app configured that plugin itself: account-default plugins apply to any request
   that does not name them, and a compressed middle would silently change the replayed prefix.
 - `provider: {order, allow_fallbacks}` pins routing when the app asks for it.
+- `session_id` is the request's cache key (the run's tenant: per customer, never per run, as `prompt_cache_key`
+  on OpenAI): "When a session_id is present, OpenRouter uses it directly as the sticky routing key instead of
+  deriving one from message hashing", and "sticky routing activates on any successful request — even before cache
+  usage is observed"; without it sticky routing starts only after a request that used the cache and "Sticky
+  sessions expire after 10 minutes of inactivity" (openrouter.ai/docs, prompt caching: provider sticky routing).
+  At most 256 characters ("session_id must be at most 256 characters"): a longer key is cut to a stable hash.
 - For `anthropic/*` models content goes as parts with per-block `cache_control`, on the same four positions
   as the Anthropic driver: system, stable head, last replayed message, last non-fragment message.
 - Where the catalog says the upstream path is a breakpoint cache (`breakpoints`, OpenAI GPT-5.6 and later), the
@@ -18,6 +24,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -33,6 +40,8 @@ WIRE = "openrouter"
 REASONING_VENDOR = "openrouter"
 #: Top-level keys the OpenAI SDK's create() has no keyword for.
 EXTRA_BODY = g.REQUEST_EXTRA
+#: "session_id must be at most 256 characters" (openrouter.ai/docs, prompt caching).
+MAX_SESSION_ID = 256
 
 
 def build_request(
@@ -83,9 +92,21 @@ def build_request(
         plugins=with_compression_off(plugins),
         reasoning=with_effort(reasoning, settings.reasoning_effort),
         prompt_cache_options=chat.cache_options(breakpoints) if breakpoints is not None and not block_cache else None,
+        session_id=session_id(request.cache_key),
         stream=stream,
     )
     return WireRequest(body=dict(body), extra_body=EXTRA_BODY, output_limit=settings.max_tokens)
+
+
+def session_id(key: str | None) -> str | None:
+    """OpenRouter's sticky routing key for a request's cache key (per customer); a key over OpenRouter's 256
+    characters keeps its head and ends in a stable hash, so it still names the same customer every time."""
+    if not key:
+        return None
+    if len(key) <= MAX_SESSION_ID:
+        return key
+    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+    return f"{key[: MAX_SESSION_ID - len(digest) - 1]}:{digest}"
 
 
 def with_effort(reasoning: Mapping[str, Any] | None, effort: str | None) -> dict[str, Any] | None:
