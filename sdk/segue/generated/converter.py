@@ -5,7 +5,7 @@
 # Schema: schemas/prefix.schema.json (sha256:cffcc32caa4c17dbd5ac0819c2d9ac2b85916801e0361607e9861b0510a52e7c)
 # Schema: schemas/protocol.schema.json (sha256:f5c5e26e22b098df0d242bd47f5b0e5a957393368b1a31839651aa2e59e17003)
 # Schema: schemas/replay.schema.json (sha256:381a782e7c426044ec9a1cc6aef6b8000ec13f41f3397932fd313a7d561c8844)
-# Schema: schemas/runs.schema.json (sha256:a4a0b01055756efb9686eb274eecd5d53b91ca5d821875d55b075e4a50b36a34)
+# Schema: schemas/runs.schema.json (sha256:6f6f529e40aae1e593adc5b5f649a36245ee68c5018f22d07912de8fc4822c7e)
 # Schema: schemas/serve.schema.json (sha256:329587c484c999f6290d0445d63e9b44b0e4d4cc0c0be603d0283066ae4ed930)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """The one cattrs converter for every generated type: tagged unions dispatch on their tag, None is omitted."""
