@@ -219,8 +219,8 @@ def test_a_below_minimum_run_page_shows_its_numbers(browser: Any, tmp_path: Path
 
 def test_the_run_list_fits_a_screen_of_runs_and_groups_conversations(browser: Any, tmp_path: Path) -> None:
     """Issue 30 item 5: about 9 runs fitted a screen, and a conversation's turns were spread over the list. Long
-    questions no longer wrap: every row is one line, so a window 1,200 pixels high shows 25 runs or more, with the
-header lines of their conversations."""
+        questions no longer wrap: every row is one line, so a window 1,200 pixels high shows 25 runs or more, with the
+    header lines of their conversations."""
     import asyncio
 
     from selenium.webdriver.common.by import By
