@@ -25,15 +25,40 @@ for _folder in sorted({p.parent for p in TESTS.rglob("*.py")} - {TESTS}, reverse
         sys.path.insert(0, str(_folder))
 
 
-def require_tool(name: str, why: str) -> str:
-    """Path of an external tool; skipped locally when missing, but a failure in CI (CI=true) so CI never skips."""
-    local = REPO / "node_modules" / ".bin" / name
-    found = str(local) if local.exists() else shutil.which(name)
+#: The Node project of the TypeScript tests (exact versions in its package-lock.json), and the one line that installs
+#: it. pytest never installs it (no network inside the tests): .ci/run runs this line before the README's test
+#: command, and locally the tests that need it skip, naming it.
+NODE_PROJECT = TESTS / "node"
+NODE_INSTALL = "cd tests/node && npm ci --no-audit --no-fund"
+
+
+def require_tool(name: str, why: str, install: str | None = None) -> str:
+    """Path of an external tool; skipped locally when missing (with `install`, the line that installs it), but a
+    failure in CI (CI=true) so CI never skips. Node tools are found in tests/node's node_modules too."""
+    local = [d / "node_modules" / ".bin" / name for d in (REPO, NODE_PROJECT)]
+    found = next((str(p) for p in local if p.exists()), None) or shutil.which(name)
     if found:
         return found
     if os.environ.get("CI"):
         pytest.fail(f"{name} is required in CI ({why}); .ci/run must install it")
-    pytest.skip(f"{name} not installed ({why}); .ci/run installs it")
+    pytest.skip(f"{name} not installed ({why}); " + (f"install it: {install}" if install else ".ci/run installs it"))
+
+
+def require_node_packages(why: str) -> str:
+    """Node.js, with tests/node's packages installed at exactly the versions of its package-lock.json."""
+    import json
+
+    node = require_tool("node", why)
+    lock = json.loads((NODE_PROJECT / "package-lock.json").read_text())
+    for path, meta in lock["packages"].items():
+        manifest = NODE_PROJECT / path / "package.json"
+        if path and (not manifest.is_file() or json.loads(manifest.read_text()).get("version") != meta["version"]):
+            if os.environ.get("CI"):
+                pytest.fail(
+                    f"tests/node is not installed as its package-lock.json pins ({path}); .ci/run runs: {NODE_INSTALL}"
+                )
+            pytest.skip(f"tests/node's packages are not installed ({why}): run `{NODE_INSTALL}`")
+    return node
 
 
 @pytest.fixture

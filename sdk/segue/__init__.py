@@ -4,6 +4,9 @@ An app keeps the run ids of a conversation and passes them back: `await agent.ru
 replay_last="all")` replays those runs from segue's own traces ahead of the new input. See docs/replay.md.
 """
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
+
 from segue.agent import Agent, SingleCall
 from segue.cache.layout import RuntimeState
 from segue.errors import (
@@ -35,6 +38,11 @@ from segue.skills import Skill
 from segue.store import RunStore
 from segue.tool_context import RunContext
 from segue.tools import Tool, tool
+
+try:
+    __version__ = _version("segue")  # the installed distribution's, as `segue --version` reports it
+except PackageNotFoundError:  # imported from a checkout that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "Agent",

@@ -11,14 +11,22 @@ import asyncio
 import atexit
 import functools
 import threading
+import warnings
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from segue._core.contracts import Provider
 from segue._core.json_types import OutputType, output_spec
 from segue.cache.layout import LayoutMode, TrailingStateFn
-from segue.catalog import Catalog
-from segue.errors import IdempotencyConflictError, InputError, ReplayRunError, RunStateError, ToolSourceError
+from segue.catalog import Catalog, CatalogError
+from segue.errors import (
+    IdempotencyConflictError,
+    InputError,
+    ReplayRunError,
+    RunStateError,
+    ToolSourceError,
+    UnknownModelWarning,
+)
 from segue.generated import ContextBlock, ModelSettings, PrewarmResult, RunEvent, RunResult
 from segue.guardrails import Guardrail
 from segue.providers.base import members
@@ -173,6 +181,27 @@ class Agent:
         #: What the idempotency fingerprint covers of the agent.
         self.config_hash = self._config.config_hash
         self._pipeline = Pipeline(self._config)
+        self._warn_unknown_models()
+
+    def _warn_unknown_models(self) -> None:
+        """A driver's model id the catalog does not list but finds close to one it does is likely a typo: say so
+        now, with the catalog's "did you mean", not only in each run's cost.missing."""
+        try:
+            catalog = self.catalog
+        except CatalogError:  # a broken catalog layer is the first run's error, as before
+            return
+        for driver in members(self.provider):
+            try:
+                resolved = catalog.resolve(driver.model, driver.vendor)
+            except CatalogError:  # a vendor the catalog does not list (a test double, an app's own driver)
+                continue
+            if resolved.note is not None and "did you mean" in resolved.note:
+                warnings.warn(
+                    f"model {driver.model!r} at {driver.vendor}: {resolved.note}. The agent runs it from the "
+                    "vendor's defaults, with no price; fix the id, or add the model to a catalog layer if it is new",
+                    UnknownModelWarning,
+                    stacklevel=3,
+                )
 
     @property
     def catalog(self) -> Catalog:

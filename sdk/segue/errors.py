@@ -11,6 +11,16 @@ class SegueError(Exception):
     """Base class of segue's own errors."""
 
 
+class SegueWarning(UserWarning):
+    """Base class of segue's warnings: something will run, but probably not as meant."""
+
+
+class UnknownModelWarning(SegueWarning):
+    """An agent's model id is not in the catalog but close to one that is (a likely typo, e.g. 'claude-sonet-4-6'):
+    it runs from the vendor's defaults, unpriced. The message names the driver and the catalog's "did you mean".
+    Turn it into an error with `warnings.simplefilter("error", segue.errors.UnknownModelWarning)`."""
+
+
 class ReplayRunError(SegueError, ValueError):
     """A `runs=` / replay knob problem found before anything was written.
 

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, require_tool
+from conftest import NODE_INSTALL, REPO, require_tool
 
 from codegen import golden
 from codegen.driver import PLUGINS, write
@@ -103,7 +103,7 @@ def test_golden_python_passes_mypy_strict(generated: Path) -> None:
 
 
 def test_golden_typescript_compiles_under_strict(generated: Path) -> None:
-    tsc = require_tool("tsc", "TypeScript compiler for the golden records' declarations")
+    tsc = require_tool("tsc", "TypeScript compiler for the golden records' declarations", NODE_INSTALL)
     declarations = sorted(p.relative_to(generated).as_posix() for p in generated.rglob("*.d.ts"))
     config = {
         "compilerOptions": {

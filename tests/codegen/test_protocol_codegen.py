@@ -8,13 +8,12 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from codegen_runner import codegen
 
 from codegen.errors import SchemaError
 from codegen.method_table import load_protocol
@@ -28,12 +27,6 @@ from segue.generated.protocol_methods import ERROR_DATA, LEGACY_CODES, METHODS, 
 REPO = Path(__file__).resolve().parents[2]
 GENERATED = Path("sdk/segue/generated")
 SCHEMA = json.loads((REPO / "schemas" / "protocol.schema.json").read_text())
-
-
-def codegen(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "codegen", *args], cwd=REPO, capture_output=True, text=True, check=False
-    )
 
 
 def test_the_dispatch_table_is_the_schemas_method_table() -> None:

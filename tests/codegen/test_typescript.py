@@ -7,11 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO, require_tool
+from conftest import NODE_INSTALL, REPO, require_tool
 
 
 def test_declarations_type_the_valid_fixtures(tmp_path: Path) -> None:
-    tsc = require_tool("tsc", "TypeScript compiler for the exported declarations")
+    tsc = require_tool("tsc", "TypeScript compiler for the exported declarations", NODE_INSTALL)
     bundle = tmp_path / "bundle"
     subprocess.run([sys.executable, "-m", "codegen", "--export", str(bundle)], cwd=REPO, check=True)
 

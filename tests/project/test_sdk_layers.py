@@ -80,7 +80,10 @@ TIERS: list[tuple[str, list[str]]] = [
     # Beside the runtime rather than on it: the twin imports only TWIN_MAY_IMPORT, and nothing below the public
     # faces imports it (test_the_runtime_imports_nothing_of_the_twin); the apps and the demo use it.
     ("the twin (beside the runtime)", ["segue_twin", "segue_twin.*"]),
-    ("public faces", ["segue", "segue.twin", "segue.apps", "segue.apps.*", "segue.demo", "segue.demo.*"]),
+    (
+        "public faces",
+        ["segue", "segue.__main__", "segue.twin", "segue.apps", "segue.apps.*", "segue.demo", "segue.demo.*"],
+    ),
 ]
 #: What the twin may import of segue: the catalog (prices, cache minimums and TTLs), the token counter (with the
 #: image-token formulas) and the canonical JSON it counts and signs. Nothing of the drivers' wire code: sharing it

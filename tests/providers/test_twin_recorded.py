@@ -76,9 +76,12 @@ def test_runs_list_and_show_mark_the_twin_in_text_and_json(
     url, twin_run, vendor_run = runs
     listed = {r["run_id"]: r for r in json.loads(_cli(capsys, "runs", "list", "--db", url, "--json"))}
     assert listed[twin_run]["served_by"] == "twin" and listed[vendor_run]["served_by"] == "vendor"
-    table = {line.split()[0]: line for line in _cli(capsys, "runs", "list", "--db", url).splitlines()[1:]}
+    table = {line.split()[0]: line for line in _cli(capsys, "runs", "list", "--db", url, "--wide").splitlines()[1:]}
     assert re.search(r"twin \(emulated, \$0\.\d{4} at the vendor's prices\)", table[twin_run]), table[twin_run]
     assert "twin" not in table[vendor_run] and re.search(r"\$0\.\d{4}", table[vendor_run])
+    # The default rows are narrower: what the twin charged, marked as the twin's (--wide has its emulated price).
+    narrow = {line.split()[0]: line for line in _cli(capsys, "runs", "list", "--db", url).splitlines()[1:]}
+    assert "  $0 (twin)  " in narrow[twin_run] and "twin" not in narrow[vendor_run]
     text = _cli(capsys, "runs", "show", twin_run, "--db", url)
     assert "served by segue's twin, an offline emulator: the answer is not a model's" in text
     assert "cost: twin (emulated, $" in text and "claude-sonnet-4-6 (twin)" in text

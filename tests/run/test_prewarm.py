@@ -166,8 +166,12 @@ async def test_after_a_prewarm_the_next_turn_reads_its_prefix_from_the_cache(ven
     assert warm.usage.cache_write_tokens > 0 and warm.usage.output_tokens == 0
     assert hot.cache_read_tokens >= warm.usage.cache_write_tokens
     assert hot.cache_read_tokens / hot.input_tokens > 0.9, hot
-    assert warm.served_by == "twin" and warm.cost_usd == 0  # the twin charged nothing
-    assert warm.twin_usd is not None and warm.twin_usd > 0  # the vendor's price of what it emulated
+    # Priced as a run is (issue 30 item 5: prewarms said cost_usd where runs say cost.usd): the twin charged
+    # nothing, its price at the vendor's rates is apart, and the prices' source is named.
+    assert warm.served_by == "twin" and warm.cost is not None and warm.cost.usd == 0
+    assert warm.cost.twin_usd is not None and warm.cost.twin_usd > 0
+    assert [p.model for p in warm.cost.prices] == [warm.model] and warm.cost.prices[0].file
+    assert (warm.cost_usd, warm.twin_usd) == (0, warm.cost.twin_usd), "the 1.x fields, for older clients"
 
 
 # -- a prewarm is recorded as a call of its own, never as a run -------------------------------------------------
@@ -345,7 +349,7 @@ async def test_the_docs_example_runs_offline_as_printed(capsys: pytest.CaptureFi
     lines = capsys.readouterr().out.splitlines()
     assert lines == [
         "anthropic claude-sonnet-4-6 1411 0",
-        "twin $0.00534",
+        "twin 0.0 $0.00534",
         "99% of its first request read from the cache",
     ]
     assert "anthropic claude-sonnet-4-6 1411 0" in block and "$0.00534" in block and "# 99%" in block

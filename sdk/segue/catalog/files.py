@@ -349,6 +349,22 @@ def _file_key(path: Path, shown: str) -> tuple[Any, ...] | None:
     return (str(path.resolve()), shown, stat.st_size, stat.st_mtime_ns, CURRENT_VERSION, tuple(MIGRATIONS.items()))
 
 
+def dirs_key(dirs: Sequence[Path]) -> tuple[Any, ...] | None:
+    """Identifies what `Catalog.load` would read from `dirs` (each file's `_file_key`, in the order read); None when
+    a directory or file cannot be read, so that the load reports it."""
+    found: list[Any] = []
+    for d in dirs:
+        if not d.is_dir():
+            return None
+        for path in sorted(d.glob("*.json")):
+            key = _file_key(path, _display(path))
+            if key is None:
+                return None
+            found.append(key)
+        found.append(str(d))  # a directory's end: the same files split differently are other layers
+    return tuple(found)
+
+
 def _row_key(kind: str, raw: dict[str, Any]) -> Any:
     if kind == "model_vendors":
         return (raw["model"], raw["vendor"], raw["role"])

@@ -28,13 +28,18 @@ from segue.catalog.errors import (
     _close,
     _error,
 )
-from segue.catalog.files import _collect, _display, _Loader, _Row, packaged_catalog_dir
+from segue.catalog.files import _collect, _display, _Loader, _Row, dirs_key, packaged_catalog_dir
 from segue.generated import LeftOutModel, Model, ModelType, ModelVendor, Usage, Vendor
 
 #: How many resolutions of names the catalog does not list are kept (each is a small dict).
 _UNLISTED_CACHE: Final = 4096
 #: How close an unlisted name must be to a listed one to be called a likely typo ("gpt-4.1-mni", not "gpt-9").
 _TYPO: Final = 0.85
+#: Catalogs built in this process, by what they were read from (`dirs_key`: each file's path, size and mtime):
+#: every agent, driver and layout policy loads the packaged catalog, and resolving its table is most of a load.
+#: A Catalog is never changed after it is built (`Resolved.config` hands out copies), so loads may share one.
+_BUILT: dict[tuple[Any, ...], Catalog] = {}
+_BUILT_CACHE: Final = 16
 Layer = tuple[Any, Source]
 
 
@@ -136,11 +141,16 @@ class Catalog:
 
     @classmethod
     def load(cls, extra_dirs: Sequence[str | Path] = (), *, env: bool = True) -> Catalog:
-        """Packaged catalog < each `SEGUE_CATALOG_PATH` dir (when env) < `extra_dirs`. Raises CatalogError."""
+        """Packaged catalog < each `SEGUE_CATALOG_PATH` dir (when env) < `extra_dirs`. Raises CatalogError.
+        Loading the same, unchanged files again gives the same Catalog object."""
         dirs = [packaged_catalog_dir()]
         if env:
             dirs += [Path(p) for p in os.environ.get(_CATALOG_ENV, "").split(os.pathsep) if p.strip()]
         dirs += [Path(d) for d in extra_dirs]
+        key = dirs_key(dirs)
+        built = _BUILT.get(key) if key is not None else None
+        if built is not None:
+            return built
         catalog, errors = _build(_collect(dirs))
         if errors or catalog is None:
             first, *more = errors
@@ -148,6 +158,10 @@ class Catalog:
             if more:
                 first.args = (f"{first} (and {len(more)} more problem(s); `segue catalog check DIR` lists all)",)
             raise first
+        if key is not None:
+            if len(_BUILT) >= _BUILT_CACHE:
+                _BUILT.clear()
+            _BUILT[key] = catalog
         return catalog
 
     # lookups -------------------------------------------------------------------------------------------------

@@ -17,10 +17,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from typing import Any
 
 from ulid import ULID
 
 from segue.catalog import CatalogError
+from segue.catalog.costs import add_call
 from segue.errors import InputError
 from segue.generated import LlmInteraction, PrewarmResult
 from segue.run.config import AgentConfig
@@ -107,11 +109,15 @@ class Prewarmer:
             "pre-warming, set it in a catalog layer"
         )
 
-    def _cost(self, interaction: LlmInteraction) -> dict[str, float]:
-        """The call's price (`cost_usd`; on the twin 0, with the vendor's price as `twin_usd`), or nothing when
-        the catalog has none for the path (no cost is better than a wrong one)."""
-        try:
-            price = self.agent.catalog().cost(interaction.usage, interaction.model, interaction.vendor)
-        except (CatalogError, ValueError):
-            return {}
-        return {"cost_usd": 0.0, "twin_usd": price} if interaction.served_by == "twin" else {"cost_usd": price}
+    def _cost(self, interaction: LlmInteraction) -> dict[str, Any]:
+        """The call's cost as a run's reads (`cost`: usd, on the twin 0 with the vendor's price as twin_usd, or
+        `missing` when the catalog has no price: no cost is better than a wrong one), and the same figures in the
+        deprecated `cost_usd` / `twin_usd` that protocol 1.x clients read."""
+        twin = interaction.served_by == "twin"
+        catalog = self.agent.catalog()
+        cost = add_call(None, catalog, interaction.model, interaction.vendor, interaction.usage, twin=twin)
+        if cost.usd is None:
+            return {"cost": cost}
+        if twin:
+            return {"cost": cost, "cost_usd": 0.0, "twin_usd": cost.twin_usd}
+        return {"cost": cost, "cost_usd": cost.usd}

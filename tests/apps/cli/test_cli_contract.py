@@ -34,7 +34,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> SampleRuns:
 
 def segue(*argv: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "segue.apps.cli.main", *argv],
+        [sys.executable, "-m", "segue", *argv],
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
@@ -52,8 +52,14 @@ def one_line(done: subprocess.CompletedProcess[str], code: int) -> str:
 
 
 def test_version() -> None:
+    """Issue 30 item 5: `python -m segue --version` and `segue.__version__`, both the installed distribution's."""
+    import importlib.metadata
+
+    import segue as package
+
     done = segue("--version")
-    assert done.returncode == 0 and done.stdout.startswith("segue 0.") and done.stderr == ""
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout == f"segue {importlib.metadata.version('segue')}\n" == f"segue {package.__version__}\n"
 
 
 def test_damaged_pages_are_one_line(runs: SampleRuns, tmp_path: Path) -> None:

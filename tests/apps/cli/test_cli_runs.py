@@ -37,10 +37,17 @@ def test_list_shows_only_the_tenants_runs(runs: SampleRuns, capsys: pytest.Captu
     code, out, err = run_cli(capsys, "runs", "list", "--db", runs.url)
     assert code == 0 and err == ""
     lines = out.splitlines()
-    assert lines[0].split()[:3] == ["RUN", "STATUS", "TENANT"]
+    assert lines[0].split()[:3] == ["RUN", "STATUS", "MODEL"], "one tenant, one agent: neither is a column"
     assert [line.split()[0] for line in lines[1:]] == [runs.edited, runs.third, runs.second, runs.first]
     assert runs.other_tenant not in out
-    # The continued_from column links each run to the one before it; the question column shows its input.
+    # A turn that continues another run is marked; the question column shows its input.
+    assert lines[1][lines[0].index("QUESTION") :] == "↳ Where is order 44?"
+    assert lines[-1][lines[0].index("QUESTION") :] == "Where is order 42?"
+
+    code, out, _ = run_cli(capsys, "runs", "list", "--db", runs.url, "--wide")
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["RUN", "STATUS", "TENANT"]
+    # --wide: the continued_from column links each run to the one before it.
     assert lines[1][lines[0].index("CONTINUES") :].split()[0] == runs.third
     assert lines[1][lines[0].index("QUESTION") :] == "Where is order 44?"
 
@@ -354,3 +361,83 @@ def test_runs_on_postgresql(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "1: extends the previous request" in out
     code, _, err = run_cli(capsys, "runs", "show", second.run_id, "--db", url)
     assert code == 1 and "for tenant 'default'" in err
+
+
+def test_list_rows_fit_120_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 30 item 5: `runs list` rows were ~215 characters wide. Long questions and model names are cut to the
+    width (the question takes what is left), agent and tenant columns appear only when the rows differ in them,
+    and --wide still has every column in full."""
+    db = tmp_path / "long.db"
+    store = RunStore(f"sqlite:///{db}")
+    question = "How many customers placed an order in every month of 2025, and which of them spent the most? " * 3
+
+    def record(agent: str) -> None:
+        provider = ScriptedProvider.of(text("An answer."), model="a-model-name-longer-than-the-column-allows")
+        assert asyncio.run(Agent(provider, "You help.", [], store, name=agent).run(question)).status == "success"
+
+    def listed(*extra: str) -> list[str]:
+        code, out, _ = run_cli(capsys, "runs", "list", "--db", str(db), *extra)
+        assert code == 0
+        return out.splitlines()
+
+    try:
+        record("desk")
+        record("desk")
+        lines = listed()
+        assert max(len(line) for line in lines) <= 120, "\n".join(lines)
+        assert lines[0].split() == ["RUN", "STATUS", "MODEL", "STARTED", "INPUT", "CACHED", "COST", "QUESTION"]
+        assert all(line.endswith("…") and len(line) == 120 for line in lines[1:]), "the question is cut, and says so"
+        record("billing-with-a-long-agent-name")
+        lines = listed()
+        assert lines[0].split()[:3] == ["RUN", "STATUS", "AGENT"] and max(len(line) for line in lines) <= 124
+        assert max(len(line) for line in listed("--wide")) > 150 and "CONTINUES" in listed("--wide")[0]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("form", ["{db}", "./{name}", "{name}"])
+def test_db_takes_a_plain_path_as_sqlite(
+    runs: SampleRuns, form: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 30 item 5: `--db ./file.db` was refused ("unsupported store URL"). A value without a scheme is a
+    SQLite file, on every command that takes --db, and in $SEGUE_DB."""
+    db = Path(runs.url.removeprefix("sqlite:///"))
+    monkeypatch.chdir(db.parent)
+    given = form.format(db=db, name=db.name)
+    code, out, err = run_cli(capsys, "runs", "list", "--db", given, "--json")
+    assert (code, err, len(json.loads(out))) == (0, "", 4)
+    code, out, _ = run_cli(capsys, "runs", "show", runs.first, "--db", given, "--json")
+    assert code == 0 and json.loads(out)["run_id"] == runs.first
+    monkeypatch.setenv("SEGUE_DB", given)
+    code, out, _ = run_cli(capsys, "runs", "list", "--json")
+    assert code == 0 and len(json.loads(out)) == 4
+    assert build_parser().parse_args(["dashboard", "--db", given]).db == f"sqlite:///{given}"
+    assert build_parser().parse_args(["demo", "--db", given]).db == f"sqlite:///{given}"
+    assert build_parser().parse_args(["db", "migrate", "--db", given]).db == f"sqlite:///{given}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "suggested"),
+    [
+        (["runs", "list", "--tennant", "acme"], "--tenant"),
+        (["runs", "show", "RUN", "--jsno"], "--json"),
+        (["dashboard", "--prot", "9000"], "--port"),
+        (["runs", "list", "--tennant=acme"], "--tenant"),
+    ],
+)
+def test_a_mistyped_option_gets_a_did_you_mean(
+    argv: list[str], suggested: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 30 item 5: `--tennant` got the top-level usage and no suggestion."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert f"did you mean {suggested}?" in err and f"usage: segue {argv[0]}" in err, err
+
+
+def test_an_unknown_option_far_from_any_is_still_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["runs", "list", "--zzzzzz"])
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: --zzzzzz" in err and "did you mean" not in err

@@ -237,6 +237,49 @@ async def test_conversation_lists_branches(runs: SampleRuns, tmp_path: Path) -> 
         store.close()
 
 
+def test_a_tenant_without_runs_is_told_which_tenants_have_them(runs: SampleRuns, store: RunStore) -> None:
+    """Issue 30 item 5: the dashboard with the wrong tenant showed an empty page; `segue runs list` named the
+    tenants. The unfiltered list now says so too; a filter that matches nothing still says it is the filter."""
+    page = html.unescape(get(create_app(store, tenant="acme"), "/").text)
+    assert run_ids_on(get(create_app(store, tenant="acme"), "/")) == []
+    assert "No runs for tenant 'acme'. The database holds runs of tenant 'default' (4 runs), 'globex' (1 run)" in page
+    assert "--tenant default (or --admin for every tenant)" in page
+    assert "No runs match these filters." in get(create_app(store, tenant="acme"), "/?status=error").text
+    assert "No runs for tenant" not in get(create_app(store), "/?status=error").text
+
+
+async def test_the_run_list_groups_a_conversations_turns(runs: SampleRuns, tmp_path: Path) -> None:
+    """Issue 30 item 5: the run list was flat. Turns linked by continued_from are shown together, in the place
+    of their newest turn, under one header with the conversation's link; a lone run stays a row of its own."""
+    from segue import Agent
+    from segue.testing import ScriptedProvider, text
+
+    store = RunStore(f"sqlite:///{tmp_path / 'threads.db'}")
+    try:
+        agent = Agent(ScriptedProvider.of(*[text(f"answer {i}") for i in range(5)]), "p", [], store)
+        a1 = await agent.run("Thread A, turn 1")
+        b1 = await agent.run("Thread B, turn 1")
+        lone = await agent.run("A question on its own")
+        a2 = await agent.run("Thread A, turn 2", runs=[a1.run_id])
+        b2 = await agent.run("Thread B, turn 2", runs=[b1.run_id])
+        page = get(create_app(store), "/").text
+        # Newest first was b2, a2, lone, b1, a1: now each thread's turns sit together.
+        assert run_ids_on(get(create_app(store), "/")) == [b2.run_id, b1.run_id, a2.run_id, a1.run_id, lone.run_id]
+        groups = re.findall(r'<tbody class="(\w+)">(.*?)</tbody>', page, re.S)
+        assert [(kind, re.findall(r'data-run-id="([^"]+)"', body)) for kind, body in groups] == [
+            ("conversation", [b2.run_id, b1.run_id]),
+            ("conversation", [a2.run_id, a1.run_id]),
+            ("single", [lone.run_id]),
+        ]
+        assert "2 turns on this page" in groups[0][1] and f'href="/conversations/{b2.run_id}"' in groups[0][1]
+        # The first page of two: the older turn is on the next page, and the group says there is more.
+        limited = get(create_app(store), "/?limit=2").text
+        assert run_ids_on(get(create_app(store), "/?limit=2")) == [b2.run_id, a2.run_id]
+        assert "conversation," not in limited and limited.count('<span class="continues"') == 2
+    finally:
+        store.close()
+
+
 # -- HTTP details ---------------------------------------------------------------------------------------------
 
 

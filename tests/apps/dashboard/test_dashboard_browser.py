@@ -164,3 +164,95 @@ def test_another_tenants_run_is_not_found(browser: Any, dashboard: RunningDashbo
     browser.get(f"{dashboard.url}/runs/{runs.other_tenant}")
     assert browser.find_element(By.TAG_NAME, "h1").text == "404"
     assert runs.other_tenant in browser.find_element(By.CSS_SELECTOR, ".error-message").text
+
+
+async def _below_minimum_run(url: str) -> str:
+    """One run on the twin whose prompt is below claude-sonnet-4-6's minimum cacheable length."""
+    from segue import Agent
+    from segue.providers import AnthropicProvider
+    from segue.twin import Twin, sample_db
+
+    store = RunStore(url)
+    try:
+        provider = AnthropicProvider("claude-sonnet-4-6", client=Twin().anthropic_client())
+        agent = Agent(provider, "You help.", [sample_db.list_tables], store)
+        result = await agent.run("Which tables are there?", tenant_id="t")
+        assert result.status == "success", result.error
+        return result.run_id
+    finally:
+        store.close()
+
+
+def test_a_below_minimum_run_page_shows_its_numbers(browser: Any, tmp_path: Path) -> None:
+    """Issue 30 acceptance: the run page of a below-minimum run says "N tokens, below the 1,024-token minimum",
+    as the browser renders it (the numbers are the run's stored note; the minimum is the catalog's)."""
+    import asyncio
+
+    from selenium.webdriver.common.by import By
+
+    from segue.catalog import Catalog
+
+    url = f"sqlite:///{tmp_path / 'below.db'}"
+    run_id = asyncio.run(_below_minimum_run(url))
+    store = RunStore(url)
+    try:
+        run = store.get_run(run_id, tenant_id="t")
+        assert run is not None and run.meta is not None and run.meta.segue_notes
+        note = next(n for n in run.meta.segue_notes if n.kind == "cache-below-minimum")
+        assert note.limit == Catalog.load().resolve("claude-sonnet-4-6", "anthropic").cache_min_tokens == 1024
+        assert note.measured is not None and note.measured < note.limit
+        stated = f"{note.measured:,} tokens, below the {note.limit:,}-token minimum"
+        with serve_in_thread(create_app(store, tenant="t"), host="127.0.0.1", port=0) as running:
+            browser.get(f"{running.url}/runs/{run_id}")
+            shown = [
+                e for e in browser.find_elements(By.XPATH, f'//*[contains(text(), "{stated}")]') if e.is_displayed()
+            ]
+            assert shown, browser.find_element(By.TAG_NAME, "body").text
+            assert stated in browser.find_element(By.TAG_NAME, "body").text
+            shown[0].screenshot(str(tmp_path / "below-minimum-note.png"))
+            browser.save_screenshot(str(tmp_path / "below-minimum.png"))
+    finally:
+        store.close()
+    _png(tmp_path / "below-minimum.png")
+    assert (tmp_path / "below-minimum-note.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_run_list_fits_a_screen_of_runs_and_groups_conversations(browser: Any, tmp_path: Path) -> None:
+    """Issue 30 item 5: about 9 runs fitted a screen, and a conversation's turns were spread over the list. Long
+        questions no longer wrap: every row is one line, so a window 1,200 pixels high shows 25 runs or more, with the
+    header lines of their conversations."""
+    import asyncio
+
+    from selenium.webdriver.common.by import By
+
+    from segue import Agent
+    from segue.testing import ScriptedProvider, text
+
+    long = "Which customers placed an order in every month of 2025, and how much did each of them spend? " * 2
+    store = RunStore(f"sqlite:///{tmp_path / 'many.db'}")
+
+    async def record() -> list[str]:
+        agent = Agent(ScriptedProvider.of(*[text("An answer.")] * 40), "You help.", [], store)
+        ids: list[str] = []
+        for i in range(40):
+            continues = [ids[-1]] if i % 4 else []  # conversations of four turns
+            ids.append((await agent.run(f"{i}: {long}", runs=continues)).run_id)
+        return ids
+
+    try:
+        ids = asyncio.run(record())
+        with serve_in_thread(create_app(store), host="127.0.0.1", port=0) as running:
+            browser.get(running.url + "/")
+            rows = browser.find_elements(By.CSS_SELECTOR, "tr.run-row")
+            assert [r.get_attribute("data-run-id") for r in rows[:4]] == ids[-1:-5:-1], "newest conversation first"
+            heights = {round(r.rect["height"]) for r in rows}
+            assert max(heights) <= 30, f"one line per run, got row heights {sorted(heights)}"
+            window = browser.execute_script("return window.innerHeight")
+            on_screen = [r for r in rows if r.rect["y"] + r.rect["height"] <= window]
+            assert len(on_screen) >= 25, f"{len(on_screen)} runs fit a {window}px window"
+            heads = browser.find_elements(By.CSS_SELECTOR, "tr.conversation-head")
+            assert len(heads) == 10 and all("4 turns on this page" in h.text for h in heads)
+            browser.save_screenshot(str(tmp_path / "run-list.png"))
+    finally:
+        store.close()
+    _png(tmp_path / "run-list.png")

@@ -134,7 +134,7 @@ def test_conversation_page_totals_the_chain(conversation: Conversation) -> None:
 def test_cli_list_has_question_and_cost_and_show_has_cost_and_conversation_totals(
     conversation: Conversation, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = run_cli(capsys, "runs", "list", "--db", conversation.url)
+    code, out, err = run_cli(capsys, "runs", "list", "--db", conversation.url, "--wide")
     assert code == 0 and err == ""
     head, second, first = out.splitlines()
     assert second[head.index("QUESTION") :] == XSS  # a terminal shows it as text

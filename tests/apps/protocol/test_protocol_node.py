@@ -2,10 +2,11 @@
 frozen protocol 1.0 client still works against the current server, and ajv checks the exported schemas
 (tests/node/).
 
-The Node project pins exact versions (package-lock.json); `npm ci` runs only when its node_modules is missing or
-differs from the lock. The bundle is exported next to a copy of the project once, type-checked with `tsc
---strict` (including lines that must NOT compile); then the scripts run against servers whose model is the twin,
-and the last compiles every schema of the bundle in ajv's strict mode and checks every fixture.
+The Node project pins exact versions (package-lock.json); pytest never installs it: .ci/run does (`cd tests/node &&
+npm ci --no-audit --no-fund`) before the tests, and without it these tests skip, naming that line. The bundle is
+exported next to a copy of the project once, type-checked with `tsc --strict` (including lines that must NOT
+compile); then the scripts run against servers whose model is the twin, and the last compiles every schema of the
+bundle in ajv's strict mode and checks every fixture.
 """
 
 from __future__ import annotations
@@ -20,25 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, require_tool
+from conftest import NODE_PROJECT, REPO, require_node_packages
 from protocol_harness import LIST_TABLES_CLIENT, twin_agent, write_config
 
 from segue.apps.bundle import export_bundle
 from segue.store import RunStore
 
-PROJECT = REPO / "tests" / "node"
-
-
-def _installed() -> bool:
-    """Whether node_modules holds exactly the versions of package-lock.json."""
-    lock = json.loads((PROJECT / "package-lock.json").read_text())
-    for path, meta in lock["packages"].items():
-        if not path:
-            continue
-        manifest = PROJECT / path / "package.json"
-        if not manifest.is_file() or json.loads(manifest.read_text()).get("version") != meta["version"]:
-            return False
-    return True
+PROJECT = NODE_PROJECT
 
 
 def _doc_examples() -> list[str]:
@@ -50,10 +39,7 @@ def _doc_examples() -> list[str]:
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     """(node, the folder of the compiled project with the bundle exported into it)."""
-    node = require_tool("node", "Node.js runs the TypeScript protocol client test")
-    if not _installed():
-        npm = require_tool("npm", "npm installs tests/node (typescript, @types/node, ajv)")
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=PROJECT, check=True, timeout=300)
+    node = require_node_packages("Node.js runs the TypeScript protocol client test")
     work = tmp_path_factory.mktemp("node") / "project"
     work.mkdir()
     for name in ("package.json", "tsconfig.json", "protocol.test.ts", "old-client.test.ts", "schemas.test.ts"):

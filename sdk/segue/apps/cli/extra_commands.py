@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from segue.apps.cli.arguments import store_url
+
 EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT = 0, 1, 2
 
 
@@ -96,7 +98,9 @@ def add_commands(commands: Any, command: Callable[..., argparse.ArgumentParser],
         default="all",
         help="how each turn carries the earlier ones (default: all = runs=..., replay_last='all')",
     )
-    p.add_argument("--db", default="sqlite:///segue-demo.db", help="where runs are recorded")
+    p.add_argument(
+        "--db", type=store_url, default="sqlite:///segue-demo.db", help="where runs are recorded (URL or SQLite path)"
+    )
     p.add_argument("--twin", action="store_true", help="use the offline twin even when an API key is set")
 
     twin = command(commands, "twin", None, "segue's offline emulator of the vendors' APIs and caches")

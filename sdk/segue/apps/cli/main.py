@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -23,8 +24,8 @@ from typing import TYPE_CHECKING, Any, get_args
 from urllib.parse import urlparse
 
 from segue._support.resources import package_version
-from segue.apps.cli.arguments import offset, port_number, positive_int
-from segue.apps.cli.render import Style, clean, count, explain_text, prewarm_text, share, show_text, table
+from segue.apps.cli.arguments import Parser, offset, port_number, positive_int, store_url
+from segue.apps.cli.render import LIST_WIDTH, clean, count, explain_text, prewarm_text, runs_table, show_text
 from segue.errors import StoreError
 from segue.generated import RunDetail, RunExplanation, RunStatus, RunSummary, SweptRuns, Usage, get_converter
 
@@ -55,7 +56,7 @@ def _print_json(data: Any) -> None:
 
 
 def _db_url(args: argparse.Namespace) -> str:
-    url: str = args.db or os.environ.get(DB_ENV) or DEFAULT_DB
+    url: str = args.db or store_url(os.environ.get(DB_ENV) or DEFAULT_DB)  # --db is a store_url already
     return url
 
 
@@ -120,33 +121,8 @@ def _runs_list(args: argparse.Namespace) -> int:
         raise CommandError(f"no runs for {_who(args)} matching the filters{_tenant_hint(args, tenants)}", EXIT_PROBLEM)
     if args.json:
         return EXIT_OK
-    from segue._core.usage import cache_parts
-    from segue.apps.dashboard.views import shown_cost
-
-    price = _catalog_cost()
-    headers = [
-        "RUN", "STATUS", "TENANT", "AGENT", "MODEL", "STARTED", "INPUT", "OUTPUT", "CACHE READ", "COST", "CONTINUES",
-        "QUESTION",
-    ]  # fmt: skip
-    rows = [
-        [
-            r.run_id,
-            r.status,
-            clean(r.tenant_id, 20),
-            clean(r.agent_name, 24),
-            clean(r.model, 28),
-            r.created_at[:19].replace("T", " "),
-            count(r.usage.input_tokens),
-            count(r.usage.output_tokens),
-            share(cache_parts(r.usage).read_share),
-            shown_cost(r, price)[0],
-            r.continued_from or "",
-            clean(r.question or "", 60),
-        ]
-        for r in runs
-    ]
-    colours = [[None, Style.STATUS.get(r.status, "magenta"), *([None] * 10)] for r in runs]
-    print(table(headers, rows, colours))
+    width = shutil.get_terminal_size((LIST_WIDTH, 24)).columns if sys.stdout.isatty() else LIST_WIDTH
+    print(runs_table(runs, _catalog_cost(), wide=args.wide, width=width))
     return EXIT_OK
 
 
@@ -322,7 +298,9 @@ def _db_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--db",
         metavar="URL",
-        help=f"run store: sqlite:///path.db or postgresql://... (default: ${DB_ENV}, else {DEFAULT_DB})",
+        type=store_url,
+        help=f"run store: sqlite:///path.db, a path to a SQLite file, or postgresql://... (default: ${DB_ENV}, else "
+        f"{DEFAULT_DB})",
     )
 
 
@@ -350,7 +328,7 @@ def _command(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="segue",
         description="Cache-friendly, replayable LLM agent runs.",
         epilog="exit codes: 0 ok, 1 the command found nothing or a problem, 2 bad input or environment",
@@ -366,6 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--agent", metavar="NAME", help="only runs of this agent name")
     p.add_argument("--limit", type=positive_int, default=50, help="at most this many runs (default: 50)")
     p.add_argument("--offset", type=offset, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--wide", action="store_true", help="every column in full (tenant, output, continued run id)")
     _json_option(p, "a list of RunSummary")
     p = _command(
         runs_cmds,

@@ -7,9 +7,12 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from segue.generated import PrewarmRecord, RunDetail, RunExplanation, Usage
+from segue.generated import PrewarmRecord, RunDetail, RunExplanation, RunSummary, Usage
+
+if TYPE_CHECKING:
+    from segue.apps.dashboard.views import CostFn
 
 
 class Style:
@@ -225,3 +228,73 @@ def prewarm_text(run_id: str, prewarm: PrewarmRecord) -> str:
         f"{call.usage.cache_write_tokens or 0:,} tokens written to the cache for the runs "
         f"{', '.join(prewarm.runs) or '(none)'}; it has no answer or traces to show"
     )
+
+
+#: The width `segue runs list` fits its rows to when stdout is not a terminal (a pipe, a file, a CI log).
+LIST_WIDTH = 120
+_RUN_ID = 26  # a ULID
+
+
+def runs_table(runs: Sequence[RunSummary], price: CostFn, *, wide: bool, width: int | None = None) -> str:
+    """`segue runs list`: one line per run. By default the columns a reader scans (the question gets what is left
+    of `width`; a turn that continues another run is marked "↳"); agent and tenant appear only when the rows
+    differ in them. `wide`: every column in full, the tenant and the continued run id included."""
+    from segue._core.usage import cache_parts
+    from segue.apps.dashboard.views import money, run_cost, shown_cost
+
+    statuses = [[None, Style.STATUS.get(r.status, "magenta")] for r in runs]
+    if wide:
+        headers = [
+            "RUN", "STATUS", "TENANT", "AGENT", "MODEL", "STARTED", "INPUT", "OUTPUT", "CACHE READ", "COST",
+            "CONTINUES", "QUESTION",
+        ]  # fmt: skip
+        rows = [
+            [
+                r.run_id,
+                r.status,
+                clean(r.tenant_id, 20),
+                clean(r.agent_name, 24),
+                clean(r.model, 28),
+                r.created_at[:19].replace("T", " "),
+                count(r.usage.input_tokens),
+                count(r.usage.output_tokens),
+                share(cache_parts(r.usage).read_share),
+                shown_cost(r, price)[0],
+                r.continued_from or "",
+                clean(r.question or "", 60),
+            ]
+            for r in runs
+        ]
+        return table(headers, rows, [[*s, *([None] * 10)] for s in statuses])
+
+    def cost(run: RunSummary) -> str:
+        if run.served_by != "twin":
+            return shown_cost(run, price)[0]
+        charged = run_cost(run, price)[0]  # a Failover member that was a vendor; the twin's part cost nothing
+        return f"{money(charged)} + twin" if charged else "$0 (twin)"
+
+    columns: list[tuple[str, list[str]]] = [
+        ("RUN", [r.run_id for r in runs]),
+        ("STATUS", [r.status for r in runs]),
+    ]
+    if len({r.tenant_id for r in runs}) > 1:
+        columns.append(("TENANT", [clean(r.tenant_id, 12) for r in runs]))
+    agents = len({r.agent_name for r in runs}) > 1
+    if agents:
+        columns.append(("AGENT", [clean(r.agent_name, 12) for r in runs]))
+    columns += [
+        ("MODEL", [clean(r.model, 16 if agents else 18) for r in runs]),
+        ("STARTED", [r.created_at[5:16].replace("T", " ") for r in runs]),
+        ("INPUT", [count(r.usage.input_tokens) for r in runs]),
+        ("CACHED", [share(cache_parts(r.usage).read_share) for r in runs]),
+        ("COST", [cost(r) for r in runs]),
+    ]
+    used = sum(max(len(h), *(len(v) for v in values)) + 2 for h, values in columns)
+    room = max(16, (width or LIST_WIDTH) - used)
+    questions = [
+        "↳ " + clean(r.question or "", room - 2) if r.continued_from else clean(r.question or "", room) for r in runs
+    ]
+    columns.append(("QUESTION", questions))
+    headers = [h for h, _ in columns]
+    rows = [[values[i] for _, values in columns] for i in range(len(runs))]
+    return table(headers, rows, [[*s, *([None] * (len(columns) - 2))] for s in statuses])

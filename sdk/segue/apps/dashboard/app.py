@@ -20,7 +20,8 @@ from wsgiref.types import StartResponse, WSGIEnvironment
 import attrs
 import jinja2
 
-from segue.apps.dashboard.views import CostFn, chain_view, no_pricing, run_row, run_view
+from segue.apps.dashboard.listing import empty_hint, run_groups
+from segue.apps.dashboard.views import CostFn, chain_view, no_pricing, run_view
 from segue.cache.explain import explain_run
 from segue.generated import ApiError, RunDetail, RunExplanation, RunStatus, RunSummary, get_converter
 from segue.store.run_store import RunStore
@@ -211,9 +212,12 @@ class DashboardApp:
         limit, offset = int(filters["limit"]), int(filters["offset"])
         newer = urlencode({**base, "offset": max(offset - limit, 0)}) if offset else None
         older = urlencode({**base, "offset": offset + limit}) if len(runs) == limit else None
+        unfiltered = not any(filters[k] for k in ("status", "agent", "tenant", "offset"))
+        empty = empty_hint(self.tenant, self.store.tenants()) if not runs and unfiltered and not self.admin else None
         return self._render(
             "runs.html",
-            rows=[run_row(r, self.cost) for r in runs],
+            groups=run_groups(runs, self.cost),
+            empty=empty,
             filters=filters,
             statuses=STATUSES,
             admin=self.admin,

@@ -18,7 +18,10 @@ document.addEventListener("DOMContentLoaded", () => {
     filter.addEventListener("input", () => {
       const needle = filter.value.trim().toLowerCase();
       for (const row of document.querySelectorAll("tr.run-row")) {
-        row.hidden = needle !== "" && !row.textContent.toLowerCase().includes(needle);
+        // A turn matches the id of the run it continues too (its "↳" names it only in a title).
+        const continues = row.querySelector(".continues");
+        const text = `${row.textContent} ${continues ? continues.dataset.continues : ""}`.toLowerCase();
+        row.hidden = needle !== "" && !text.includes(needle);
       }
     });
   }
