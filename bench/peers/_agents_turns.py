@@ -13,9 +13,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from _peer_protocol import DESCRIBE_TABLE, LIST_TABLES, RUN_QUERY, config, serve, shop
-from agents import Agent, ModelSettings, OpenAIResponsesModel, Runner, SQLiteSession, function_tool
-from agents import set_tracing_disabled
+from _peer_protocol import config, serve, shop
+from agents import (
+    Agent,
+    ModelSettings,
+    OpenAIResponsesModel,
+    Runner,
+    SQLiteSession,
+    function_tool,
+    set_tracing_disabled,
+)
 from openai import AsyncOpenAI
 from openai.types.shared import Reasoning
 
@@ -25,14 +32,15 @@ set_tracing_disabled(True)
 client = AsyncOpenAI(base_url=cfg["openai_url"], api_key="bench", max_retries=0)
 
 
-@function_tool(description_override=LIST_TABLES)
+@function_tool
 def list_tables() -> list[str]:
+    """List the tables of the shop database."""
     return db.list_tables()
 
 
-@function_tool(description_override=DESCRIBE_TABLE)
+@function_tool
 def describe_table(table: str) -> list[dict[str, Any]]:
-    """Describe a table.
+    """Describe a table's columns: name, type, whether it may be null, and primary key.
 
     Args:
         table: the table name, as list_tables returns it
@@ -40,9 +48,9 @@ def describe_table(table: str) -> list[dict[str, Any]]:
     return db.describe_table(table)
 
 
-@function_tool(description_override=RUN_QUERY)
+@function_tool
 def run_query(sql: str) -> list[dict[str, Any]]:
-    """Run a query.
+    """Run one read-only SQL query (SELECT) on the shop database and return its rows.
 
     Args:
         sql: a single SELECT statement in SQLite's dialect

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from _peer_protocol import DESCRIBE_TABLE, LIST_TABLES, RUN_QUERY, config, serve, shop
+from _peer_protocol import config, serve, shop
 from dendrux import Agent, tool
 from dendrux.llm.anthropic import AnthropicProvider
 from dendrux.llm.openai_responses import OpenAIResponsesProvider
@@ -24,20 +24,29 @@ db = shop(cfg)
 
 @tool()
 def list_tables() -> list:
+    """List the tables of the shop database."""
     return db.list_tables()
 
 
 @tool()
 def describe_table(table: str) -> list:
+    """Describe a table's columns: name, type, whether it may be null, and primary key.
+
+    Args:
+        table: the table name, as list_tables returns it
+    """
     return db.describe_table(table)
 
 
 @tool()
 def run_query(sql: str) -> list:
+    """Run one read-only SQL query (SELECT) on the shop database and return its rows.
+
+    Args:
+        sql: a single SELECT statement in SQLite's dialect
+    """
     return db.run_query(sql)
 
-
-list_tables.__doc__, describe_table.__doc__, run_query.__doc__ = LIST_TABLES, DESCRIBE_TABLE, RUN_QUERY
 
 agents: dict[tuple[str, str, str], Agent] = {}
 runs: dict[int, list[str]] = {}
@@ -50,8 +59,12 @@ def agent_for(spec: dict[str, Any]) -> Agent:
         if spec["vendor"] == "anthropic":
             ttl = cfg["ttl"] if cfg["ttl"] in ("5m", "1h") else "5m"
             provider: Any = AnthropicProvider(
-                model=spec["model"], thinking=cfg["thinking"], thinking_budget=1024 if cfg["thinking"] else None,
-                cache_ttl=ttl, max_tokens=4096, max_retries=0,
+                model=spec["model"],
+                thinking=cfg["thinking"],
+                thinking_budget=1024 if cfg["thinking"] else None,
+                cache_ttl=ttl,
+                max_tokens=4096,
+                max_retries=0,
             )
         else:
             provider = OpenAIResponsesProvider(

@@ -18,12 +18,6 @@ import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-#: Tool descriptions, word for word segue.demo's (segue.demo.chat.demo_tools), so every contender offers the
-#: model the same three tools.
-LIST_TABLES = "List the tables of the shop database."
-DESCRIBE_TABLE = "Describe a table's columns: name, type, whether it may be null, and primary key."
-RUN_QUERY = "Run one read-only SQL query (SELECT) on the shop database and return its rows."
-
 
 def config() -> dict[str, Any]:
     with open(sys.argv[1], encoding="utf-8") as f:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _peer_protocol import DESCRIBE_TABLE, LIST_TABLES, RUN_QUERY, config, serve, shop
+from _peer_protocol import config, serve, shop
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
@@ -28,11 +28,12 @@ window = cfg.get("window")
 
 
 def list_tables() -> list[str]:
+    """List the tables of the shop database."""
     return db.list_tables()
 
 
 def describe_table(table: str) -> list[dict[str, Any]]:
-    """Describe a table.
+    """Describe a table's columns: name, type, whether it may be null, and primary key.
 
     Args:
         table: the table name, as list_tables returns it
@@ -41,17 +42,12 @@ def describe_table(table: str) -> list[dict[str, Any]]:
 
 
 def run_query(sql: str) -> list[dict[str, Any]]:
-    """Run a query.
+    """Run one read-only SQL query (SELECT) on the shop database and return its rows.
 
     Args:
         sql: a single SELECT statement in SQLite's dialect
     """
     return db.run_query(sql)
-
-
-list_tables.__doc__ = LIST_TABLES
-describe_table.__doc__ = describe_table.__doc__.replace("Describe a table.", DESCRIBE_TABLE)  # type: ignore[union-attr]
-run_query.__doc__ = run_query.__doc__.replace("Run a query.", RUN_QUERY)  # type: ignore[union-attr]
 
 
 def keep_last_turns(messages: list[ModelMessage]) -> list[ModelMessage]:

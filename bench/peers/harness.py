@@ -138,7 +138,7 @@ class PeerProcess:
                 }
             )
         )
-        self._log = open(Path(self._tmp.name) / "stderr.log", "w+")  # noqa: SIM115 (closed in close())
+        self._log = open(Path(self._tmp.name) / "stderr.log", "w+")
         self._proc = subprocess.Popen(
             [str(python), str(HERE / script), str(config)],
             stdin=subprocess.PIPE,

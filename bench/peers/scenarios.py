@@ -57,7 +57,7 @@ def _chat(vendor: str = "anthropic", model: str = SONNET, prompt: str = PROMPT) 
     return tuple(Turn(question=q, vendor=vendor, model=model, prompt=prompt) for q in QUESTIONS)
 
 
-def all_scenarios() -> list[Scenario]:
+def all_scenarios(long_turns: int = LONG_TURNS) -> list[Scenario]:
     edited = PROMPT + EDIT
     switch = ("anthropic", "anthropic", "openai", "anthropic", "anthropic")
     long_prompt = PROMPT + policy()
@@ -84,7 +84,9 @@ def all_scenarios() -> list[Scenario]:
                 for t, v in zip(_chat(), switch, strict=True)
             ),
         ),
-        Scenario(name="gpt56", title=f"5 turns, {GPT56}, Responses, reasoning low", turns=_chat("openai", GPT56), ttl="30m"),
+        Scenario(
+            name="gpt56", title=f"5 turns, {GPT56}, Responses, reasoning low", turns=_chat("openai", GPT56), ttl="30m"
+        ),
         Scenario(
             name="second-conversation",
             title=f"{GPT56}, ~4k-token policy in the prompt, two conversations of one customer",
@@ -101,8 +103,10 @@ def all_scenarios() -> list[Scenario]:
         ),
         Scenario(
             name="long",
-            title=f"{LONG_TURNS} turns (segue.demo.long_chat), thinking on, 5m, every contender keeps the last {WINDOW}",
-            turns=tuple(Turn(question=q, vendor="anthropic", model=SONNET, prompt=PROMPT) for q in long_chat(LONG_TURNS)),
+            title=f"{long_turns} turns (segue.demo.long_chat), thinking on, 5m, each keeps the last {WINDOW} in full",
+            turns=tuple(
+                Turn(question=q, vendor="anthropic", model=SONNET, prompt=PROMPT) for q in long_chat(long_turns)
+            ),
             ttl="5m",
             window=WINDOW,
         ),

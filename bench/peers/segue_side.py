@@ -76,7 +76,9 @@ class SegueDriver:
                 provider = OpenAIResponsesProvider(
                     t.model, cache_key_prefix="segue-bench", reasoning=reasoning, client=self._openai
                 )
-            self._agents[key] = Agent(provider, t.prompt, demo_tools(), self.store, name="shop-analyst", max_iterations=8)
+            self._agents[key] = Agent(
+                provider, t.prompt, demo_tools(), self.store, name="shop-analyst", max_iterations=8
+            )
         return self._agents[key]
 
     def turn(self, t: Turn) -> tuple[bool, str | None]:
