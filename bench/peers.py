@@ -44,6 +44,9 @@ def run_scenario(scenario: Scenario, peers: list[str], pythons: dict[str, Path |
                 results, between = play(driver, scenario.turns, where)
             finally:
                 driver.close()
+        if driver.refused is not None:
+            rows.append(Row(contender="segue", setup=variant.setup, segue=True, skipped=driver.refused))
+            continue
         rows.append(summarise("segue", variant.setup, scenario.turns, results, between))
     for peer in PEERS:
         if peer.name not in peers:

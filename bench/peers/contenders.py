@@ -108,7 +108,7 @@ class SegueVariant:
     knobs: dict[str, Any] = attrs.field(factory=dict)
     prewarm: bool = False
 
-    def driver(self, scenario: Scenario, where: Host) -> Driver:
+    def driver(self, scenario: Scenario, where: Host) -> SegueDriver:
         return SegueDriver(where, thinking=scenario.thinking, ttl=self.ttl, knobs=self.knobs, prewarm=self.prewarm)
 
 
@@ -121,7 +121,7 @@ def segue_variants(scenario: Scenario) -> list[SegueVariant]:
                 filled = {k: n if v == "{n}" else v for k, v in knobs.items()}
                 out.append(SegueVariant(setup=label.format(n=n), ttl=scenario.ttl, knobs=filled))
         return out
-    if scenario.name == "pauses":
+    if scenario.peer_ttls:  # the pauses scenarios
         out = [
             SegueVariant(setup='`replay_last="all"`, fixed 5m', ttl="5m"),
             SegueVariant(setup='`replay_last="all"`, fixed 1h', ttl="1h"),

@@ -89,7 +89,7 @@ def table(title: str, rows: Sequence[Row]) -> str:
     notes = []
     for r in rows:
         if r.skipped is not None:
-            lines.append(f"| {r.contender} | — | — | — | — | — | — | — | — |")
+            lines.append(f"| {r.contender} | {r.setup or '—'} | — | — | — | — | — | — | — |")
             notes.append(f"{r.contender}: {r.skipped}")
             continue
         cost = f"{r.cost:.4f}" if r.cost is not None else "?"

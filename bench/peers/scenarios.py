@@ -102,6 +102,14 @@ def all_scenarios(long_turns: int = LONG_TURNS) -> list[Scenario]:
             peer_ttls=("5m", "1h"),
         ),
         Scenario(
+            name="pauses-plain",
+            title="the same pauses, thinking off (segue pre-warms only without thinking)",
+            turns=tuple(attrs.evolve(t, pause=60.0 * p) for t, p in zip(_chat(), pauses, strict=True)),
+            thinking=False,
+            ttl="5m",
+            peer_ttls=("5m", "1h"),
+        ),
+        Scenario(
             name="long",
             title=f"{long_turns} turns (segue.demo.long_chat), thinking on, 5m, each keeps the last {WINDOW} in full",
             turns=tuple(

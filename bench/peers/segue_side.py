@@ -23,6 +23,7 @@ from harness import BenchClock, Host, Turn
 
 from segue import Agent, RunStore
 from segue.demo import demo_tools
+from segue.errors import InputError
 from segue.providers import AnthropicProvider, OpenAIResponsesProvider
 
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0, "30m": 1800.0}
@@ -59,6 +60,8 @@ class SegueDriver:
         self._agents: dict[tuple[str, str, str], Agent] = {}
         self._runs: dict[int, list[str]] = {}
         self._last: Turn | None = None
+        #: Why segue refused to pre-warm (the variant is then shown as "—" with this reason), or None.
+        self.refused: str | None = None
 
     def _agent(self, t: Turn) -> Agent:
         key = (t.vendor, t.model, t.prompt)
@@ -96,7 +99,7 @@ class SegueDriver:
     def between(self, seconds: float, clock: BenchClock, coming: Turn) -> None:
         """Let `seconds` pass; with `prewarm`, re-warm the coming turn's prefix just before each expiry."""
         ttl = TTL_SECONDS.get(self.ttl)
-        if not self.prewarm or ttl is None or self._last is None:
+        if not self.prewarm or ttl is None or self._last is None or self.refused is not None:
             clock.advance(seconds)
             return
         left = seconds
@@ -104,7 +107,10 @@ class SegueDriver:
             clock.advance(ttl - PREWARM_MARGIN)
             left -= ttl - PREWARM_MARGIN
             runs = self._runs.get(coming.conversation) or None
-            self._loop.run_until_complete(self._agent(coming).prewarm(runs=runs, **self.knobs))
+            try:
+                self._loop.run_until_complete(self._agent(coming).prewarm(runs=runs, **self.knobs))
+            except InputError as error:  # segue's own refusal, e.g. thinking cannot be sent with max_tokens 0
+                self.refused = f"segue refuses to pre-warm: {str(error).split(': ', 1)[-1]}"[:240]
         clock.advance(left)
 
     def close(self) -> None:
