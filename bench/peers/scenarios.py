@@ -62,6 +62,7 @@ def all_scenarios(long_turns: int = LONG_TURNS) -> list[Scenario]:
     switch = ("anthropic", "anthropic", "openai", "anthropic", "anthropic")
     long_prompt = PROMPT + policy()
     pauses = (0, *PAUSES_MIN)
+    long = tuple(Turn(question=q, vendor="anthropic", model=SONNET, prompt=PROMPT) for q in long_chat(long_turns))
     return [
         Scenario(name="chat-1h", title=f"5 turns, {SONNET}, thinking on, 1h", turns=_chat()),
         Scenario(name="chat-5m", title=f"5 turns, {SONNET}, thinking on, 5m", turns=_chat(), ttl="5m"),
@@ -112,9 +113,15 @@ def all_scenarios(long_turns: int = LONG_TURNS) -> list[Scenario]:
         Scenario(
             name="long",
             title=f"{long_turns} turns (segue.demo.long_chat), thinking on, 5m, each keeps the last {WINDOW} in full",
-            turns=tuple(
-                Turn(question=q, vendor="anthropic", model=SONNET, prompt=PROMPT) for q in long_chat(long_turns)
-            ),
+            turns=long,
+            ttl="5m",
+            window=WINDOW,
+        ),
+        Scenario(
+            name="long-plain",
+            title=f"{long_turns} turns (segue.demo.long_chat), thinking off, 5m, each keeps the last {WINDOW} in full",
+            turns=long,
+            thinking=False,
             ttl="5m",
             window=WINDOW,
         ),
