@@ -107,22 +107,28 @@ def table(title: str, rows: Sequence[Row]) -> str:
 
 
 def summary(results: Sequence[tuple[str, Sequence[Row]]]) -> str:
-    """One line per scenario: segue's best against each peer that played it."""
-    lines = ["| scenario | segue | peer | segue / peer |", "|---|---|---|---:|"]
+    """One line per scenario: segue's cheapest complete setting, then each peer with segue / peer in bold."""
+    peers = list(dict.fromkeys(r.contender for _, rows in results for r in rows if not r.segue))
+    lines = ["| scenario | segue | " + " | ".join(peers) + " |", "|---|---|" + "---|" * len(peers)]
     for title, rows in results:
         best = best_segue(rows)
-        mine = _short(best) if best else "did not complete"
-        for r in rows:
-            if r.segue:
+        several = sum(1 for r in rows if r.segue) > 1
+        cells = [(_short(best) + (f" ({best.setup})" if several else "")) if best else "did not complete"]
+        for name in peers:
+            row = next((r for r in rows if r.contender == name), None)
+            if row is None:
+                cells.append("")
                 continue
-            lines.append(f"| {title} | {mine} | {r.contender}: {_short(r)} | {_ratio(best, r)} |")
+            ratio = _ratio(best, row)
+            cells.append(_short(row) + (f" (**{ratio}**)" if ratio not in ("", "—") else ""))
+        lines.append(f"| {title} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def _short(r: Row) -> str:
     if r.skipped is not None:
-        return f"— ({r.skipped})"
+        return "—"
     if r.failed:
-        return f"{r.failed}/{r.turns} turns failed"
+        return f"{r.turns - r.failed}/{r.turns} turns, {r.failed} fail"
     cost = f"${r.cost:.4f}" if r.cost is not None else "cost unknown"
-    return f"{r.setup}: {cost}, {r.cached:.0%} read"
+    return f"{cost}, {r.cached:.0%} read"
