@@ -47,7 +47,7 @@ def serve(turn: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
                 answer: dict[str, Any] = {"ok": True, "error": None}
             except Exception as error:  # a failed turn is a result of the bench, not the end of the peer
                 last = traceback.format_exception_only(type(error), error)[-1].strip()
-                answer = {"ok": False, "error": last[:300]}
+                answer = {"ok": False, "error": last[:1000]}
             print(json.dumps(answer), flush=True)
 
     asyncio.run(loop())

@@ -99,11 +99,20 @@ def table(title: str, rows: Sequence[Row]) -> str:
             f"{r.reexplored} | {failed} | {_ratio(best, r)} |"
         )
         if r.first_error:
-            notes.append(f"{r.contender} ({r.setup}): first failed turn: {r.first_error}")
+            notes.append(f"{r.contender} ({r.setup}): first failed turn: {_gist(r.first_error)}")
     if best is not None and sum(1 for r in rows if r.segue) > 1:
         notes.append(f"segue / peer uses segue's cheapest complete setting ({best.setup})")
     lines += [""] + [f"- {n}" for n in notes]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _gist(error: str) -> str:
+    """The vendor's message of an error that quotes the response body, else the error, in at most 240 chars."""
+    for marker in ("'message': '", '"message": "'):
+        if marker in error:
+            error = error.split(marker, 1)[1].rstrip("'\"}) ")
+            break
+    return error if len(error) <= 240 else error[:239] + "…"
 
 
 def summary(results: Sequence[tuple[str, Sequence[Row]]]) -> str:
