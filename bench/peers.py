@@ -13,7 +13,7 @@ from the cache, provider calls, re-explored tools (a tool call repeating one ans
 conversation), failed turns, and segue's cost over the peer's. Token counts are the twin's approximation.
 A peer that cannot play a scenario is shown as "—" with the reason. Output is markdown, ready to paste.
 
-Run: python bench/peers.py [--scenario NAME ...] [--peer NAME ...] [--long-turns N]
+Run: python bench/peers.py [--scenario NAME ...] [--peer pydantic-ai|agents|dendrux ...] [--long-turns N]
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def run_scenario(scenario: Scenario, peers: list[str], pythons: dict[str, Path |
             continue
         rows.append(summarise("segue", variant.setup, scenario.turns, results, between))
     for peer in PEERS:
-        if peer.name not in peers:
+        if peer.key not in peers:
             continue
         reason = peer.cannot(scenario)
         python = None if reason else pythons.setdefault(peer.name, peer.python())
@@ -78,16 +78,16 @@ def main() -> None:
     scenarios = all_scenarios()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scenario", action="append", choices=[s.name for s in scenarios], help="repeatable")
-    parser.add_argument("--peer", action="append", choices=[p.name for p in PEERS], help="repeatable")
+    parser.add_argument("--peer", action="append", choices=[p.key for p in PEERS], help="repeatable")
     parser.add_argument("--long-turns", type=int, default=LONG_TURNS, help="turns of the long chat")
     args = parser.parse_args()
     scenarios = all_scenarios(args.long_turns)
     chosen = [s for s in scenarios if not args.scenario or s.name in args.scenario]
-    peers = args.peer or [p.name for p in PEERS]
+    peers = args.peer or [p.key for p in PEERS]
     for name in ("segue", "segue.twin", "httpx", "httpx2"):
         logging.getLogger(name).setLevel(logging.ERROR)
     catalog = Catalog.load(env=False)
-    versions = ", ".join(f"{p.label}" for p in PEERS if p.name in peers)
+    versions = ", ".join(f"{p.label}" for p in PEERS if p.key in peers)
     print(f"## segue and its peers on the twin ({datetime.now(UTC):%Y-%m-%d}; {versions})\n")
     print("Every call priced from the twin's own responses with segue's catalog (list prices; twin token counts).\n")
     done: list[tuple[str, list[Row]]] = []

@@ -16,6 +16,8 @@ from segue_side import SegueDriver, supports_auto_ttl, supports_knob
 
 @attrs.frozen(kw_only=True)
 class Peer:
+    #: The name `--peer` takes.
+    key: str
     name: str
     package: str
     version: str
@@ -61,6 +63,7 @@ def _dendrux_setup(ttl: str, window: int | None) -> str:
 
 PEERS = (
     Peer(
+        key="pydantic-ai",
         name="PydanticAI",
         package="pydantic-ai-slim",
         version="2.68.0",
@@ -71,6 +74,7 @@ PEERS = (
         setup=_pydantic_setup,
     ),
     Peer(
+        key="agents",
         name="OpenAI Agents SDK",
         package="openai-agents",
         version="0.24.0",
@@ -82,6 +86,7 @@ PEERS = (
         missing_vendor="Anthropic only through its LiteLLM extension (not the SDK's own models)",
     ),
     Peer(
+        key="dendrux",
         name="dendrux",
         package="dendrux",
         version="0.4.1",
