@@ -22,6 +22,7 @@ import argparse
 import logging
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -91,7 +92,11 @@ def main() -> None:
     print(f"## segue and its peers on the twin ({datetime.now(UTC):%Y-%m-%d}; {versions})\n")
     print("Every call priced from the twin's own responses with segue's catalog (list prices; twin token counts).\n")
     done: list[tuple[str, list[Row]]] = []
-    pythons: dict[str, Path | None] = {}
+    needed = [p for p in PEERS if p.key in peers and any(p.cannot(s) is None for s in chosen)]
+    with ThreadPoolExecutor(max_workers=3) as pool:  # first use on a fresh machine: the peers' envs in parallel
+        pythons: dict[str, Path | None] = dict(
+            zip([p.name for p in needed], pool.map(lambda p: p.python(), needed), strict=True)
+        )
     for scenario in chosen:
         start = time.perf_counter()
         rows = run_scenario(scenario, peers, pythons, catalog)
