@@ -40,13 +40,13 @@ def run_scenario(scenario: Scenario, peers: list[str], pythons: dict[str, Path |
     rows = []
     for variant in segue_variants(scenario):
         with host(catalog) as where:
-            driver = variant.driver(scenario, where)
+            mine = variant.driver(scenario, where)
             try:
-                results, between = play(driver, scenario.turns, where)
+                results, between = play(mine, scenario.turns, where)
             finally:
-                driver.close()
-        if driver.refused is not None:
-            rows.append(Row(contender="segue", setup=variant.setup, segue=True, skipped=driver.refused))
+                mine.close()
+        if mine.refused is not None:
+            rows.append(Row(contender="segue", setup=variant.setup, segue=True, skipped=mine.refused))
             continue
         rows.append(summarise("segue", variant.setup, scenario.turns, results, between))
     for peer in PEERS:

@@ -81,11 +81,12 @@ def wire_usage(path: str, usage: Mapping[str, Any]) -> Usage:
 
 
 def _canonical(arguments: Any) -> str:
+    """Tool arguments as sorted JSON, whether the wire carried an object (Anthropic) or a JSON string (OpenAI)."""
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
         except json.JSONDecodeError:
-            return arguments
+            return str(arguments)
     return json.dumps(arguments, sort_keys=True, ensure_ascii=False)
 
 

@@ -75,7 +75,7 @@ class SegueDriver:
                     client=self._anthropic,
                 )
             else:
-                reasoning = {"effort": "low"} if self.thinking else {"effort": "none"}
+                reasoning = {"effort": "low"} if self.thinking else None
                 provider = OpenAIResponsesProvider(
                     t.model, cache_key_prefix="segue-bench", reasoning=reasoning, client=self._openai
                 )
