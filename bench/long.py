@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import json
 import logging
+import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -139,6 +140,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, nargs="+", default=[60, 200], help="turns per chat")
     parser.add_argument("--window", type=int, default=24_000, help="context window of the fitted setting")
+    parser.add_argument("--no-peers", action="store_true", help="skip PydanticAI's and dendrux's windows")
     args = parser.parse_args()
     logging.getLogger("segue.replay").setLevel(logging.ERROR)
     logging.getLogger("segue.cache").setLevel(logging.ERROR)
@@ -171,6 +173,11 @@ def main() -> None:
                 f"cached {step['cached']:.1%} (target >= 80%); all: stored per turn t{turns} / t10 "
                 f"{rows['all']['stored_last'] / rows['all']['stored10']:.2f}x (target <= 1.5x at 60 turns)"
             )
+            if not args.no_peers:  # the peers' windows on the same chat: bench/peers/long_peers.py
+                sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+                from long_peers import peer_lines
+
+                print("\n".join(peer_lines(turns)), flush=True)
 
 
 if __name__ == "__main__":

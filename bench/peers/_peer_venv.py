@@ -14,14 +14,18 @@ from pathlib import Path
 CACHE = Path.home() / ".cache" / "segue-bench"
 
 
-def peer_python(package: str, version: str, extras: str | None = None) -> Path | None:
-    """Path of a Python that can import `package==version` (with `extras`), or None when it cannot be installed."""
+def peer_python(package: str, version: str, extras: str | None = None, module: str | None = None) -> Path | None:
+    """Path of a Python that can import `package==version` (with `extras`), or None when it cannot be installed.
+
+    `module` is the name the package is imported by, when it is not the package's name (pydantic-ai-slim:
+    pydantic_ai; openai-agents: agents)."""
     home = CACHE / f"{package}-{version}" if extras is None else CACHE / f"{package}-{extras}-{version}"
     requirement = f"{package}[{extras}]=={version}" if extras else f"{package}=={version}"
     python = home / "bin" / "python"
-    probe = [str(python), "-c", f"import {package}"]
+    probe = [str(python), "-c", f"import {module or package}"]
     if python.exists() and subprocess.run(probe, capture_output=True, check=False).returncode == 0:
         return python
+    print(f"  (installing {requirement} into {home}, once)", file=sys.stderr, flush=True)
     try:
         venv.create(home, with_pip=True, clear=True)
         subprocess.run(
