@@ -133,6 +133,9 @@ def segue_variants(scenario: Scenario) -> list[SegueVariant]:
         ]
         if supports_auto_ttl():
             out.append(SegueVariant(setup='`replay_last="all"`, `cache_ttl="auto"`', ttl="auto"))
+            out.append(
+                SegueVariant(setup='`cache_ttl="auto"`, kept warm with `agent.prewarm`', ttl="auto", prewarm=True)
+            )
         out.append(SegueVariant(setup="5m, kept warm with `agent.prewarm`", ttl="5m", prewarm=True))
         return out
     return [SegueVariant(setup='`runs=`, `replay_last="all"`', ttl=scenario.ttl)]
