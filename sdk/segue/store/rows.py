@@ -94,13 +94,13 @@ class MessageCache:
         self._entries: dict[tuple[str, str, str | None], list[Any]] = {}
 
     def get(self, run_id: str, idx: int, role: str, content: str, meta: str | None) -> list[Any]:
-        """[message, its message_json or None until first needed]."""
+        """[message, its message_json or None until first needed, the last Trace made of it or None]."""
         key = (role, content, meta)
         entry = self._entries.get(key)
         if entry is None:
             if len(self._entries) >= self._size:
                 self._entries = {}
-            entry = self._entries[key] = [message_from_row(run_id, idx, role, content, meta), None]
+            entry = self._entries[key] = [message_from_row(run_id, idx, role, content, meta), None, None]
         return entry
 
 
@@ -242,7 +242,10 @@ def stored_runs(rows: list[tuple[Any, ...]], messages: MessageCache, metas: Meta
             items[run_id] = []
         if row[9] is not None:
             entry = messages.get(run_id, row[9], *row[11:14])
-            traces[run_id].append(Trace(index=row[9], iteration=row[10], message=entry[0]))
+            trace = entry[2]  # frozen: the same trace of a run re-read turn after turn is made once
+            if trace is None or trace.index != row[9] or trace.iteration != row[10]:
+                trace = entry[2] = Trace(index=row[9], iteration=row[10], message=entry[0])
+            traces[run_id].append(trace)
             items[run_id].append(entry)
     return {
         run_id: StoredRun(

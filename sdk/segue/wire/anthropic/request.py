@@ -226,6 +226,10 @@ class _Origins(Mapping[str, int]):
     def __len__(self) -> int:
         return len(self._get())
 
+    def __bool__(self) -> bool:
+        # `origins or {}` must not work out every path of a long conversation's body just to test for emptiness.
+        return any(self._sources)
+
 
 def build_messages(messages: list[Message]) -> tuple[list[dict[str, Any]], list[Any]]:
     """Wire messages, plus for each canonical message the wire block that may carry its cache breakpoint.
