@@ -7,7 +7,8 @@ bytes of the previous request are a prefix of this one, where the first divergen
 
 - `system`: the system prompt (or stable head) changed;
 - `tools`: the tool definitions changed;
-- `window`: a replayed run that went in full before is now collapsed to question + answer (a moved window);
+- `window`: a replayed run that went in full before is now collapsed to question + answer, or one replayed
+  before is now left out (a moved window);
 - `fragment`: the trailing runtime-state fragment of the previous request is gone (replace layout);
 - `messages`: some other message changed at messages[i];
 - `model` / `vendor`: another model or vendor served it (no shared cache).
@@ -333,6 +334,15 @@ def _collapsed_run(run: RunDetail, previous: RunDetail | None) -> str | None:
     return next((r for r in run.replay.runs_text if r in full_before), None)
 
 
+def _left_out_run(run: RunDetail, previous: RunDetail | None) -> str | None:
+    """The oldest run the previous request replayed (or was) that this run's window leaves out (replay_keep)."""
+    if previous is None or run.replay is None or run.replay.knobs is None:
+        return None
+    before = [*(previous.replay.runs_text + previous.replay.runs_full if previous.replay else []), previous.run_id]
+    now = {*run.replay.runs_text, *run.replay.runs_full}
+    return next((r for r in before if r in run.replay.knobs.runs and r not in now), None)
+
+
 def _layout_mode(run: RunDetail) -> str | None:
     layout = run.meta.segue_layout if run.meta is not None else None
     return layout.mode if layout is not None else None
@@ -377,6 +387,14 @@ def _classify(
             f"a moved window: run {collapsed} went in full before and is now replayed as question + answer "
             f"(first change at {d.path})",
             collapsed,
+        )
+    left_out = _left_out_run(run, previous_run) if iteration == 1 else None
+    if left_out is not None:
+        return (
+            "window",
+            f"a moved window: run {left_out} was replayed before and is now left out (replay_keep) "
+            f"(first change at {d.path})",
+            None,  # collapsed_run names a run collapsed to question + answer; this one is not replayed at all
         )
     return _MESSAGES, f"messages changed at {d.path}", None
 

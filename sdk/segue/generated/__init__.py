@@ -3,9 +3,9 @@
 # Schema: schemas/explain.schema.json (sha256:d806b842adad90405597c6c0b45ad77a0c4dcb8c316d83942da96432d2565972)
 # Schema: schemas/message.schema.json (sha256:11b022e99e8654fe1600a6d969a97687dbbf3dd064e5f42839eba16749d6b91c)
 # Schema: schemas/prefix.schema.json (sha256:cffcc32caa4c17dbd5ac0819c2d9ac2b85916801e0361607e9861b0510a52e7c)
-# Schema: schemas/protocol.schema.json (sha256:f5c5e26e22b098df0d242bd47f5b0e5a957393368b1a31839651aa2e59e17003)
-# Schema: schemas/replay.schema.json (sha256:381a782e7c426044ec9a1cc6aef6b8000ec13f41f3397932fd313a7d561c8844)
-# Schema: schemas/runs.schema.json (sha256:a4a0b01055756efb9686eb274eecd5d53b91ca5d821875d55b075e4a50b36a34)
+# Schema: schemas/protocol.schema.json (sha256:65940f2e0d1ef381cdb2a98afb3a0cd679445a930f9a3381012194b14d061cdd)
+# Schema: schemas/replay.schema.json (sha256:740f7bfbe73d0f348adbbd0f8da090c234fe04ff1a3dd8e5102a45d872d0099d)
+# Schema: schemas/runs.schema.json (sha256:64ae72826571acd1a0f09ce7b75a4f188c342520850e7632204cd4fde999aa9f)
 # Schema: schemas/serve.schema.json (sha256:329587c484c999f6290d0445d63e9b44b0e4d4cc0c0be603d0283066ae4ed930)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """Generated types: one module per schema file, re-exported here."""

@@ -115,8 +115,8 @@ def plan_replay(
         for check in [only] if only is not None else checks:
             check.warnings.append(ReplayWarning(run_id=run_id, cause=cause, message=message))
 
-    collapsed = _collapsed(len(runs), knobs)
-    modes = ["text"] * collapsed + ["full"] * (len(runs) - collapsed)
+    left_out, collapsed = _window(len(runs), knobs)
+    modes = ["skip"] * left_out + ["text"] * (collapsed - left_out) + ["full"] * (len(runs) - collapsed)
     full_messages = {r.run_id: _complete(r) for r in runs}
     text_messages = {r.run_id: _question_and_answer(r) for r in runs}
     if knobs.replay_budget_tokens is not None:
@@ -176,16 +176,24 @@ def plan_replay(
     return ReplayPlan(messages=messages, summaries=summaries, continued_from=knobs.runs[-1], seeds=seeds)
 
 
-def _collapsed(count: int, knobs: ReplayKnobs) -> int:
-    """How many of the oldest runs the window replays as question + answer. With replay_last=N and
-    replay_step=S it collapses S runs at a time, once N + S of them have accumulated: N to N+S-1 runs stay in
-    full, and the replayed prefix stays the same for S-1 turns out of S."""
-    if knobs.replay_last == "all":
-        return 0
-    last, step = int(knobs.replay_last), knobs.replay_step or 1
-    if count <= last:
-        return 0
-    return (count - last) // step * step
+def _window(count: int, knobs: ReplayKnobs) -> tuple[int, int]:
+    """(how many of the oldest runs the window leaves out, how many it does not replay in full: those left out,
+    then the ones replayed as question + answer).
+
+    With replay_last=N and replay_step=S it collapses S runs at a time, once N + S of them have accumulated: N to
+    N+S-1 runs stay in full, and the replayed prefix stays the same for S-1 turns out of S. replay_keep=M leaves
+    out the oldest of the collapsed runs beyond M - N (with replay_last "all", N is M: every kept run is in full),
+    on the same turns the window collapses, so M to M+S-1 runs are replayed and a drop costs the prefix no
+    turn of its own."""
+    keep = knobs.replay_keep
+    if knobs.replay_last == "all" and keep is None:
+        return 0, 0
+    last = keep if knobs.replay_last == "all" else int(knobs.replay_last)
+    step = knobs.replay_step or 1
+    assert last is not None
+    collapsed = 0 if count <= last else (count - last) // step * step
+    left_out = 0 if keep is None else max(0, collapsed - (keep - last))
+    return left_out, collapsed
 
 
 def _hash(hasher: ListHasher, new: Sequence[Message], items: Sequence[str] | None, view: WireView | None) -> None:
