@@ -69,7 +69,8 @@ def cache_notes(
 
 def _positions(body: Mapping[str, Any]) -> tuple[int, list[int]]:
     """(lookback positions of the messages' content, the position of each block with a cache marker)."""
-    count, marks, last_type = 0, [], None
+    count, last_type = 0, None
+    marks: list[int] = []
     messages = body.get("messages")
     for message in messages if isinstance(messages, list) else ():
         n, first, last, own = _message_positions(message)
