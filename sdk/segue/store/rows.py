@@ -256,13 +256,26 @@ def stored_runs(rows: list[tuple[Any, ...]], messages: MessageCache, metas: Meta
             answer=head[4],
             meta=metas.get(head[5], f"agent_runs.meta of run {run_id}"),
             private=loads(head[6], f"agent_runs.private of run {run_id}") if head[6] else None,
-            usage=get_converter().structure(loads(head[7], f"agent_runs.usage of run {run_id}"), Usage),
+            usage=_stored_usage(head[7], run_id),
             agent_name=head[8],
             traces=traces[run_id],
             hash_items=HashItems(items[run_id]),
         )
         for run_id, head in heads.items()
     }
+
+
+@functools.lru_cache(maxsize=10_000)
+def _usage_of(text: str) -> Usage:
+    # Frozen, so one Usage per stored text: replay reads the same finished runs' totals turn after turn.
+    return get_converter().structure(json.loads(text), Usage)
+
+
+def _stored_usage(text: str, run_id: str) -> Usage:
+    try:
+        return _usage_of(text)
+    except ValueError:  # json.JSONDecodeError: say which row, as loads() does
+        return get_converter().structure(loads(text, f"agent_runs.usage of run {run_id}"), Usage)
 
 
 def interaction_from_row(row: Any, body: dict[str, Any], *, iteration: int, error: str | None) -> LlmInteraction:
