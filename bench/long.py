@@ -8,6 +8,8 @@ Settings, side by side in one run, each on a fresh twin and a fresh store:
 - `all`: runs=<every earlier run>, replay_last="all";
 - `last8`: replay_last=8 (the window moves one run per turn);
 - `last8 step4`: replay_last=8, replay_step=4 (the window moves four runs every fourth turn);
+- `keep8 step4`: replay_keep=8, replay_step=4 (8 to 11 of the latest runs in full, older ones left out, four at
+  a time every fourth turn: requests stop growing);
 - `all, fitted`: replay_last="all" on a context window of `--window` tokens (a catalog layer of this bench:
   the packaged catalog gives no window for claude-sonnet-4-6), so the chat outgrows it and is fitted.
 
@@ -45,6 +47,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "all": {"replay_last": "all"},
     "last8": {"replay_last": 8},
     "last8 step4": {"replay_last": 8, "replay_step": 4},
+    "keep8 step4": {"replay_keep": 8, "replay_step": 4},
     "all, fitted": {"replay_last": "all"},
 }
 
@@ -167,11 +170,14 @@ def main() -> None:
                     f"{r['stored_total'] / 1e6:>9.3f} {r['whole_total'] / 1e6:>8.3f} {r['overhead_ms']:>11.1f} ms",
                     flush=True,
                 )
-            step, one = rows["last8 step4"], rows["last8"]
+            step, one, fit = rows["last8 step4"], rows["last8"], rows["all, fitted"]
+            growth = rows["all"]["stored_last"] / rows["all"]["stored10"]
+            held = step["cost"] / one["cost"] <= 0.8 and step["cached"] >= 0.8 and growth <= 1.5 and fit["budget"] > 0
             print(
                 f"  last8 step4 / last8: cost {step['cost'] / one['cost']:.2f}x (target <= 0.8x at 60 turns), "
                 f"cached {step['cached']:.1%} (target >= 80%); all: stored per turn t{turns} / t10 "
-                f"{rows['all']['stored_last'] / rows['all']['stored10']:.2f}x (target <= 1.5x at 60 turns)"
+                f"{growth:.2f}x (target <= 1.5x at 60 turns); all, fitted: every turn completed, {fit['budget']} "
+                f"budget warnings (target > 0): {'ok' if held else 'MISSED'}"
             )
             if not args.no_peers:  # the peers' windows on the same chat: bench/peers/long_peers.py
                 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))

@@ -14,7 +14,8 @@ and the official `anthropic` client against an in-process vendor (httpx2.MockTra
 - floor: what any implementation has to do: fetch the N runs' rows (one raw sqlite3 query, JSON-decoded) plus one
   `json.dumps` of each request body the run sent.
 
-Each round measures both back to back; the ratio printed is the median of the rounds' ratios (target <= 5x).
+Each round measures both back to back; the ratio printed is the median of the rounds' ratios (target <= 3x,
+the long-conversation issue's acceptance).
 The databases are on /dev/shm when the machine has it, so the numbers are work, not the disk's fsync latency.
 dendrux 0.4.1 (installed into its own virtual environment on first use, skipped if the registry cannot provide
 it) runs the same conversation shape against the same in-process vendor answers (bench/peers/_dendrux_overhead.py);
@@ -93,15 +94,17 @@ class Vendor:
     def __init__(self) -> None:
         self.n = 0
         self.seconds = 0.0
+        self.cpu = 0.0  # CPU seconds of this thread inside the vendor
         self.bodies: list[bytes] = []
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         body = json.loads(request.content)
         self.bodies.append(request.content)
         self.n += 1
         answer = httpx2.Response(200, json=answer_to(body, self.n, CALLS_PER_RUN, MODEL))
         self.seconds += time.perf_counter() - started
+        self.cpu += time.thread_time() - cpu
         return answer
 
 
@@ -123,32 +126,32 @@ async def make_conversation(url: str, runs: int) -> list[str]:
     return ids
 
 
-def floor_fetch(path: Path, ids: list[str]) -> float:
-    """Seconds to fetch the runs' rows with one raw query and decode their JSON."""
+def floor_fetch(path: Path, ids: list[str]) -> tuple[float, float]:
+    """Seconds to fetch the runs' rows with one raw query and decode their JSON (wall, CPU)."""
     raw = sqlite3.connect(path)
     sql = (
         "SELECT r.id, r.tenant_id, r.status, r.input, r.answer, r.meta, r.usage, t.idx, t.role, t.content, t.meta "
         f"FROM agent_runs r LEFT JOIN react_traces t ON t.run_id = r.id WHERE r.id IN ({','.join('?' * len(ids))}) "
         "ORDER BY r.id, t.idx"
     )
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for row in raw.execute(sql, ids).fetchall():
         json.loads(row[5])
         if row[9] is not None:
             json.loads(row[9])
         if row[10] is not None:
             json.loads(row[10])
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     raw.close()
-    return seconds
+    return seconds, cpu
 
 
-def floor_encode(bodies: list[bytes]) -> float:
+def floor_encode(bodies: list[bytes]) -> tuple[float, float]:
     decoded = [json.loads(b) for b in bodies]
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for body in decoded:
         json.dumps(body)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, time.process_time() - cpu
 
 
 async def segue_side(runs: int, rounds: int) -> dict[str, Any]:
@@ -178,19 +181,22 @@ async def _segue_side(path: Path, runs: int, rounds: int) -> dict[str, Any]:
     provider._post = timed_post  # type: ignore[method-assign]
     store = RunStore(f"sqlite:///{path}")
     agent = Agent(provider, PROMPT, [run_query], store, max_iterations=CALLS_PER_RUN + 1)
-    overheads, floors, clients = [], [], []
+    overheads, floors, clients, cpu_ratios = [], [], [], []
     for r in range(rounds + 1):  # round 0 warms the process (imports, the catalog) and is not counted
-        vendor.seconds, vendor.bodies, in_client[0] = 0.0, [], 0.0
-        started = time.perf_counter()
+        vendor.seconds, vendor.cpu, vendor.bodies, in_client[0] = 0.0, 0.0, [], 0.0
+        started, cpu = time.perf_counter(), time.process_time()
         result = await agent.run(f"And the next month, round {r}?", runs=ids, replay_last="all")
         overhead = time.perf_counter() - started - vendor.seconds
+        overhead_cpu = time.process_time() - cpu - vendor.cpu
         assert result.status == "success" and result.iterations == CALLS_PER_RUN + 1, result
         assert result.replay is not None and result.replay.reasoning_kept == ids, "every run's reasoning is replayed"
-        floor = floor_fetch(path, ids) + floor_encode(vendor.bodies)
+        (fetch, fetch_cpu), (encode, encode_cpu) = floor_fetch(path, ids), floor_encode(vendor.bodies)
+        floor, floor_cpu = fetch + encode, fetch_cpu + encode_cpu
         if r:
             overheads.append(overhead)
             floors.append(floor)
             clients.append(in_client[0] - vendor.seconds)
+            cpu_ratios.append(overhead_cpu / floor_cpu)
     store.close()
     return {
         "runs": runs,
@@ -200,6 +206,7 @@ async def _segue_side(path: Path, runs: int, rounds: int) -> dict[str, Any]:
         "floors": floors,
         "client": statistics.median(clients),
         "ratio": statistics.median(o / f for o, f in zip(overheads, floors, strict=True)),
+        "cpu_ratio": statistics.median(cpu_ratios),
     }
 
 
@@ -248,7 +255,7 @@ def main() -> None:
     logging.getLogger("segue").setLevel(logging.ERROR)
     iterations = CALLS_PER_RUN + 1
     print(f"a run replaying N runs ({iterations} iterations), AnthropicProvider + official client, vendor in process")
-    print(f"median of {args.rounds} rounds; target: overhead <= 5x the floor (row fetch + one json.dumps per body)")
+    print(f"median of {args.rounds} rounds; target: overhead <= 3x the floor (row fetch + one json.dumps per body)")
     results = {}
     for runs in args.sizes:
         r = asyncio.run(segue_side(runs, args.rounds))
@@ -256,9 +263,10 @@ def main() -> None:
         overhead, floor = statistics.median(r["overheads"]), statistics.median(r["floors"])
         print(
             f"  N={runs:<4} body {r['body_bytes'] / 1e3:7.0f} kB   overhead {ms(overhead)}   floor {ms(floor)}   "
-            f"ratio {r['ratio']:5.2f}x  {'ok' if r['ratio'] <= 5 else 'MISSED'}   (made in {r['made']:.0f} s)"
+            f"ratio {r['ratio']:5.2f}x  {'ok' if r['ratio'] <= 3 else 'MISSED'}   (made in {r['made']:.0f} s)"
         )
         print(f"         of the overhead, inside the official client's create(): {ms(r['client'])}")
+        print(f"         the same ratio in CPU time (which the machine's load moves less): {r['cpu_ratio']:.2f}x")
     if args.dendrux_runs <= 0:
         return
     runs = args.dendrux_runs

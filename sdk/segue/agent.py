@@ -234,6 +234,7 @@ class Agent:
         replay_reasoning: bool = True,
         replay_budget_tokens: int | None = None,
         replay_step: int | None = None,
+        replay_keep: int | None = None,
         tenant_id: str = DEFAULT_TENANT,
         metadata: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
@@ -251,7 +252,8 @@ class Agent:
         is decided from the catalog before the first call. `output_type` / `output_repairs` override the agent's
         for this run (structured output: `result.output`); `model_settings` overrides the agent's key by key
         (`result.stop_reason` says why the model stopped). `replay_step=S` with an int `replay_last=N` moves the
-        window S runs at a time (N to N+S-1 runs in full), so the replayed prefix stays put between moves. `deps`
+        window S runs at a time (N to N+S-1 runs in full), so the replayed prefix stays put between moves;
+        `replay_keep=M` replays at most the latest M runs (M to M+S-1 with the step) and leaves older ones out. `deps`
         is handed to the tools that take a RunContext (`ctx.deps`); it is never stored, so retry and resume take it
         again."""
         request = await self._validate(_arguments(locals()), deps)
@@ -270,6 +272,7 @@ class Agent:
         replay_reasoning: bool = True,
         replay_budget_tokens: int | None = None,
         replay_step: int | None = None,
+        replay_keep: int | None = None,
         tenant_id: str = DEFAULT_TENANT,
         metadata: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
@@ -307,6 +310,7 @@ class Agent:
         replay_reasoning: bool = True,
         replay_budget_tokens: int | None = None,
         replay_step: int | None = None,
+        replay_keep: int | None = None,
         tenant_id: str = DEFAULT_TENANT,
         model: str | None = None,
         vendor: str | None = None,

@@ -233,10 +233,9 @@ async def test_a_replayed_run_serializes_and_hashes_its_replayed_region_once_how
     result = await agent.run("one more", runs=ids, replay_last="all")
     assert result.status == "success" and result.iterations == 3
     assert result.replay is not None and result.replay.reasoning_kept == ids
-    assert set(serialized) >= replayed_calls
-    assert {c: serialized[c] for c in replayed_calls} == dict.fromkeys(replayed_calls, 1), (
-        "each replayed tool call went on the wire three times but was serialized once"
-    )
+    # Each replayed tool call went on the wire three times but was serialized at most once: the last run's once,
+    # the earlier ones not at all (the prefix the last turn built is continued, segue.wire.anthropic.request).
+    assert {c: serialized[c] for c in replayed_calls} == {c: int(c in ("toolu_7", "toolu_8")) for c in replayed_calls}
     assert hashed and max(hashed.values()) == 1, f"a replayed message was hashed more than once: {hashed}"
 
     # Byte-identical to building each request from scratch, including what was sent over HTTP.

@@ -7,7 +7,7 @@ bytes of the previous request are a prefix of this one, where the first divergen
 
 - `system`: the system prompt (or stable head) changed;
 - `tools`: the tool definitions changed;
-- `window`: a replayed run that went in full before is now collapsed to question + answer (a moved window);
+- `window`: a replayed run went from full to question + answer, or one replayed before is left out (moved window);
 - `fragment`: the trailing runtime-state fragment of the previous request is gone (replace layout);
 - `messages`: some other message changed at messages[i];
 - `model` / `vendor`: another model or vendor served it (no shared cache).
@@ -326,11 +326,20 @@ def _dropped_fragment(comparison: _Comparison) -> bool:
     return any(isinstance(b, TextBlock) and is_fragment_text(b.text) for b in blocks)
 
 
-def _collapsed_run(run: RunDetail, previous: RunDetail | None) -> str | None:
+def _window_move(run: RunDetail, previous: RunDetail | None) -> tuple[str, str | None] | None:
+    """How the window moved since `previous`: (what, the collapsed run) for the first run that went from full to
+    question + answer, else for the oldest run replayed before (or the previous run) now left out; else None."""
     if previous is None or run.replay is None:
         return None
-    full_before = {previous.run_id, *(previous.replay.runs_full if previous.replay else [])}
-    return next((r for r in run.replay.runs_text if r in full_before), None)
+    replay, earlier = run.replay, previous.replay
+    full_before = {previous.run_id, *(earlier.runs_full if earlier else [])}
+    collapsed = next((r for r in replay.runs_text if r in full_before), None)
+    if collapsed is not None:
+        return f"run {collapsed} went in full before and is now replayed as question + answer", collapsed
+    now, asked = {*replay.runs_text, *replay.runs_full}, replay.knobs.runs if replay.knobs else []
+    before = [*(earlier.runs_text + earlier.runs_full if earlier else []), previous.run_id]
+    left = next((r for r in before if r in asked and r not in now), None)
+    return (f"run {left} was replayed before and is now left out (replay_keep)", None) if left else None
 
 
 def _layout_mode(run: RunDetail) -> str | None:
@@ -370,14 +379,9 @@ def _classify(
             "the appendOnly layout keeps earlier fragments in place",
             None,
         )
-    collapsed = _collapsed_run(run, previous_run) if iteration == 1 else None
-    if collapsed is not None:
-        return (
-            "window",
-            f"a moved window: run {collapsed} went in full before and is now replayed as question + answer "
-            f"(first change at {d.path})",
-            collapsed,
-        )
+    moved = _window_move(run, previous_run) if iteration == 1 else None
+    if moved is not None:
+        return "window", f"a moved window: {moved[0]} (first change at {d.path})", moved[1]
     return _MESSAGES, f"messages changed at {d.path}", None
 
 

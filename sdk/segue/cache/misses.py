@@ -69,19 +69,61 @@ def cache_notes(
 
 def _positions(body: Mapping[str, Any]) -> tuple[int, list[int]]:
     """(lookback positions of the messages' content, the position of each block with a cache marker)."""
-    count, marks, last_type = 0, [], None
+    found = _LAST_BODY.get(id(body))
+    if found is not None and found[0] is body:  # this request's body is the next request's `previous`
+        return found[1]
+    result = _count_positions(body)
+    _LAST_BODY.clear()
+    _LAST_BODY[id(body)] = (body, result)
+    return result
+
+
+#: id(body) -> (the body, its _positions), for the last body counted.
+_LAST_BODY: dict[int, tuple[Any, tuple[int, list[int]]]] = {}
+
+
+def _count_positions(body: Mapping[str, Any]) -> tuple[int, list[int]]:
+    count, last_type = 0, None
+    marks: list[int] = []
     messages = body.get("messages")
     for message in messages if isinstance(messages, list) else ():
-        content = message.get("content") if isinstance(message, dict) else None
-        blocks: Sequence[Any] = content if isinstance(content, list) else [content]
-        for block in blocks:
-            kind = block.get("type") if isinstance(block, dict) else "text"
-            if not (kind in _RUN_TYPES and kind == last_type):
-                count += 1
-            last_type = kind
-            if isinstance(block, dict) and block.get(_MARKER):
-                marks.append(count)
+        n, first, last, own = _message_positions(message)
+        merged = 1 if first in _RUN_TYPES and first == last_type else 0  # a run of calls / results goes on
+        marks.extend(count + p - merged for p in own)
+        count += n - merged
+        last_type = last if n else last_type
     return count, marks
+
+
+#: id(wire message) -> (the message, its _message_positions). The requests of a run share the wire messages of
+#: its replayed prefix (a marker is set on a copy), so each is counted once per run, not once per request twice.
+_SEEN: dict[int, tuple[Any, tuple[int, Any, Any, list[int]]]] = {}
+_SEEN_SIZE = 16_384
+
+
+def _message_positions(message: Any) -> tuple[int, Any, Any, list[int]]:
+    """One message's (positions counted as if it opened the body, its first and last block type, the positions
+    of its marked blocks): the first block joins the previous message's run of the same type, if any."""
+    found = _SEEN.get(id(message))
+    if found is not None and found[0] is message:
+        return found[1]
+    count, marks, first, last_type = 0, [], None, None
+    content = message.get("content") if isinstance(message, dict) else None
+    blocks: Sequence[Any] = content if isinstance(content, list) else [content]
+    for i, block in enumerate(blocks):
+        kind = block.get("type") if isinstance(block, dict) else "text"
+        if i == 0:
+            first = kind
+        if not (kind in _RUN_TYPES and kind == last_type):
+            count += 1
+        last_type = kind
+        if isinstance(block, dict) and block.get(_MARKER):
+            marks.append(count)
+    result = (count, first, last_type, marks)
+    if len(_SEEN) >= _SEEN_SIZE:
+        _SEEN.clear()
+    _SEEN[id(message)] = (message, result)
+    return result
 
 
 def _breakpoint_gap(previous: Mapping[str, Any], body: Mapping[str, Any]) -> int | None:

@@ -3,9 +3,9 @@
 # Schema: schemas/explain.schema.json (sha256:d806b842adad90405597c6c0b45ad77a0c4dcb8c316d83942da96432d2565972)
 # Schema: schemas/message.schema.json (sha256:07dd248007aaa465fb814da4ce48d4f0e914b89391f4e6859b00ced197e7b95f)
 # Schema: schemas/prefix.schema.json (sha256:cffcc32caa4c17dbd5ac0819c2d9ac2b85916801e0361607e9861b0510a52e7c)
-# Schema: schemas/protocol.schema.json (sha256:f5c5e26e22b098df0d242bd47f5b0e5a957393368b1a31839651aa2e59e17003)
-# Schema: schemas/replay.schema.json (sha256:381a782e7c426044ec9a1cc6aef6b8000ec13f41f3397932fd313a7d561c8844)
-# Schema: schemas/runs.schema.json (sha256:5d15095b71fa19239f364a8ad96b232a627db5d2e1429fc0cac576fda9016017)
+# Schema: schemas/protocol.schema.json (sha256:65940f2e0d1ef381cdb2a98afb3a0cd679445a930f9a3381012194b14d061cdd)
+# Schema: schemas/replay.schema.json (sha256:740f7bfbe73d0f348adbbd0f8da090c234fe04ff1a3dd8e5102a45d872d0099d)
+# Schema: schemas/runs.schema.json (sha256:f3673b1dfc13b9877537dce9e45c936752dad2f174a9c544f4b8b3ee39dd8738)
 # Schema: schemas/serve.schema.json (sha256:d0fbc4d8e40fd81b5c2e460aa8719ced785d978a61c9a91d81892105751dee7d)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """The one cattrs converter for every generated type: tagged unions dispatch on their tag, None is omitted."""

@@ -10,7 +10,7 @@ served on: the path it is aimed at, and the other members of a Failover. One war
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -115,10 +115,11 @@ def plan_replay(
         for check in [only] if only is not None else checks:
             check.warnings.append(ReplayWarning(run_id=run_id, cause=cause, message=message))
 
-    collapsed = _collapsed(len(runs), knobs)
-    modes = ["text"] * collapsed + ["full"] * (len(runs) - collapsed)
-    full_messages = {r.run_id: _complete(r) for r in runs}
-    text_messages = {r.run_id: _question_and_answer(r) for r in runs}
+    left_out, collapsed = _window(len(runs), knobs)
+    modes = ["skip"] * left_out + ["text"] * (collapsed - left_out) + ["full"] * (len(runs) - collapsed)
+    # Worked out when first needed: a window that leaves runs out or replays them in full never needs the rest.
+    full_messages = _Lazy({r.run_id: r for r in runs}, _complete)
+    text_messages = _Lazy({r.run_id: r for r in runs}, _question_and_answer)
     if knobs.replay_budget_tokens is not None:
         modes = _fit_budget(runs, modes, full_messages, text_messages, knobs.replay_budget_tokens, warn)
     if room is not None:
@@ -176,16 +177,44 @@ def plan_replay(
     return ReplayPlan(messages=messages, summaries=summaries, continued_from=knobs.runs[-1], seeds=seeds)
 
 
-def _collapsed(count: int, knobs: ReplayKnobs) -> int:
-    """How many of the oldest runs the window replays as question + answer. With replay_last=N and
-    replay_step=S it collapses S runs at a time, once N + S of them have accumulated: N to N+S-1 runs stay in
-    full, and the replayed prefix stays the same for S-1 turns out of S."""
-    if knobs.replay_last == "all":
-        return 0
-    last, step = int(knobs.replay_last), knobs.replay_step or 1
-    if count <= last:
-        return 0
-    return (count - last) // step * step
+class _Lazy(Mapping[str, list[Message]]):
+    """run id -> `make(run)`, made on first access and kept."""
+
+    def __init__(self, runs: Mapping[str, StoredRun], make: Callable[[StoredRun], list[Message]]) -> None:
+        self._runs, self._make = runs, make
+        self._made: dict[str, list[Message]] = {}
+
+    def __getitem__(self, run_id: str) -> list[Message]:
+        found = self._made.get(run_id)
+        if found is None:
+            found = self._made[run_id] = self._make(self._runs[run_id])
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._runs)
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+
+def _window(count: int, knobs: ReplayKnobs) -> tuple[int, int]:
+    """(how many of the oldest runs the window leaves out, how many it does not replay in full: those left out,
+    then the ones replayed as question + answer).
+
+    With replay_last=N and replay_step=S it collapses S runs at a time, once N + S of them have accumulated: N to
+    N+S-1 runs stay in full, and the replayed prefix stays the same for S-1 turns out of S. replay_keep=M leaves
+    out the oldest of the collapsed runs beyond M - N (with replay_last "all", N is M: every kept run is in full),
+    on the same turns the window collapses, so M to M+S-1 runs are replayed and a drop costs the prefix no
+    turn of its own."""
+    keep = knobs.replay_keep
+    if knobs.replay_last == "all" and keep is None:
+        return 0, 0
+    last = keep if knobs.replay_last == "all" else int(knobs.replay_last)
+    step = knobs.replay_step or 1
+    assert last is not None
+    collapsed = 0 if count <= last else (count - last) // step * step
+    left_out = 0 if keep is None else max(0, collapsed - (keep - last))
+    return left_out, collapsed
 
 
 def _hash(hasher: ListHasher, new: Sequence[Message], items: Sequence[str] | None, view: WireView | None) -> None:
@@ -367,6 +396,20 @@ def _without_reasoning(m: Message) -> Message:
 
 
 def _mark(messages: Sequence[Message], run_id: str) -> list[Message]:
-    return [
-        Message(role=m.role, content=m.content, meta={**(m.meta or {}), REPLAYED_META_KEY: run_id}) for m in messages
-    ]
+    out = []
+    for m in messages:
+        # A stored run's messages are the store's cached objects, the same turn after turn (frozen), and so is a
+        # marked copy of one: made once per message, not once per replay.
+        found = _MARKED.get(id(m))
+        if found is None or found[0] is not m or found[1] != run_id:
+            marked = Message(role=m.role, content=m.content, meta={**(m.meta or {}), REPLAYED_META_KEY: run_id})
+            if len(_MARKED) >= _MARKED_SIZE:
+                _MARKED.clear()
+            found = _MARKED[id(m)] = (m, run_id, marked)
+        out.append(found[2])
+    return out
+
+
+#: id(message) -> (the message, the run id, its marked copy).
+_MARKED: dict[int, tuple[Message, str, Message]] = {}
+_MARKED_SIZE = 50_000

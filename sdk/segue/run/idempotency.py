@@ -44,6 +44,8 @@ def fingerprint_of(request: RunRequest, config_hash: str) -> str:
             **({"model_settings": given(params.model_settings)} if params.model_settings is not None else {}),
             # Likewise the window's step: only when it moves by more than one run.
             **({"replay_step": request.replay_step} if request.replay_step != 1 else {}),
+            # And the bound on the runs replayed at all, only when set.
+            **({"replay_keep": params.replay_keep} if params.replay_keep is not None else {}),
         }
     )
 

@@ -78,6 +78,7 @@ class Recorder:
                 replay_reasoning=request.replay_reasoning,
                 replay_budget_tokens=params.replay_budget_tokens,
                 replay_step=params.replay_step,
+                replay_keep=params.replay_keep,
                 output_type=params.output_type,
                 output_repairs=params.output_repairs,
                 model_settings=params.model_settings,

@@ -168,7 +168,7 @@ def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequ
     metadata, context, history = arguments["metadata"], arguments["context"], arguments["history"]
     runs, replay_last = arguments["runs"], arguments["replay_last"]
     replay_reasoning, replay_budget_tokens = arguments["replay_reasoning"], arguments["replay_budget_tokens"]
-    replay_step = arguments["replay_step"]
+    replay_step, replay_keep = arguments["replay_step"], arguments["replay_keep"]
     if replay_last is None:
         # runs= alone replays every run in full (each fitted to the context window): what replay is for. SingleCall
         # replays question + answer only, so its default is 0.
@@ -205,6 +205,7 @@ def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequ
         replay_reasoning,
         replay_budget_tokens,
         replay_step=replay_step,
+        replay_keep=replay_keep,
         single_call=rules.single_call,
     )
     if knobs is not None:
@@ -221,6 +222,7 @@ def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequ
         replay_reasoning=replay_reasoning,
         replay_budget_tokens=replay_budget_tokens,
         replay_step=replay_step,
+        replay_keep=replay_keep,
         history=messages,
         context=blocks,
         tenant_id=tenant_id,
@@ -279,6 +281,7 @@ def validate_knobs(
     replay_budget_tokens: Any = None,
     *,
     replay_step: Any = None,
+    replay_keep: Any = None,
     single_call: bool = False,
 ) -> ReplayKnobs | None:
     """Check knob types and duplicates; None when there is nothing to replay."""
@@ -309,18 +312,34 @@ def validate_knobs(
     if replay_step is not None:
         if isinstance(replay_step, bool) or not isinstance(replay_step, int) or replay_step < 1:
             raise ReplayRunError(
-                f"replay_step must be a whole number >= 1 (how many runs the window collapses at once), "
+                f"replay_step must be a whole number >= 1 (how many runs the window moves at once), "
                 f"got {replay_step!r:.40}",
                 run_id=None,
                 reason="invalid",
             )
-        if isinstance(replay_last, bool) or not isinstance(replay_last, int):
+    if replay_keep is not None:
+        if isinstance(replay_keep, bool) or not isinstance(replay_keep, int) or replay_keep < 1:
             raise ReplayRunError(
-                f"replay_step={replay_step} moves a window of replay_last=N runs, which needs an int replay_last, "
-                f"got {replay_last!r:.40}; pass replay_last=N with it, or leave replay_step out",
+                f"replay_keep must be a whole number >= 1 (how many of the latest runs replay at all), "
+                f"got {replay_keep!r:.40}",
                 run_id=None,
                 reason="invalid",
             )
+        if isinstance(replay_last, int) and replay_last > replay_keep:
+            raise ReplayRunError(
+                f"replay_keep={replay_keep} replays fewer runs than replay_last={replay_last} puts in full; pass "
+                f"replay_keep >= {replay_last}, or a smaller replay_last",
+                run_id=None,
+                reason="invalid",
+            )
+    if replay_step is not None and replay_keep is None and not isinstance(replay_last, int):
+        raise ReplayRunError(
+            f"replay_step={replay_step} moves a window of replay_last=N or replay_keep=M runs, which needs an int "
+            f"replay_last, got {replay_last!r:.40}; pass replay_last=N or replay_keep=M with it, or leave replay_step "
+            "out",
+            run_id=None,
+            reason="invalid",
+        )
     if single_call and replay_last != 0:
         raise ReplayRunError(
             f"SingleCall replays runs as question + answer only: pass replay_last=0, not {replay_last!r}",
@@ -357,6 +376,7 @@ def validate_knobs(
         replay_reasoning=replay_reasoning,
         replay_budget_tokens=replay_budget_tokens,
         replay_step=replay_step,
+        replay_keep=replay_keep,
     )
 
 

@@ -61,6 +61,7 @@ def arguments_of(stored: StoredRun) -> dict[str, Any]:
         "replay_reasoning": request.replay_reasoning is not False,
         "replay_budget_tokens": request.replay_budget_tokens,
         "replay_step": request.replay_step,
+        "replay_keep": request.replay_keep,
         "tenant_id": stored.tenant_id,
         "metadata": None,
         "idempotency_key": None,

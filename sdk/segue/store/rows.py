@@ -94,13 +94,13 @@ class MessageCache:
         self._entries: dict[tuple[str, str, str | None], list[Any]] = {}
 
     def get(self, run_id: str, idx: int, role: str, content: str, meta: str | None) -> list[Any]:
-        """[message, its message_json or None until first needed]."""
+        """[message, its message_json or None until first needed, the last Trace made of it or None]."""
         key = (role, content, meta)
         entry = self._entries.get(key)
         if entry is None:
             if len(self._entries) >= self._size:
                 self._entries = {}
-            entry = self._entries[key] = [message_from_row(run_id, idx, role, content, meta), None]
+            entry = self._entries[key] = [message_from_row(run_id, idx, role, content, meta), None, None]
         return entry
 
 
@@ -242,7 +242,10 @@ def stored_runs(rows: list[tuple[Any, ...]], messages: MessageCache, metas: Meta
             items[run_id] = []
         if row[11] is not None:
             entry = messages.get(run_id, row[11], *row[13:16])
-            traces[run_id].append(Trace(index=row[11], iteration=row[12], message=entry[0]))
+            trace = entry[2]  # frozen: the same trace of a run re-read turn after turn is made once
+            if trace is None or trace.index != row[11] or trace.iteration != row[12]:
+                trace = entry[2] = Trace(index=row[11], iteration=row[12], message=entry[0])
+            traces[run_id].append(trace)
             items[run_id].append(entry)
     return {
         run_id: StoredRun(
@@ -253,7 +256,7 @@ def stored_runs(rows: list[tuple[Any, ...]], messages: MessageCache, metas: Meta
             answer=head[4],
             meta=metas.get(head[5], f"agent_runs.meta of run {run_id}"),
             private=loads(head[6], f"agent_runs.private of run {run_id}") if head[6] else None,
-            usage=get_converter().structure(loads(head[7], f"agent_runs.usage of run {run_id}"), Usage),
+            usage=_stored_usage(head[7], run_id),
             agent_name=head[8],
             created_at=head[9],
             finished_at=head[10],
@@ -262,6 +265,19 @@ def stored_runs(rows: list[tuple[Any, ...]], messages: MessageCache, metas: Meta
         )
         for run_id, head in heads.items()
     }
+
+
+@functools.lru_cache(maxsize=10_000)
+def _usage_of(text: str) -> Usage:
+    # Frozen, so one Usage per stored text: replay reads the same finished runs' totals turn after turn.
+    return get_converter().structure(json.loads(text), Usage)
+
+
+def _stored_usage(text: str, run_id: str) -> Usage:
+    try:
+        return _usage_of(text)
+    except ValueError:  # json.JSONDecodeError: say which row, as loads() does
+        return get_converter().structure(loads(text, f"agent_runs.usage of run {run_id}"), Usage)
 
 
 def interaction_from_row(row: Any, body: dict[str, Any], *, iteration: int, error: str | None) -> LlmInteraction:

@@ -226,6 +226,10 @@ class _Origins(Mapping[str, int]):
     def __len__(self) -> int:
         return len(self._get())
 
+    def __bool__(self) -> bool:
+        # `origins or {}` must not work out every path of a long conversation's body just to test for emptiness.
+        return any(self._sources)
+
 
 def build_messages(messages: list[Message]) -> tuple[list[dict[str, Any]], list[Any]]:
     """Wire messages, plus for each canonical message the wire block that may carry its cache breakpoint.
@@ -245,13 +249,38 @@ def _build(messages: list[Message], reasoning_vendor: str | None, prefix: WirePr
     else:
 
         def build(head: Sequence[Message]) -> _Turns:
-            built = _Turns(reasoning_vendor)
-            built.add(head)
+            built = _continued(reasoning_vendor, head)
             built.seal()
+            _PREFIXES.append((reasoning_vendor, tuple(head), built))
+            if len(_PREFIXES) > _PREFIXES_KEPT:
+                del _PREFIXES[0]
             return built
 
         turns = prefix.built((WIRE, reasoning_vendor), messages, build).copy()
     turns.add(messages[len(turns.anchors) :])
+    return turns
+
+
+#: The prefixes built last, (reasoning vendor, messages, sealed turns): the next turn of a conversation replays the
+#: same message objects (the store's, marked once: segue.replay.planner) and one more run, so it continues a copy
+#: instead of building every earlier run again, and its wire messages are the same objects (the body store keeps
+#: them hashed by identity). Never changed once built: continued from copies, marked through `unshare`.
+_PREFIXES: list[tuple[str | None, tuple[Message, ...], _Turns]] = []
+_PREFIXES_KEPT = 8
+
+
+def _continued(reasoning_vendor: str | None, head: Sequence[Message]) -> _Turns:
+    """Turns for `head`: a copy of the longest prefix built before whose messages open `head` (the same objects),
+    continued with the rest; else built afresh."""
+    best: _Turns | None = None
+    for vendor, seen, turns in list(_PREFIXES):
+        n = len(seen)
+        if vendor != reasoning_vendor or n > len(head) or (best is not None and n <= len(best.anchors)):
+            continue
+        if all(a is b for a, b in zip(seen, head[:n], strict=True)):
+            best = turns
+    turns = best.copy() if best is not None else _Turns(reasoning_vendor)
+    turns.add(head[len(turns.anchors) :])
     return turns
 
 
