@@ -103,6 +103,9 @@ PEERS = (
 SEGUE_WINDOWS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("`replay_last={n}`", {"replay_last": "{n}"}),
     ("`replay_last={n}, replay_step=4`", {"replay_last": "{n}", "replay_step": 4}),
+    ("`replay_keep={n}, replay_step=4` ({n} to {n}+3 runs)", {"replay_keep": "{n}", "replay_step": 4}),
+    # Bounded like the peers: never more than n runs in all (n-3 to n), moving every fourth turn.
+    ("`replay_keep={k}, replay_step=4` (at most {n} runs)", {"replay_keep": "{k}", "replay_step": 4}),
 )
 
 
@@ -123,8 +126,10 @@ def segue_variants(scenario: Scenario) -> list[SegueVariant]:
         out = []
         for label, knobs in SEGUE_WINDOWS:
             if all(supports_knob(k) for k in knobs):
-                filled = {k: n if v == "{n}" else v for k, v in knobs.items()}
-                out.append(SegueVariant(setup=label.format(n=n), ttl=scenario.ttl, knobs=filled))
+                slots = {"{n}": n, "{k}": max(1, n - 3)}
+                filled = {k: slots.get(v, v) if isinstance(v, str) else v for k, v in knobs.items()}
+                setup = label.format(n=n, k=slots["{k}"])
+                out.append(SegueVariant(setup=setup, ttl=scenario.ttl, knobs=filled))
         return out
     if scenario.peer_ttls:  # the pauses scenarios
         out = [
