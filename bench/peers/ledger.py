@@ -1,22 +1,25 @@
 """One ledger for every contender of bench/peers.py: each response the twin sent, priced with segue's catalog.
 
 No contender's own usage report is trusted: the bench reads the usage the twin put on the wire (the `Exchange`
-log of `segue_twin.Twin`), normalises it with `wire_usage` and prices it with `price_call`, the one pricing
-function all contenders share. Cache writes are priced per TTL (Anthropic's `cache_creation` split, OpenAI's
-`cache_write_tokens_details`), reads at the catalog's read price, and a price the catalog does not know leaves
-the call's cost as None (never guessed).
+log of `segue_twin.Twin`) with segue's own wire parsers (`wire_usage`) and prices it with `price_call`, the one
+pricing function all contenders share. Cache writes are priced per TTL (Anthropic's `cache_creation` split,
+OpenAI's `cache_write_tokens_details`), reads at the catalog's read price, and a price the catalog does not know
+leaves the call's cost as None (never guessed).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
 
 from segue.catalog import Catalog, CatalogError
 from segue.generated import Usage
+from segue.wire.anthropic import request as anthropic_wire
+from segue.wire.openai_chat import request as chat_wire
+from segue.wire.openai_responses import request as responses_wire
 
 _VENDOR_OF_PATH = {"/v1/messages": "anthropic", "/v1/responses": "openai", "/v1/chat/completions": "openai"}
 
@@ -34,50 +37,24 @@ class Call:
     tool_calls: tuple[tuple[str, str], ...] = ()
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _ttl_split(details: Any, prefix: str, suffix: str) -> dict[str, int]:
-    if not isinstance(details, Mapping):
-        return {}
-    out = {}
-    for key, n in details.items():
-        if isinstance(key, str) and key.startswith(prefix) and key.endswith(suffix) and _int(n):
-            out[key[len(prefix) : len(key) - len(suffix)]] = _int(n)
-    return out
+#: The usage parser of the segue wire that speaks each path: the vendor's own usage fields, as segue's drivers read
+#: them (Anthropic's `input_tokens` leave out the cached parts; OpenAI's include them), with writes split per TTL.
+_USAGE_OF_PATH: dict[str, Callable[[Mapping[str, Any]], Usage]] = {
+    "/v1/messages": anthropic_wire.parse_usage,
+    "/v1/responses": responses_wire.parse_usage,
+    "/v1/chat/completions": chat_wire.parse_usage,
+}
 
 
 def wire_usage(path: str, usage: Mapping[str, Any]) -> Usage:
-    """The vendor's raw `usage` object (as the twin sent it on `path`) as segue's `Usage` (input = whole prompt).
-
-    Anthropic counts `input_tokens` without the cached parts, so the whole prompt is input + read + write; OpenAI's
-    `input_tokens` / `prompt_tokens` already include `cached_tokens` and `cache_write_tokens`."""
-    vendor = _VENDOR_OF_PATH.get(path)
-    if vendor == "anthropic":
-        read, write = _int(usage.get("cache_read_input_tokens")), _int(usage.get("cache_creation_input_tokens"))
-        return Usage(
-            input_tokens=_int(usage.get("input_tokens")) + read + write,
-            output_tokens=_int(usage.get("output_tokens")),
-            cache_read_tokens=read,
-            cache_write_tokens=write,
-            cache_write_tokens_by_ttl=_ttl_split(usage.get("cache_creation"), "ephemeral_", "_input_tokens") or None,
-        )
-    if path == "/v1/responses":
-        whole, out, details = usage.get("input_tokens"), usage.get("output_tokens"), usage.get("input_tokens_details")
-    elif path == "/v1/chat/completions":
-        whole, out = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        details = usage.get("prompt_tokens_details")
-    else:
+    """The vendor's raw `usage` object (as the twin sent it on `path`) as segue's `Usage` (input = whole prompt),
+    with only the lifetimes that wrote tokens in its per-TTL split."""
+    parse = _USAGE_OF_PATH.get(path)
+    if parse is None:
         raise ValueError(f"no usage shape known for path {path!r}; the twin serves {', '.join(_VENDOR_OF_PATH)}")
-    details = details if isinstance(details, Mapping) else {}
-    return Usage(
-        input_tokens=_int(whole),
-        output_tokens=_int(out),
-        cache_read_tokens=_int(details.get("cached_tokens")),
-        cache_write_tokens=_int(details.get("cache_write_tokens")),
-        cache_write_tokens_by_ttl=_ttl_split(details.get("cache_write_tokens_details"), "ttl_", "_tokens") or None,
-    )
+    parsed = parse(usage)
+    written = {ttl: n for ttl, n in (parsed.cache_write_tokens_by_ttl or {}).items() if n}
+    return attrs.evolve(parsed, cache_write_tokens_by_ttl=written or None)
 
 
 def _canonical(arguments: Any) -> str:
