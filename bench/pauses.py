@@ -26,7 +26,7 @@ import argparse
 import asyncio
 import contextlib
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 from unittest import mock
@@ -37,6 +37,7 @@ from segue.catalog import Catalog
 from segue.demo import PROMPT, QUESTIONS, demo_tools
 from segue.generated import Usage
 from segue.providers import AnthropicProvider
+from segue.run.conversation import add_usage
 from segue_twin import Twin
 
 MODEL = "claude-sonnet-4-6"
@@ -60,31 +61,25 @@ class Clock:
     def __call__(self) -> float:
         return self.now
 
-    def iso(self) -> str:
-        return datetime.fromtimestamp(self.now, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-    @contextlib.contextmanager
-    def on_store(self) -> Iterator[None]:
-        """The store stamps rows with `utc_now()`; the bench's runs are stamped with this clock instead."""
-        with (
-            mock.patch("segue.store.records.utc_now", self.iso),
-            mock.patch("segue.store.run_store.utc_now", self.iso),
-            mock.patch("segue.store.prewarms.utc_now", self.iso),
-        ):
-            yield
+    def on_store(self) -> contextlib.AbstractContextManager[None]:
+        return store_stamped_by(self)
 
 
-def _add(a: Usage, b: Usage) -> Usage:
-    by_ttl = dict(a.cache_write_tokens_by_ttl or {})
-    for k, v in (b.cache_write_tokens_by_ttl or {}).items():
-        by_ttl[k] = by_ttl.get(k, 0) + v
-    return Usage(
-        input_tokens=a.input_tokens + b.input_tokens,
-        output_tokens=a.output_tokens + b.output_tokens,
-        cache_read_tokens=(a.cache_read_tokens or 0) + (b.cache_read_tokens or 0),
-        cache_write_tokens=(a.cache_write_tokens or 0) + (b.cache_write_tokens or 0),
-        cache_write_tokens_by_ttl=by_ttl,
-    )
+@contextlib.contextmanager
+def store_stamped_by(now: Callable[[], float]) -> Iterator[None]:
+    """The store stamps runs with `utc_now()`, and `cache_ttl="auto"` reads the pauses from those stamps: a bench
+    whose twin runs on a clock of its own stamps the runs by that clock (`now()`, seconds), so that a pause the
+    twin's cache sees is a pause for segue too."""
+
+    def iso() -> str:
+        return datetime.fromtimestamp(now(), UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+    with (
+        mock.patch("segue.store.records.utc_now", iso),
+        mock.patch("segue.store.run_store.utc_now", iso),
+        mock.patch("segue.store.prewarms.utc_now", iso),
+    ):
+        yield
 
 
 async def _chat(
@@ -115,16 +110,16 @@ async def _chat(
                     left -= every
                     warmed = await agent.prewarm(runs=runs)
                     prewarms += 1
-                    total = _add(total, warmed.usage)
+                    total = add_usage(total, warmed.usage)
                     warm_cost += catalog.cost(warmed.usage, MODEL, VENDOR)
                 clock.now += left
             result = await agent.run(question, runs=runs or None)
             if result.status != "success":
                 raise RuntimeError(f"turn {turn + 1} ended {result.status}: {result.error}")
             runs.append(result.run_id)
-            total = _add(total, result.usage)
+            total = add_usage(total, result.usage)
             cost += catalog.cost(result.usage, MODEL, VENDOR)
-            chosen.append(_ttl_of(result, ttl))
+            chosen.append(written_ttl(result, ttl))
             clock.now += 20.0  # the turn's own time: its calls, the tools
     return {
         "ttl": ttl,
@@ -144,7 +139,7 @@ async def _chat(
     }
 
 
-def _ttl_of(result: Any, ttl: str) -> str:
+def written_ttl(result: Any, ttl: str) -> str:
     """The lifetime the run wrote with: its `ttl-chosen` note under auto, else the fixed one."""
     for note in result.notes or []:
         if note.kind == "ttl-chosen":

@@ -13,17 +13,14 @@ of `Agent.run` (`supports_knob`), so the bench runs before and after they merge.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import tempfile
-from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
-from unittest import mock
 
 import anthropic
 import openai
 from harness import BenchClock, Host, Turn
+from pauses import store_stamped_by, written_ttl  # bench/pauses.py: bench/ is the script's directory
 
 from segue import Agent, RunStore
 from segue.demo import demo_tools
@@ -95,29 +92,15 @@ class SegueDriver:
         self._last = t
         runs = self._runs.setdefault(t.conversation, [])
         try:
-            with self._store_on_bench_clock():
+            with store_stamped_by(self._clock):
                 result = self._loop.run_until_complete(self._agent(t).run(t.question, runs=runs or None, **self.knobs))
         except Exception as error:  # a raised turn is a failed turn of the bench
             return False, f"{type(error).__name__}: {error}"[:300]
         if result.status != "success":
             return False, f"{result.status}: {result.error}"[:300]
         runs.append(result.run_id)
-        self._written_ttl = _written_ttl(result, self.ttl)
+        self._written_ttl = written_ttl(result, self.ttl)
         return True, None
-
-    @contextlib.contextmanager
-    def _store_on_bench_clock(self) -> Iterator[None]:
-        """The store stamps runs with `utc_now()`, and `cache_ttl="auto"` reads the pauses from those stamps: they
-        follow the clock the twin's cache expires by, so a bench pause is a pause for segue too."""
-
-        def now() -> str:
-            return datetime.fromtimestamp(self._clock(), UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-        with (
-            mock.patch("segue.store.run_store.utc_now", now),
-            mock.patch("segue.store.prewarms.utc_now", now),
-        ):
-            yield
 
     def between(self, seconds: float, clock: BenchClock, coming: Turn) -> None:
         """Let `seconds` pass; with `prewarm`, re-warm the coming turn's prefix just before each expiry."""
@@ -131,7 +114,7 @@ class SegueDriver:
             left -= ttl - PREWARM_MARGIN
             runs = self._runs.get(coming.conversation) or None
             try:
-                with self._store_on_bench_clock():
+                with store_stamped_by(self._clock):
                     self._loop.run_until_complete(self._agent(coming).prewarm(runs=runs, **self.knobs))
             except InputError as error:  # segue's own refusal, e.g. thinking cannot be sent with max_tokens 0
                 self.refused = f"segue refuses to pre-warm: {str(error).split(': ', 1)[-1]}"[:240]
@@ -143,13 +126,3 @@ class SegueDriver:
         self.store.close()
         self._loop.close()
         self._tmp.cleanup()
-
-
-def _written_ttl(result: Any, configured: str) -> str:
-    """The lifetime a run wrote with: under `auto` the one its `ttl-chosen` note names, else the configured one."""
-    for note in result.notes or []:
-        if note.kind == "ttl-chosen":
-            named = [name for name in TTL_SECONDS if f"'{name}'" in note.message]
-            if named:
-                return min(named, key=note.message.index)
-    return configured
