@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from segue.generated import ReplaySummary
 
 #: How much of a run's input a run list shows.
@@ -32,3 +34,17 @@ def question(user_input: str, limit: int = QUESTION_CHARS) -> str:
     """A run's own input on one line, cut to `limit` characters (… marks the cut)."""
     line = " ".join(user_input.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def other_tenants(
+    tenant: str | None, tenants: Sequence[tuple[str, int]], name: Callable[[str], str] = str
+) -> tuple[str, str] | None:
+    """Where an empty run list's runs are: (e.g. "'acme' (12 runs), 'demo' (5 runs)", the first of them) for the
+    tenants other than `tenant` (at most five named, then "and N more"); None when no other tenant has runs.
+    `name` renders a tenant id for the surface (the CLI strips terminal controls)."""
+    others = [(t, n) for t, n in tenants if t != tenant]
+    if not others:
+        return None
+    shown = ", ".join(f"{name(t)!r} ({n:,} run{'s' if n != 1 else ''})" for t, n in others[:5])
+    more = f" and {len(others) - 5} more" if len(others) > 5 else ""
+    return shown + more, name(others[0][0])

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 from urllib.parse import urlparse
 
+from segue._core.run_text import other_tenants
 from segue._support.resources import package_version
 from segue.apps.cli.arguments import Parser, offset, port_number, positive_int, store_url
 from segue.apps.cli.render import LIST_WIDTH, clean, count, explain_text, prewarm_text, runs_table, show_text
@@ -87,12 +88,11 @@ def _who(args: argparse.Namespace) -> str:
 
 def _tenant_hint(args: argparse.Namespace, tenants: list[tuple[str, int]]) -> str:
     """When the list is empty because of the tenant: which tenants the database holds (operators read the file)."""
-    others = [(t, n) for t, n in tenants if t != args.tenant]
-    if not others:
+    found = other_tenants(args.tenant, tenants, clean)
+    if found is None:
         return "; the database holds no runs of any tenant" if not tenants else ""
-    shown = ", ".join(f"{clean(t)!r} ({n:,} run{'s' if n != 1 else ''})" for t, n in others[:5])
-    more = f" and {len(others) - 5} more" if len(others) > 5 else ""
-    return f"; the database holds runs of tenant {shown}{more}: pass --tenant {clean(others[0][0])} (or --admin)"
+    shown, first = found
+    return f"; the database holds runs of tenant {shown}: pass --tenant {first} (or --admin)"
 
 
 def _get_run(store: RunStore, args: argparse.Namespace, run_id: str) -> RunDetail:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from segue._core.run_text import other_tenants
 from segue.apps.dashboard.views import CostFn, RunRow, run_row
 from segue.generated import RunSummary
 
@@ -55,12 +56,11 @@ def run_groups(runs: Sequence[RunSummary], cost: CostFn) -> list[RunGroup]:
 
 def empty_hint(tenant: str, tenants: Sequence[tuple[str, int]]) -> str:
     """Why a tenant's unfiltered run list is empty, naming the tenants that have runs (as `segue runs list` does)."""
-    others = [(t, n) for t, n in tenants if t != tenant]
-    if not others:
+    found = other_tenants(tenant, tenants)
+    if found is None:
         return f"No runs for tenant {tenant!r}: the database holds no runs yet."
-    shown = ", ".join(f"{t!r} ({n:,} run{'s' if n != 1 else ''})" for t, n in others[:5])
-    more = f" and {len(others) - 5} more" if len(others) > 5 else ""
+    shown, first = found
     return (
-        f"No runs for tenant {tenant!r}. The database holds runs of tenant {shown}{more}: start the dashboard "
-        f"with --tenant {others[0][0]} (or --admin for every tenant)."
+        f"No runs for tenant {tenant!r}. The database holds runs of tenant {shown}: start the dashboard "
+        f"with --tenant {first} (or --admin for every tenant)."
     )
