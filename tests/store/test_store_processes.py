@@ -9,9 +9,11 @@ left `running` after their writers had exited.
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -183,6 +185,27 @@ def open_together(url: str, processes: int = 4) -> list[subprocess.CompletedProc
         w.stdin.flush()
     ended = [(w, w.communicate(timeout=120)) for w in workers]
     return [subprocess.CompletedProcess(w.args, w.returncode, out, err) for w, (out, err) in ended]
+
+
+def test_a_store_opened_while_another_connection_holds_the_write_lock_waits_for_it(tmp_path: Path) -> None:
+    """Switching a new SQLite file to WAL while another connection holds its write lock answered "database is
+    locked" at once, whatever the busy timeout (SQLite does not wait where waiting could deadlock): the writer
+    starting second on a new store failed to open it. It now waits the lock out."""
+    path = tmp_path / "new.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("CREATE TABLE app_table (x)")  # another writer, mid-transaction
+    release = threading.Timer(0.5, lambda: holder.execute("COMMIT"))
+    release.start()
+    started = time.monotonic()
+    try:
+        store = RunStore(f"sqlite:///{path}")
+    finally:
+        release.join()
+        holder.close()
+    assert time.monotonic() - started >= 0.4  # it waited for the lock, rather than failing at once
+    assert store.schema_version() == LATEST
+    store.close()
 
 
 @pytest.mark.parametrize("database", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

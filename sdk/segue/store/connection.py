@@ -39,6 +39,28 @@ log = logging.getLogger("segue.store")
 T = TypeVar("T")
 DEFAULT_RECONNECT_SECONDS = 10.0
 READ_ONLY_PRAGMAS = {"busy_timeout": 10_000, "query_only": 1}
+#: How long opening a writable SQLite store waits out another connection's lock (the busy timeout, in seconds).
+SQLITE_BUSY_SECONDS = 10
+
+
+class _WritableSqlite(pw.SqliteDatabase):
+    """A writable SQLite store whose connection setup waits out other writers. Switching a new database to WAL
+    needs its exclusive lock, and while another connection holds the write lock SQLite answers "database is
+    locked" at once instead of calling the busy handler (waiting could deadlock the two); writers starting
+    together on a new store met that. The pragmas, which are idempotent, are tried again until the busy timeout."""
+
+    def _set_pragmas(self, conn: sqlite3.Connection) -> None:
+        deadline = time.monotonic() + SQLITE_BUSY_SECONDS
+        while True:
+            try:
+                super()._set_pragmas(conn)  # type: ignore[misc]  # peewee's stubs leave out its private hooks
+                return
+            except sqlite3.OperationalError as e:
+                if "database is locked" not in str(e) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
+
+
 SCHEMA_TABLE = "segue_schema_version"  # models.SchemaVersion's table: a database that has it is a store
 
 
@@ -95,14 +117,18 @@ def open_database(url: str, *, read_only: bool, create: bool = True) -> pw.Datab
                 timeout=10,
                 check_same_thread=False,
             )
-        return pw.SqliteDatabase(
+        return _WritableSqlite(
             path,
-            pragmas={"journal_mode": "memory" if memory else "wal", "busy_timeout": 10_000, "foreign_keys": 1},
+            pragmas={
+                "journal_mode": "memory" if memory else "wal",
+                "busy_timeout": SQLITE_BUSY_SECONDS * 1000,
+                "foreign_keys": 1,
+            },
             # Write transactions take the write lock at BEGIN. A deferred one that reads before it writes (as
             # finish_run reads the run's meta) cannot wait for another process's writer when it upgrades: SQLite
             # answers "database is locked" at once, ignoring the busy timeout.
             lock_type="IMMEDIATE",
-            timeout=10,
+            timeout=SQLITE_BUSY_SECONDS,
             thread_safe=not memory,
             check_same_thread=False,
         )
