@@ -168,13 +168,13 @@ async def _segue_side(path: Path, runs: int, rounds: int) -> dict[str, Any]:
         api_key="bench", http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(vendor)), max_retries=0
     )
     provider = AnthropicProvider(MODEL, thinking=THINKING, cache_ttl="5m", client=client)
-    in_client = [0.0]  # seconds inside the official client's create(), the vendor's included
+    in_client = [0.0]  # seconds inside the official client's call, the vendor's included
     post = provider._post
 
-    async def timed_post(kwargs: dict[str, Any]) -> Any:
+    async def timed_post(wire: Any, model: str) -> Any:
         started = time.perf_counter()
         try:
-            return await post(kwargs)
+            return await post(wire, model)
         finally:
             in_client[0] += time.perf_counter() - started
 
@@ -265,7 +265,7 @@ def main() -> None:
             f"  N={runs:<4} body {r['body_bytes'] / 1e3:7.0f} kB   overhead {ms(overhead)}   floor {ms(floor)}   "
             f"ratio {r['ratio']:5.2f}x  {'ok' if r['ratio'] <= 3 else 'MISSED'}   (made in {r['made']:.0f} s)"
         )
-        print(f"         of the overhead, inside the official client's create(): {ms(r['client'])}")
+        print(f"         of the overhead, inside the official client's call: {ms(r['client'])}")
         print(f"         the same ratio in CPU time (which the machine's load moves less): {r['cpu_ratio']:.2f}x")
     if args.dendrux_runs <= 0:
         return

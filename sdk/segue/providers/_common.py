@@ -7,6 +7,7 @@ official clients are imported only by the driver constructors, never at `import 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import AsyncIterator, Mapping
 from types import ModuleType
@@ -27,7 +28,7 @@ from segue.generated import ModelSettings, ServedBy
 from segue.generated.wire import shared
 from segue.providers._cache import CatalogRows
 from segue.providers._output import OutputPaths
-from segue.wire.common import MalformedResponseError, ParsedResponse, WireRequest
+from segue.wire.common import BodyEncoder, MalformedResponseError, ParsedResponse, WireRequest
 
 #: How the vendors word a prompt longer than the context window (tests/providers/test_context_overflow.py quotes each):
 #: OpenAI, vLLM's and OpenRouter's "maximum context length is N tokens", Anthropic's "prompt is too long: N tokens >
@@ -74,6 +75,8 @@ class SdkDriver:
     requires_stable_reasoning_prefix: bool
     #: The official SDK module (anthropic / openai), for its exception classes.
     _sdk: ModuleType
+    #: The official client the driver calls (`anthropic.AsyncAnthropic`, `openai.AsyncOpenAI`).
+    client: Any
     #: Which structured-output mechanism each model's path uses; its catalog rows answer other lookups too.
     output: OutputPaths
 
@@ -83,13 +86,61 @@ class SdkDriver:
     def _parse(self, data: Mapping[str, Any], request: ProviderRequest, wire: WireRequest) -> ParsedResponse:
         raise NotImplementedError
 
-    async def _post(self, kwargs: dict[str, Any]) -> Any:
-        """The raw-response call (`client.….with_raw_response.create`)."""
+    #: The API route the driver's calls post to, after the client's base_url ("/v1/messages", "/responses").
+    _route: str
+
+    def _answer_types(self) -> tuple[Any, Any]:
+        """The SDK's types of the route's answer and of its stream's events: what its typed `create()` hands the
+        client's `post`, so a stream yields the SDK's own event objects either way."""
         raise NotImplementedError
 
-    async def _open_stream(self, kwargs: dict[str, Any]) -> Any:
-        """The SDK's async stream of events (`client.….create(stream=True)`)."""
+    async def _create(self, kwargs: dict[str, Any]) -> Any:
+        """The SDK's typed raw-response call (`client.….with_raw_response.create`)."""
         raise NotImplementedError
+
+    async def _create_stream(self, kwargs: dict[str, Any]) -> Any:
+        """The SDK's typed stream of events (`client.….create(stream=True)`)."""
+        raise NotImplementedError
+
+    @functools.cached_property
+    def _encoder(self) -> BodyEncoder:
+        return BodyEncoder()
+
+    def _post_options(self, wire: WireRequest, *, model: str, stream: bool) -> dict[str, Any]:
+        """The client's request options for a call that posts segue's bytes: the headers segue sets."""
+        return {"headers": dict(wire.headers)} if wire.headers else {}
+
+    async def _post(self, wire: WireRequest, model: str) -> Any:
+        """One call, answered as the client's `httpx2.Response`; a failure raises the SDK's own error.
+
+        A client whose own spans are recorded goes through the SDK's typed `create()`, whose arguments those spans
+        read (the anthropic SDK's `open_telemetry` option). Otherwise the driver posts the bytes segue encoded
+        (BodyEncoder: `WireRequest.encoded`'s bytes, which the stored body re-encodes to) with the same client:
+        its typed `create()` would copy the whole body once more on every call (anthropic's `copy_tree`, openai's
+        `transform`) and encode it again, which at a long conversation's size costs more than all the rest segue
+        does per call (bench/replay.py)."""
+        if sdk_spans_recorded(self.client):
+            return (await self._create(wire.sdk_kwargs())).http_response
+        import httpx2
+
+        options = self._post_options(wire, model=model, stream=False)
+        return await self.client.post(
+            self._route, content=self._encoder.encode(wire.body), cast_to=httpx2.Response, options=options
+        )
+
+    async def _open_stream(self, wire: WireRequest, model: str) -> Any:
+        """The SDK's async stream of the call's events (the SDK's own event objects either way)."""
+        if sdk_spans_recorded(self.client):
+            return await self._create_stream(wire.sdk_kwargs())
+        answer, events = self._answer_types()
+        return await self.client.post(
+            self._route,
+            content=self._encoder.encode(wire.body),
+            cast_to=answer,
+            stream=True,
+            stream_cls=events,
+            options=self._post_options(wire, model=model, stream=True),
+        )
 
     def _assembler(self) -> Assembler:
         raise NotImplementedError
@@ -109,16 +160,16 @@ class SdkDriver:
     async def complete(self, request: ProviderRequest) -> ProviderResponse:
         wire = self._wire(request, stream=False)
         try:
-            raw = await self._post(wire.sdk_kwargs())
+            answer = await self._post(wire, self._model(request))
         except self._sdk.APIError as e:
             raise provider_error(e, self.vendor, self._sdk) from e
         try:
-            data = raw.http_response.json()
+            data = answer.json()
         except ValueError as e:
             raise ProviderError(
                 f"{self.vendor} answered with a body that is not JSON: {e}", vendor=self.vendor, kind="other"
             ) from e
-        return self._response(data, request, wire, kind="other", served_by=served_by(raw.http_response))
+        return self._response(data, request, wire, kind="other", served_by=served_by(answer))
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
         if request.prewarm:  # nothing is generated, so there is nothing to stream
@@ -127,7 +178,7 @@ class SdkDriver:
         wire = self._wire(request, stream=True)
         assembler = self._assembler()
         try:
-            async with await self._open_stream(wire.sdk_kwargs()) as events:
+            async with await self._open_stream(wire, self._model(request)) as events:
                 server = served_by(events.response)
                 async for event in events:
                     for delta in assembler.feed(event.to_dict()):
@@ -229,6 +280,22 @@ def client_telemetry(client: Any) -> dict[str, Any]:
     if isinstance(traces, Mapping) and traces.get("enabled"):
         out["sdk_span"] = option.get("tracer_provider") or SDK_SPAN_GLOBAL  # type: ignore[union-attr]
     return out
+
+
+def sdk_spans_recorded(client: Any) -> bool:
+    """Whether the client's own spans of its calls are recorded: it emits them (`client_telemetry`) to a tracer
+    provider the app passed, or to the global one once the app has set one (OpenTelemetry's default global
+    provider records nothing)."""
+    where = client_telemetry(client).get("sdk_span")
+    if where is None:
+        return False
+    if where != SDK_SPAN_GLOBAL:
+        return True
+    try:
+        from opentelemetry import trace
+    except ImportError:  # the SDK emits no spans without OpenTelemetry
+        return False
+    return not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
 
 
 #: A dated snapshot id: the alias, a dash, a date (claude-sonnet-4-5-20250929, gpt-4o-2024-08-06).

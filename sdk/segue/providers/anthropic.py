@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typing
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -156,11 +157,40 @@ class AnthropicProvider(SdkDriver):
     def _parse(self, data: Mapping[str, Any], request: ProviderRequest, w: WireRequest) -> ParsedResponse:
         return wire.parse_response(data, model=self._model(request), binding=w.binding, origins=w.origins)
 
-    async def _post(self, kwargs: dict[str, Any]) -> Any:
+    _route = "/v1/messages"
+
+    def _answer_types(self) -> tuple[Any, Any]:
+        from anthropic import AsyncStream
+        from anthropic.types import Message, RawMessageStreamEvent
+
+        return Message, AsyncStream[RawMessageStreamEvent]
+
+    async def _create(self, kwargs: dict[str, Any]) -> Any:
         return await self.client.messages.with_raw_response.create(**kwargs)
 
-    async def _open_stream(self, kwargs: dict[str, Any]) -> Any:
+    async def _create_stream(self, kwargs: dict[str, Any]) -> Any:
         return await self.client.messages.create(**kwargs)
+
+    def _post_options(self, wire: WireRequest, *, model: str, stream: bool) -> dict[str, Any]:
+        """What the SDK's messages.create adds to a call besides its body, read from the pinned SDK's own tables:
+        its deprecation warnings, and for a call that does not stream on the default timeout a timeout sized to
+        max_tokens, or its "Streaming is required" error for a call that may run past ten minutes."""
+        options = super()._post_options(wire, model=model, stream=stream)
+        from anthropic._constants import DEFAULT_TIMEOUT, MODEL_NONSTREAMING_TOKENS
+        from anthropic._data import DEPRECATED_MODELS
+
+        if model in DEPRECATED_MODELS:
+            warnings.warn(
+                f"The model '{model}' is deprecated and will reach end-of-life on {DEPRECATED_MODELS[model]}; "
+                "migrate to a newer model (https://docs.anthropic.com/en/docs/resources/model-deprecations)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+
+        if not stream and self.client.timeout == DEFAULT_TIMEOUT and wire.output_limit is not None:
+            limit = MODEL_NONSTREAMING_TOKENS.get(model)
+            options["timeout"] = self.client._calculate_nonstreaming_timeout(wire.output_limit, limit)
+        return options
 
     def _assembler(self) -> Assembler:
         return AnthropicStream()

@@ -32,10 +32,18 @@ class ChatCompletionsDriver(SdkDriver):
         """Refuse what the Chat Completions wire cannot take (the run asks before anything is written)."""
         wire.check_settings(settings)
 
-    async def _post(self, kwargs: dict[str, Any]) -> Any:
+    _route = "/chat/completions"
+
+    def _answer_types(self) -> tuple[Any, Any]:
+        from openai import AsyncStream
+        from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+        return ChatCompletion, AsyncStream[ChatCompletionChunk]
+
+    async def _create(self, kwargs: dict[str, Any]) -> Any:
         return await self.client.chat.completions.with_raw_response.create(**kwargs)
 
-    async def _open_stream(self, kwargs: dict[str, Any]) -> Any:
+    async def _create_stream(self, kwargs: dict[str, Any]) -> Any:
         return await self.client.chat.completions.create(**kwargs)
 
     def _assembler(self) -> Assembler:

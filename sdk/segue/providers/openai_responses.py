@@ -104,10 +104,18 @@ class OpenAIResponsesProvider(SdkDriver):
     def _parse(self, data: Mapping[str, Any], request: ProviderRequest, w: WireRequest) -> ParsedResponse:
         return wire.parse_response(data, model=self._model(request))
 
-    async def _post(self, kwargs: dict[str, Any]) -> Any:
+    _route = "/responses"
+
+    def _answer_types(self) -> tuple[Any, Any]:
+        from openai import AsyncStream
+        from openai.types.responses import Response, ResponseStreamEvent
+
+        return Response, AsyncStream[ResponseStreamEvent]
+
+    async def _create(self, kwargs: dict[str, Any]) -> Any:
         return await self.client.responses.with_raw_response.create(**kwargs)
 
-    async def _open_stream(self, kwargs: dict[str, Any]) -> Any:
+    async def _create_stream(self, kwargs: dict[str, Any]) -> Any:
         return await self.client.responses.create(**kwargs)
 
     def _assembler(self) -> Assembler:

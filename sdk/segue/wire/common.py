@@ -7,6 +7,7 @@ Nothing here imports a vendor SDK.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, get_args
 
@@ -125,6 +126,11 @@ class WireRequest:
     #: The output limit the body sends (None: the vendor's own default applies).
     output_limit: int | None = None
 
+    def encoded(self) -> bytes:
+        """The body as the vendor receives it, encoded the way the official clients encode a JSON body: what the
+        drivers post (through a BodyEncoder), and what a stored body re-encodes to."""
+        return _compact(self.body).encode()
+
     def sdk_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for the client's `create()`: typed keys directly, the rest through `extra_body`."""
         kwargs = {k: v for k, v in self.body.items() if k not in self.extra_body}
@@ -134,6 +140,41 @@ class WireRequest:
         if self.headers:
             kwargs["extra_headers"] = dict(self.headers)
         return kwargs
+
+
+#: The official clients' JSON body encoding: compact separators, UTF-8 text rather than escapes, NaN refused.
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+class BodyEncoder:
+    """Encodes request bodies to the bytes `WireRequest.encoded` gives, remembering by identity the text of each
+    element of a top-level list (`messages`, `input`, `tools`, `system`). The requests of a run share the blocks
+    of their replayed prefix (contracts.WirePrefix: built once and never changed; a cache marker goes on a copy),
+    so each call encodes only what is new to it, not the whole conversation again. An element is held while its
+    entry lives, so its id cannot be reused; the memory is bounded and starts over when full."""
+
+    def __init__(self, size: int = 8_192) -> None:
+        self._size = size
+        self._seen: dict[int, tuple[Any, str]] = {}
+
+    def encode(self, body: Mapping[str, Any]) -> bytes:
+        fields = []
+        for name, value in body.items():
+            text = "[" + ",".join(map(self._element, value)) + "]" if type(value) is list else _compact(value)
+            fields.append(f"{_compact(name)}:{text}")
+        return ("{" + ",".join(fields) + "}").encode()
+
+    def _element(self, item: Any) -> str:
+        if type(item) is not dict:
+            return _compact(item)
+        entry = self._seen.get(id(item))
+        if entry is not None and entry[0] is item:
+            return entry[1]
+        text = _compact(item)
+        if len(self._seen) >= self._size:
+            self._seen = {}
+        self._seen[id(item)] = (item, text)
+        return text
 
 
 @attrs.frozen(kw_only=True)
