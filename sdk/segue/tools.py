@@ -151,7 +151,9 @@ class Tool:
             return outcome(_clean(_truncate(value.content, self.max_result_chars)), value.is_error, value.images)
         try:
             plain = value if isinstance(value, str) else to_json(value)
-            text = plain if isinstance(plain, str) else json.dumps(plain, ensure_ascii=False, allow_nan=False)
+            # compact, as pydantic's to_json and PydanticAI send it: every later request that replays the result
+            # carries fewer tokens
+            text = plain if isinstance(plain, str) else _compact(plain)
         except (TypeError, ValueError) as e:
             return outcome(
                 f"tool {self.name} returned a {type(value).__name__}, which is not JSON ({e}); return str, "
@@ -164,6 +166,9 @@ class Tool:
         if inspect.iscoroutinefunction(self.fn):
             return await self.fn(**arguments)
         return await asyncio.to_thread(self.fn, **arguments)
+
+
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
 def _conversion_error(error: Exception) -> str:

@@ -377,6 +377,8 @@ async def test_a_tool_may_return_the_apps_types_as_json() -> None:
     }
     listed = await window.invoke("c2", {"priority": "low"})
     assert json.loads(listed.result.content) == [{"start": "2026-12-24", "end": "2026-12-26"}]
+    # compact JSON, the way pydantic and PydanticAI send it: no spaces after "," and ":"
+    assert listed.result.content == '[{"start":"2026-12-24","end":"2026-12-26"}]'
     assert not shown.result.is_error and not listed.result.is_error
 
 
