@@ -187,3 +187,49 @@ def test_spans_to_the_global_provider_count_once_the_app_has_set_one(monkeypatch
     monkeypatch.setattr(trace, "get_tracer_provider", lambda: TracerProvider())
     assert sdk_spans_recorded(client)
     assert not sdk_spans_recorded(Twin().openai_client()), "the openai client emits no spans of its own"
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["run", "stream"])
+async def test_a_client_of_another_class_than_the_sdks_own_gets_the_typed_create(streaming: bool) -> None:
+    """Azure OpenAI's client names the deployment in the URL from the typed call's body (`/deployments/{model}`,
+    the pinned openai SDK's lib/azure.py `_build_request`), as Anthropic's Bedrock and Vertex clients do with the
+    model: a subclass of the SDK's client gets the typed create(), so its routing still sees the body."""
+    import openai
+
+    answer = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1767225600,
+        "model": "gpt-4.1",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+    }
+    chunks = [
+        (
+            None,
+            {
+                **answer,
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+            },
+        ),
+    ]
+    from test_wire_support import sse
+
+    rec = Recorder(sse(chunks, done=True) if streaming else json_response(answer))
+    client = openai.AsyncAzureOpenAI(
+        api_key="az-test",
+        api_version="2024-10-21",
+        azure_endpoint="https://example-resource.openai.azure.com",
+        http_client=httpx2.AsyncClient(transport=rec.transport()),
+        max_retries=0,
+    )
+    provider = OpenAIChatProvider("gpt-4.1", client=client)
+    if streaming:
+        events = [e async for e in provider.stream(hello())]
+        assert events
+    else:
+        await provider.complete(hello())
+    (request,) = rec.requests
+    assert request.url.path == "/openai/deployments/gpt-4.1/chat/completions"
+    assert json.loads(request.content)["model"] == "gpt-4.1"

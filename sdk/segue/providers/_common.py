@@ -106,6 +106,17 @@ class SdkDriver:
     def _encoder(self) -> BodyEncoder:
         return BodyEncoder()
 
+    def _plain_client(self) -> type:
+        """The SDK's own async client class (`anthropic.AsyncAnthropic`, `openai.AsyncOpenAI`)."""
+        raise NotImplementedError
+
+    def _posts_bytes(self) -> bool:
+        """Whether calls post segue's bytes (see `_post`): only through the SDK's own client class, whose `post`
+        sends a body as it is, and only when the client's own spans are not recorded. A subclass may build the
+        URL from the typed call's body (Azure OpenAI and Anthropic on Bedrock or Vertex name the deployment or
+        model in the path), so it gets the typed call."""
+        return type(self.client) is self._plain_client() and not sdk_spans_recorded(self.client)
+
     def _post_options(self, wire: WireRequest, *, model: str, stream: bool) -> dict[str, Any]:
         """The client's request options for a call that posts segue's bytes: the headers segue sets."""
         return {"headers": dict(wire.headers)} if wire.headers else {}
@@ -114,12 +125,13 @@ class SdkDriver:
         """One call, answered as the client's `httpx2.Response`; a failure raises the SDK's own error.
 
         A client whose own spans are recorded goes through the SDK's typed `create()`, whose arguments those spans
-        read (the anthropic SDK's `open_telemetry` option). Otherwise the driver posts the bytes segue encoded
+        read (the anthropic SDK's `open_telemetry` option), and so does a client of another class than the SDK's
+        own (`_posts_bytes`). Otherwise the driver posts the bytes segue encoded
         (BodyEncoder: `WireRequest.encoded`'s bytes, which the stored body re-encodes to) with the same client:
         its typed `create()` would copy the whole body once more on every call (anthropic's `copy_tree`, openai's
         `transform`) and encode it again, which at a long conversation's size costs more than all the rest segue
         does per call (bench/replay.py)."""
-        if sdk_spans_recorded(self.client):
+        if not self._posts_bytes():
             return (await self._create(wire.sdk_kwargs())).http_response
         import httpx2
 
@@ -130,7 +142,7 @@ class SdkDriver:
 
     async def _open_stream(self, wire: WireRequest, model: str) -> Any:
         """The SDK's async stream of the call's events (the SDK's own event objects either way)."""
-        if sdk_spans_recorded(self.client):
+        if not self._posts_bytes():
             return await self._create_stream(wire.sdk_kwargs())
         answer, events = self._answer_types()
         return await self.client.post(

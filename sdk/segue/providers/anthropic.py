@@ -159,6 +159,9 @@ class AnthropicProvider(SdkDriver):
 
     _route = "/v1/messages"
 
+    def _plain_client(self) -> type:
+        return self._sdk.AsyncAnthropic  # type: ignore[no-any-return]
+
     def _answer_types(self) -> tuple[Any, Any]:
         from anthropic import AsyncStream
         from anthropic.types import Message, RawMessageStreamEvent

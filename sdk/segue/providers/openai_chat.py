@@ -34,6 +34,9 @@ class ChatCompletionsDriver(SdkDriver):
 
     _route = "/chat/completions"
 
+    def _plain_client(self) -> type:
+        return self._sdk.AsyncOpenAI  # type: ignore[no-any-return]
+
     def _answer_types(self) -> tuple[Any, Any]:
         from openai import AsyncStream
         from openai.types.chat import ChatCompletion, ChatCompletionChunk

@@ -106,6 +106,9 @@ class OpenAIResponsesProvider(SdkDriver):
 
     _route = "/responses"
 
+    def _plain_client(self) -> type:
+        return self._sdk.AsyncOpenAI  # type: ignore[no-any-return]
+
     def _answer_types(self) -> tuple[Any, Any]:
         from openai import AsyncStream
         from openai.types.responses import Response, ResponseStreamEvent
