@@ -233,3 +233,19 @@ async def test_a_client_of_another_class_than_the_sdks_own_gets_the_typed_create
     (request,) = rec.requests
     assert request.url.path == "/openai/deployments/gpt-4.1/chat/completions"
     assert json.loads(request.content)["model"] == "gpt-4.1"
+
+
+async def test_enabled_thinking_on_a_model_the_pinned_sdk_moves_to_adaptive_warns_as_its_create_would() -> None:
+    from anthropic._data import MODELS_TO_WARN_WITH_THINKING_ENABLED
+
+    model = sorted(MODELS_TO_WARN_WITH_THINKING_ENABLED)[0]
+    answers = [json_response({**anthropic_answer(), "model": model}) for _ in range(2)]
+    rec = Recorder(*answers)
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    for config, warned in ((thinking, True), ({"type": "adaptive"}, False)):
+        provider = AnthropicProvider(model, thinking=config, client=anthropic_client(rec))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            await provider.complete(hello())
+        said = [w for w in caught if "'thinking.type=enabled' is deprecated" in str(w.message)]
+        assert len(said) == (1 if warned else 0), config

@@ -16,6 +16,7 @@ from segue.providers._common import Assembler, SdkDriver
 from segue.providers._keys import require_credentials
 from segue.providers._output import OutputPaths
 from segue.wire.anthropic import request as wire
+from segue.wire.anthropic.request import thinking_kind
 from segue.wire.anthropic.stream import AnthropicStream
 from segue.wire.common import ParsedResponse, WireError, WireRequest
 from segue.wire.settings import TOOL_CHOICE_MODES
@@ -176,12 +177,20 @@ class AnthropicProvider(SdkDriver):
 
     def _post_options(self, wire: WireRequest, *, model: str, stream: bool) -> dict[str, Any]:
         """What the SDK's messages.create adds to a call besides its body, read from the pinned SDK's own tables:
-        its deprecation warnings, and for a call that does not stream on the default timeout a timeout sized to
-        max_tokens, or its "Streaming is required" error for a call that may run past ten minutes."""
+        its deprecation warnings (a deprecated model; `thinking.type=enabled` on a model that wants adaptive), and
+        for a call that does not stream on the default timeout a timeout sized to max_tokens, or its "Streaming is
+        required" error for a call that may run past ten minutes."""
         options = super()._post_options(wire, model=model, stream=stream)
         from anthropic._constants import DEFAULT_TIMEOUT, MODEL_NONSTREAMING_TOKENS
-        from anthropic._data import DEPRECATED_MODELS
+        from anthropic._data import DEPRECATED_MODELS, MODELS_TO_WARN_WITH_THINKING_ENABLED
 
+        if model in MODELS_TO_WARN_WITH_THINKING_ENABLED and thinking_kind(self.thinking) == "enabled":
+            warnings.warn(
+                f"Using Claude with {model} and 'thinking.type=enabled' is deprecated; use 'thinking.type=adaptive' "
+                "(https://platform.claude.com/docs/en/build-with-claude/adaptive-thinking)",
+                UserWarning,
+                stacklevel=2,
+            )
         if model in DEPRECATED_MODELS:
             warnings.warn(
                 f"The model '{model}' is deprecated and will reach end-of-life on {DEPRECATED_MODELS[model]}; "

@@ -62,6 +62,11 @@ def thinking_on(thinking: Mapping[str, Any] | None) -> bool:
     return thinking is not None and g.parse_thinking_config(thinking).kind in g.THINKING_REPLAYS
 
 
+def thinking_kind(thinking: Mapping[str, Any] | None) -> str | None:
+    """The `type` of a thinking configuration (None without one)."""
+    return None if thinking is None else g.parse_thinking_config(thinking).kind
+
+
 def build_request(
     request: ProviderRequest,
     *,
