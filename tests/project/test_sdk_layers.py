@@ -35,6 +35,7 @@ TIERS: list[tuple[str, list[str]]] = [
         "basics",
         [
             "segue._core.tokens",
+            "segue._core.identity",
             "segue._core.image_tokens",
             "segue._core.usage",
             "segue._core.run_text",

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from segue._core.contracts import ProviderNote
+from segue._core.identity import IdentityMemo
 from segue.catalog import Resolved
 from segue.generated import Usage
 
@@ -69,17 +70,12 @@ def cache_notes(
 
 def _positions(body: Mapping[str, Any]) -> tuple[int, list[int]]:
     """(lookback positions of the messages' content, the position of each block with a cache marker)."""
-    found = _LAST_BODY.get(id(body))
-    if found is not None and found[0] is body:  # this request's body is the next request's `previous`
-        return found[1]
-    result = _count_positions(body)
-    _LAST_BODY.clear()
-    _LAST_BODY[id(body)] = (body, result)
-    return result
+    found = _LAST_BODY.get(body)  # this request's body is the next request's `previous`
+    return found if found is not None else _LAST_BODY.put(body, _count_positions(body))
 
 
-#: id(body) -> (the body, its _positions), for the last body counted.
-_LAST_BODY: dict[int, tuple[Any, tuple[int, list[int]]]] = {}
+#: The last body counted -> its _positions.
+_LAST_BODY: IdentityMemo[tuple[int, list[int]]] = IdentityMemo(1)
 
 
 def _count_positions(body: Mapping[str, Any]) -> tuple[int, list[int]]:
@@ -95,18 +91,17 @@ def _count_positions(body: Mapping[str, Any]) -> tuple[int, list[int]]:
     return count, marks
 
 
-#: id(wire message) -> (the message, its _message_positions). The requests of a run share the wire messages of
-#: its replayed prefix (a marker is set on a copy), so each is counted once per run, not once per request twice.
-_SEEN: dict[int, tuple[Any, tuple[int, Any, Any, list[int]]]] = {}
-_SEEN_SIZE = 16_384
+#: A wire message -> its _message_positions. The requests of a run share the wire messages of its replayed prefix
+#: (a marker is set on a copy), so each is counted once per run, not once per request twice.
+_SEEN: IdentityMemo[tuple[int, Any, Any, list[int]]] = IdentityMemo(16_384)
 
 
 def _message_positions(message: Any) -> tuple[int, Any, Any, list[int]]:
     """One message's (positions counted as if it opened the body, its first and last block type, the positions
     of its marked blocks): the first block joins the previous message's run of the same type, if any."""
-    found = _SEEN.get(id(message))
-    if found is not None and found[0] is message:
-        return found[1]
+    found = _SEEN.get(message)
+    if found is not None:
+        return found
     count, marks, first, last_type = 0, [], None, None
     content = message.get("content") if isinstance(message, dict) else None
     blocks: Sequence[Any] = content if isinstance(content, list) else [content]
@@ -119,11 +114,7 @@ def _message_positions(message: Any) -> tuple[int, Any, Any, list[int]]:
         last_type = kind
         if isinstance(block, dict) and block.get(_MARKER):
             marks.append(count)
-    result = (count, first, last_type, marks)
-    if len(_SEEN) >= _SEEN_SIZE:
-        _SEEN.clear()
-    _SEEN[id(message)] = (message, result)
-    return result
+    return _SEEN.put(message, (count, first, last_type, marks))
 
 
 def _breakpoint_gap(previous: Mapping[str, Any], body: Mapping[str, Any]) -> int | None:

@@ -17,6 +17,7 @@ import attrs
 
 from segue._core.contracts import REPLAYED_META_KEY, ServingPath
 from segue._core.hashing import ListHasher, message_json
+from segue._core.identity import IdentityMemo
 from segue._core.tokens import count_json, count_tokens
 from segue.errors import ReplayRunError
 from segue.generated import (
@@ -400,16 +401,13 @@ def _mark(messages: Sequence[Message], run_id: str) -> list[Message]:
     for m in messages:
         # A stored run's messages are the store's cached objects, the same turn after turn (frozen), and so is a
         # marked copy of one: made once per message, not once per replay.
-        found = _MARKED.get(id(m))
-        if found is None or found[0] is not m or found[1] != run_id:
+        found = _MARKED.get(m)
+        if found is None or found[0] != run_id:
             marked = Message(role=m.role, content=m.content, meta={**(m.meta or {}), REPLAYED_META_KEY: run_id})
-            if len(_MARKED) >= _MARKED_SIZE:
-                _MARKED.clear()
-            found = _MARKED[id(m)] = (m, run_id, marked)
-        out.append(found[2])
+            found = _MARKED.put(m, (run_id, marked))
+        out.append(found[1])
     return out
 
 
-#: id(message) -> (the message, the run id, its marked copy).
-_MARKED: dict[int, tuple[Message, str, Message]] = {}
-_MARKED_SIZE = 50_000
+#: A stored message -> (the run id, its marked copy).
+_MARKED: IdentityMemo[tuple[str, Message]] = IdentityMemo(50_000)

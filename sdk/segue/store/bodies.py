@@ -27,6 +27,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from segue._core.identity import IdentityMemo
 from segue.errors import StoreError
 
 #: The skeleton's format marker and version.
@@ -64,12 +65,9 @@ class Splitter:
     def __init__(self, size: int = 200_000, seen: int = 8_192) -> None:
         self._size = size
         self.known: set[str] = set()
-        # id(element) -> (element, key), for the elements of bodies split before. The requests of a run share the
-        # blocks of its replayed prefix (contracts.WirePrefix: built once, never changed, a marker is set on a
-        # copy), so a later request's prefix is not serialized and hashed again. The element itself is held, so
-        # its id cannot be reused while the entry lives.
-        self._seen_size = seen
-        self._seen: dict[int, tuple[Any, str]] = {}
+        # The part key of each element of bodies split before: the requests of a run share the blocks of its
+        # replayed prefix, so a later request's prefix is not serialized and hashed again.
+        self._seen: IdentityMemo[str] = IdentityMemo(seen)
 
     def split(self, body: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
         """(skeleton text, the parts it needs that this process has not written yet: key -> text)."""
@@ -104,14 +102,10 @@ class Splitter:
     def _element(self, item: Any, put: Callable[[str], str]) -> str:
         if not isinstance(item, (dict, list)):
             return put(_dumps(item))
-        entry = self._seen.get(id(item))
-        if entry is not None and entry[0] is item and entry[1] in self.known:
-            return entry[1]
-        key = put(_dumps(item))
-        if len(self._seen) >= self._seen_size:
-            self._seen = {}
-        self._seen[id(item)] = (item, key)
-        return key
+        key = self._seen.get(item)
+        if key is not None and key in self.known:
+            return key
+        return self._seen.put(item, put(_dumps(item)))
 
     def written(self, keys: Iterable[str]) -> None:
         """Remember parts the database now holds (call after the write committed)."""

@@ -14,6 +14,7 @@ from typing import Any, get_args
 import attrs
 
 from segue._core.contracts import FRAGMENT_META_KEY, ProviderNote, ProviderRequest, StreamDelta
+from segue._core.identity import IdentityMemo
 from segue._support.readers import (  # the readers and errors every wire module uses, re-exported
     MalformedResponseError as MalformedResponseError,
 )
@@ -147,15 +148,13 @@ _compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan
 
 
 class BodyEncoder:
-    """Encodes request bodies to the bytes `WireRequest.encoded` gives, remembering by identity the text of each
-    element of a top-level list (`messages`, `input`, `tools`, `system`). The requests of a run share the blocks
-    of their replayed prefix (contracts.WirePrefix: built once and never changed; a cache marker goes on a copy),
-    so each call encodes only what is new to it, not the whole conversation again. An element is held while its
-    entry lives, so its id cannot be reused; the memory is bounded and starts over when full."""
+    """Encodes request bodies to the bytes `WireRequest.encoded` gives, remembering by identity (IdentityMemo) the
+    text of each element of a top-level list (`messages`, `input`, `tools`, `system`). The requests of a run share
+    the blocks of their replayed prefix, so each call encodes only what is new to it, not the whole conversation
+    again."""
 
     def __init__(self, size: int = 8_192) -> None:
-        self._size = size
-        self._seen: dict[int, tuple[Any, str]] = {}
+        self._seen: IdentityMemo[str] = IdentityMemo(size)
 
     def encode(self, body: Mapping[str, Any]) -> bytes:
         fields = []
@@ -167,14 +166,8 @@ class BodyEncoder:
     def _element(self, item: Any) -> str:
         if type(item) is not dict:
             return _compact(item)
-        entry = self._seen.get(id(item))
-        if entry is not None and entry[0] is item:
-            return entry[1]
-        text = _compact(item)
-        if len(self._seen) >= self._size:
-            self._seen = {}
-        self._seen[id(item)] = (item, text)
-        return text
+        text = self._seen.get(item)
+        return text if text is not None else self._seen.put(item, _compact(item))
 
 
 @attrs.frozen(kw_only=True)
