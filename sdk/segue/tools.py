@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import inspect
-import json
 import re
 import time
 import typing
@@ -21,6 +20,7 @@ from typing import Annotated, Any, overload
 import attrs
 from jsonschema.protocols import Validator
 
+from segue._core.hashing import compact_json
 from segue._core.json_schema import errors_of, local_validator
 from segue._core.json_types import from_json, json_schema_for, to_json
 from segue.generated import ImageBlock, ToolDefinition, ToolResultBlock
@@ -153,7 +153,7 @@ class Tool:
             plain = value if isinstance(value, str) else to_json(value)
             # compact, as pydantic's to_json and PydanticAI send it: every later request that replays the result
             # carries fewer tokens
-            text = plain if isinstance(plain, str) else _compact(plain)
+            text = plain if isinstance(plain, str) else compact_json(plain)
         except (TypeError, ValueError) as e:
             return outcome(
                 f"tool {self.name} returned a {type(value).__name__}, which is not JSON ({e}); return str, "
@@ -166,9 +166,6 @@ class Tool:
         if inspect.iscoroutinefunction(self.fn):
             return await self.fn(**arguments)
         return await asyncio.to_thread(self.fn, **arguments)
-
-
-_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
 def _conversion_error(error: Exception) -> str:

@@ -3,7 +3,8 @@
 canonical_json: keys sorted, no whitespace, UTF-8 kept as is (ensure_ascii=False), no `default=` fallback, so
 a value that is not plain JSON fails loudly instead of hashing its repr. canonical_hash: "sha256:" + hex digest
 of canonical_json encoded as UTF-8. message_json: a message as the prefix rule hashes it (the store precomputes it
-for the traces it reads, replay feeds it to a ListHasher).
+for the traces it reads, replay feeds it to a ListHasher). compact_json: the same without sorting the keys, the
+way the official clients encode a request body and segue a tool's result.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ from segue.generated import Message, get_converter
 
 def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+#: JSON in the value's own key order, no whitespace, UTF-8 kept as is, NaN refused (one encoder, reused: json.dumps
+#: with options builds a new one per call).
+compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
 def canonical_hash(value: Any) -> str:

@@ -7,13 +7,13 @@ Nothing here imports a vendor SDK.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, get_args
 
 import attrs
 
 from segue._core.contracts import FRAGMENT_META_KEY, ProviderNote, ProviderRequest, StreamDelta
+from segue._core.hashing import compact_json
 from segue._core.identity import IdentityMemo
 from segue._support.readers import (  # the readers and errors every wire module uses, re-exported
     MalformedResponseError as MalformedResponseError,
@@ -130,7 +130,7 @@ class WireRequest:
     def encoded(self) -> bytes:
         """The body as the vendor receives it, encoded the way the official clients encode a JSON body: what the
         drivers post (through a BodyEncoder), and what a stored body re-encodes to."""
-        return _compact(self.body).encode()
+        return compact_json(self.body).encode()
 
     def sdk_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for the client's `create()`: typed keys directly, the rest through `extra_body`."""
@@ -141,10 +141,6 @@ class WireRequest:
         if self.headers:
             kwargs["extra_headers"] = dict(self.headers)
         return kwargs
-
-
-#: The official clients' JSON body encoding: compact separators, UTF-8 text rather than escapes, NaN refused.
-_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
 class BodyEncoder:
@@ -159,15 +155,15 @@ class BodyEncoder:
     def encode(self, body: Mapping[str, Any]) -> bytes:
         fields = []
         for name, value in body.items():
-            text = "[" + ",".join(map(self._element, value)) + "]" if type(value) is list else _compact(value)
-            fields.append(f"{_compact(name)}:{text}")
+            text = "[" + ",".join(map(self._element, value)) + "]" if type(value) is list else compact_json(value)
+            fields.append(f"{compact_json(name)}:{text}")
         return ("{" + ",".join(fields) + "}").encode()
 
     def _element(self, item: Any) -> str:
         if type(item) is not dict:
-            return _compact(item)
+            return compact_json(item)
         text = self._seen.get(item)
-        return text if text is not None else self._seen.put(item, _compact(item))
+        return text if text is not None else self._seen.put(item, compact_json(item))
 
 
 @attrs.frozen(kw_only=True)

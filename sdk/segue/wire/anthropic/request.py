@@ -57,14 +57,14 @@ CacheTTL = Literal["5m", "1h"]
 PREWARM_TURN = "(cache prewarm: nothing to answer)"
 
 
-def thinking_on(thinking: Mapping[str, Any] | None) -> bool:
-    """Whether a request with this `thinking` configuration takes thinking blocks back (see the module notes)."""
-    return thinking is not None and g.parse_thinking_config(thinking).kind in g.THINKING_REPLAYS
-
-
 def thinking_kind(thinking: Mapping[str, Any] | None) -> str | None:
     """The `type` of a thinking configuration (None without one)."""
     return None if thinking is None else g.parse_thinking_config(thinking).kind
+
+
+def thinking_on(thinking: Mapping[str, Any] | None) -> bool:
+    """Whether a request with this `thinking` configuration takes thinking blocks back (see the module notes)."""
+    return thinking_kind(thinking) in g.THINKING_REPLAYS
 
 
 def build_request(
