@@ -1,13 +1,16 @@
-"""Shared scripted conversations for runtime and replay tests."""
+"""Shared scripted conversations and test catalog layers for runtime and replay tests."""
 
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from segue import Agent, RunDetail, RunResult
 from segue._core.contracts import ProviderRequest
+from segue.catalog import Catalog
 from segue.generated import Message, ReasoningBlock, RunMeta, TextBlock, ToolCallBlock, get_converter
 from segue.testing import ScriptedProvider
 
@@ -91,3 +94,20 @@ def unmarked_twin_client(twin: Any) -> Any:
 
     http = httpx2.AsyncClient(transport=httpx2.MockTransport(answer))
     return anthropic.AsyncAnthropic(api_key="sk-ant-test", http_client=http, max_retries=0)
+
+
+def catalog_layer(
+    folder: Path, llm: dict[str, Any], *, file: str = "layer.json", model: str = "claude-sonnet-4-6"
+) -> Catalog:
+    """The packaged catalog with a test layer in `folder/file` on top: `llm` keys on `model`'s Anthropic row."""
+    row = {
+        "model": model,
+        "vendor": "anthropic",
+        "role": "inference_provider",
+        "priority": 100,
+        "api_name": model,
+        "configuration": {"llm": llm},
+    }
+    doc = {"$schema": "../schemas/catalog.schema.json", "version": 2, "model_vendors": [row]}
+    (folder / file).write_text(json.dumps(doc))
+    return Catalog.load(extra_dirs=[folder], env=False)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import converse, lookup, policy_provider
+from helpers import catalog_layer, converse, lookup, policy_provider
 
 from segue import Agent, ContextBlock, IdempotencyConflictError, InputError, ReplayRunError, RunStore, SingleCall
 from segue.catalog import Catalog
@@ -102,17 +101,7 @@ async def test_replay_step_is_in_the_fingerprint_and_in_retry(store: RunStore) -
 def small_window(tmp_path: Path, tokens: int) -> Catalog:
     """The packaged catalog with a context window of `tokens` on claude-sonnet-4-6 at Anthropic (a test layer:
     the packaged catalog gives no window for it), so a short chat outgrows it."""
-    row = {
-        "model": "claude-sonnet-4-6",
-        "vendor": "anthropic",
-        "role": "inference_provider",
-        "priority": 100,
-        "api_name": "claude-sonnet-4-6",
-        "configuration": {"llm": {"context_window": tokens}},
-    }
-    doc = {"$schema": "../schemas/catalog.schema.json", "version": 2, "model_vendors": [row]}
-    (tmp_path / "window.json").write_text(json.dumps(doc))
-    return Catalog.load(extra_dirs=[tmp_path], env=False)
+    return catalog_layer(tmp_path, {"context_window": tokens}, file="window.json")
 
 
 def shop_agent(store: RunStore, catalog: Catalog, twin: Twin) -> Agent:

@@ -20,6 +20,7 @@ import anthropic
 import attrs
 import openai
 import pytest
+from helpers import catalog_layer
 
 from segue import Agent, RunStore
 from segue._core.contracts import ProviderRequest, ProviderResponse, StreamEvent
@@ -241,20 +242,10 @@ async def test_an_anthropic_prewarm_with_thinking_on_is_refused_before_sending(t
 
 async def test_a_catalog_layer_can_turn_prewarming_off(tmp_path: Path) -> None:
     """No model name in code: an app's catalog layer decides, like for every other key."""
-    row = {
-        "model": "claude-sonnet-4-6",
-        "vendor": "anthropic",
-        "role": "inference_provider",
-        "priority": 100,
-        "api_name": "claude-sonnet-4-6",
-        "configuration": {"llm": {"cache_prewarm": False}},
-    }
-    (tmp_path / "rows.json").write_text(
-        json.dumps({"$schema": "../schemas/catalog.schema.json", "version": 2, "model_vendors": [row]})
-    )
+    catalog = catalog_layer(tmp_path, {"cache_prewarm": False}, file="rows.json")
     twin = Twin()
     provider = AnthropicProvider("claude-sonnet-4-6", client=twin.anthropic_client())
-    agent = Agent(provider, PROMPT, TOOLS, catalog=Catalog.load(extra_dirs=[tmp_path], env=False))
+    agent = Agent(provider, PROMPT, TOOLS, catalog=catalog)
     with pytest.raises(InputError, match=r"llm.cache_prewarm=false \(.*rows.json"):
         await agent.prewarm()
     assert not twin.exchanges

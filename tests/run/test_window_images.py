@@ -8,9 +8,10 @@ would be refused as too large for a window it fits easily.
 from __future__ import annotations
 
 import base64
-import json
 import struct
 from pathlib import Path
+
+from helpers import catalog_layer
 
 from segue import Agent, RunStore
 from segue.catalog import Catalog
@@ -26,17 +27,7 @@ def png(width: int, height: int, padding: int) -> bytes:
 
 
 def window(tmp_path: Path, tokens: int) -> Catalog:
-    row = {
-        "model": "claude-sonnet-4-6",
-        "vendor": "anthropic",
-        "role": "inference_provider",
-        "priority": 100,
-        "api_name": "claude-sonnet-4-6",
-        "configuration": {"llm": {"context_window": tokens}},
-    }
-    doc = {"$schema": "../schemas/catalog.schema.json", "version": 2, "model_vendors": [row]}
-    (tmp_path / "window.json").write_text(json.dumps(doc))
-    return Catalog.load(extra_dirs=[tmp_path], env=False)
+    return catalog_layer(tmp_path, {"context_window": tokens}, file="window.json")
 
 
 async def test_a_base64_image_counts_its_formulas_tokens_in_the_window_fit(store: RunStore, tmp_path: Path) -> None:
