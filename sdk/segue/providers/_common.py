@@ -94,13 +94,17 @@ class SdkDriver:
         client's `post`, so a stream yields the SDK's own event objects either way."""
         raise NotImplementedError
 
-    async def _create(self, kwargs: dict[str, Any]) -> Any:
-        """The SDK's typed raw-response call (`client.….with_raw_response.create`)."""
+    def _resource(self) -> Any:
+        """The SDK resource whose typed `create()` calls the route (`client.messages`, `client.responses`)."""
         raise NotImplementedError
 
+    async def _create(self, kwargs: dict[str, Any]) -> Any:
+        """The SDK's typed raw-response call."""
+        return await self._resource().with_raw_response.create(**kwargs)
+
     async def _create_stream(self, kwargs: dict[str, Any]) -> Any:
-        """The SDK's typed stream of events (`client.….create(stream=True)`)."""
-        raise NotImplementedError
+        """The SDK's typed stream of events (`stream=True` is in the kwargs)."""
+        return await self._resource().create(**kwargs)
 
     @functools.cached_property
     def _encoder(self) -> BodyEncoder:

@@ -169,11 +169,8 @@ class AnthropicProvider(SdkDriver):
 
         return Message, AsyncStream[RawMessageStreamEvent]
 
-    async def _create(self, kwargs: dict[str, Any]) -> Any:
-        return await self.client.messages.with_raw_response.create(**kwargs)
-
-    async def _create_stream(self, kwargs: dict[str, Any]) -> Any:
-        return await self.client.messages.create(**kwargs)
+    def _resource(self) -> Any:
+        return self.client.messages
 
     def _post_options(self, wire: WireRequest, *, model: str, stream: bool) -> dict[str, Any]:
         """What the SDK's messages.create adds to a call besides its body, read from the pinned SDK's own tables:

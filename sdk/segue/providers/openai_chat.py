@@ -43,11 +43,8 @@ class ChatCompletionsDriver(SdkDriver):
 
         return ChatCompletion, AsyncStream[ChatCompletionChunk]
 
-    async def _create(self, kwargs: dict[str, Any]) -> Any:
-        return await self.client.chat.completions.with_raw_response.create(**kwargs)
-
-    async def _create_stream(self, kwargs: dict[str, Any]) -> Any:
-        return await self.client.chat.completions.create(**kwargs)
+    def _resource(self) -> Any:
+        return self.client.chat.completions
 
     def _assembler(self) -> Assembler:
         return ChatStream()

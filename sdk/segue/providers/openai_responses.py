@@ -115,11 +115,8 @@ class OpenAIResponsesProvider(SdkDriver):
 
         return Response, AsyncStream[ResponseStreamEvent]
 
-    async def _create(self, kwargs: dict[str, Any]) -> Any:
-        return await self.client.responses.with_raw_response.create(**kwargs)
-
-    async def _create_stream(self, kwargs: dict[str, Any]) -> Any:
-        return await self.client.responses.create(**kwargs)
+    def _resource(self) -> Any:
+        return self.client.responses
 
     def _assembler(self) -> Assembler:
         return ResponsesStream()
