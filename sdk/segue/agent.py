@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import functools
 import threading
 import warnings
@@ -287,8 +288,10 @@ class Agent:
         arguments = _arguments(locals())
         try:
             request = await self._validate(arguments, deps)
-            async for event in self._pipeline.run(request, streaming=True):
-                yield event
+            # Closing this stream closes the run's (which records the run `cancelled` if it has not ended).
+            async with contextlib.aclosing(self._pipeline.run(request, streaming=True)) as events:
+                async for event in events:
+                    yield event
         except _VALIDATION_ERRORS as e:
             yield _validation_event(e)
 
@@ -359,8 +362,9 @@ class Agent:
     ) -> AsyncIterator[RunEvent]:
         try:
             resumed = self._pipeline.resume(run_id, approved, tool_results, tenant_id, streaming=True, deps=deps)
-            async for event in resumed:
-                yield event
+            async with contextlib.aclosing(resumed):
+                async for event in resumed:
+                    yield event
         except _VALIDATION_ERRORS as e:
             yield _validation_event(e)
 
@@ -410,9 +414,10 @@ def _validation_event(e: Exception) -> RunEvent:
 
 async def _last_result(events: AsyncIterator[RunEvent]) -> RunResult:
     result: RunResult | None = None
-    async for event in events:
-        if event.result is not None:
-            result = event.result
+    async with contextlib.aclosing(events):  # type: ignore[type-var]
+        async for event in events:
+            if event.result is not None:
+                result = event.result
     if result is None:
         raise RuntimeError("the run ended without a result event")  # a bug in segue, not in the caller's input
     return result

@@ -93,9 +93,6 @@ class Loop:
                 state.iteration,
                 result=state.result("max_iterations", error=message),
             )
-        except asyncio.CancelledError:
-            await asyncio.shield(self.recorder.finish(state, "cancelled", None, "the run was cancelled"))
-            raise
         except SegueError as e:
             # A run whose end could not be stored (a `success`, say) is recorded as an `error` with the store's
             # reason. When an `error` cannot be stored either, RunEndNotStored reaches the caller: the store

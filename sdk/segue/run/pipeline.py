@@ -20,7 +20,8 @@ outcome, as it records it. A refusal before the run row exists ends the span wit
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Collection, Mapping
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Collection, Mapping
 from typing import Any
 
 import attrs
@@ -70,7 +71,7 @@ class Pipeline:
     def validate_prewarm(self, arguments: Mapping[str, Any]) -> RunRequest:
         return validate_prewarm(arguments, self.agent.rules, agent=self.agent.name)
 
-    async def run(self, request: RunRequest, *, streaming: bool) -> AsyncIterator[RunEvent]:
+    async def run(self, request: RunRequest, *, streaming: bool) -> AsyncGenerator[RunEvent, None]:
         """A new run for a validated request, as events."""
         fingerprint = fingerprint_of(request, self.agent.config_hash)
         existing = await self.idempotency.lookup(request, fingerprint)
@@ -79,15 +80,16 @@ class Pipeline:
             return
         trace = self._trace(request)
         try:
-            async for event in self._run(request, fingerprint, trace, streaming=streaming):
-                yield event
+            async with contextlib.aclosing(self._run(request, fingerprint, trace, streaming=streaming)) as events:
+                async for event in events:
+                    yield event
         except BaseException as e:
             trace.fail(e)  # ended before it had an outcome (e.g. a tool source that cannot start); else a no-op
             raise
 
     async def _run(
         self, request: RunRequest, fingerprint: str, trace: RunTrace, *, streaming: bool
-    ) -> AsyncIterator[RunEvent]:
+    ) -> AsyncGenerator[RunEvent, None]:
         with attached(trace):  # a tool source's listing (an MCP tools/list) is part of the run
             plan = await self.planner.plan(request)
         state = RunState(run_id=str(ULID()), request=request, plan=plan, own=[], replay=plan.summary, trace=trace)
@@ -104,13 +106,18 @@ class Pipeline:
             trace.fail(taken)  # this run never started: its span ends here
             yield replayed_event(existing)
             return
+        except asyncio.CancelledError as stop:  # cancelled while its row was written: end the row it wrote
+            await self.recorder.stopped(state, stop)
+            raise
         self._started(state)
         started: dict[str, Any] = {"model": plan.path.model, "vendor": plan.path.vendor}
         if state.replay is not None:
             started["replay"] = get_converter().unstructure(state.replay)
-        yield make_event("RUN_STARTED", state.run_id, 0, meta=started)
-        async for event in self.loop.run(state, streaming=streaming):
-            yield event
+        first = make_event("RUN_STARTED", state.run_id, 0, meta=started)
+        events = self._until_stopped(state, self.loop.run(state, streaming=streaming), first=first)
+        async with contextlib.aclosing(events):
+            async for event in events:
+                yield event
 
     async def retry_request(self, run_id: Any, tenant_id: str, deps: Any = None) -> RunRequest:
         """The request of a finished run, to run again as a new run (retry_of = its id)."""
@@ -132,7 +139,7 @@ class Pipeline:
         *,
         streaming: bool,
         deps: Any = None,
-    ) -> AsyncIterator[RunEvent]:
+    ) -> AsyncGenerator[RunEvent, None]:
         """Continue a paused run. Everything is checked and planned before the run is claimed: a refusal changes
         nothing."""
         store = self._store()
@@ -141,11 +148,11 @@ class Pipeline:
         decisions = decisions_for(waiting, approved, tool_results)
         request = self.validate(arguments_of(stored), deps=deps)
         trace = self._trace(request)
+        resumed = self._resume(stored, request, trace, iteration, waiting, decisions, tool_results, streaming)
         try:
-            async for event in self._resume(
-                stored, request, trace, iteration, waiting, decisions, tool_results, streaming
-            ):
-                yield event
+            async with contextlib.aclosing(resumed):
+                async for event in resumed:
+                    yield event
         except BaseException as e:
             trace.fail(e)
             raise
@@ -160,13 +167,21 @@ class Pipeline:
         decisions: Mapping[str, bool],
         tool_results: Mapping[str, str] | None,
         streaming: bool,
-    ) -> AsyncIterator[RunEvent]:
+    ) -> AsyncGenerator[RunEvent, None]:
         store, tenant_id = self._store(), stored.tenant_id
         with attached(trace):
             state = await self._resumed_state(stored, request, iteration, trace)
-        claimed = await asyncio.to_thread(
-            store.claim_paused, stored.run_id, tenant_id, lease_seconds=self.agent.lease_seconds
+        claim = asyncio.ensure_future(
+            asyncio.to_thread(store.claim_paused, stored.run_id, tenant_id, lease_seconds=self.agent.lease_seconds)
         )
+        try:
+            claimed = await asyncio.shield(claim)
+        except asyncio.CancelledError as stop:  # the thread claims the run regardless: end the claim it made
+            await asyncio.wait([claim])
+            if not claim.cancelled() and claim.exception() is None and claim.result():
+                unfinished.opened(store, state.run_id, state.usage, state.iteration)
+                await self.recorder.stopped(state, stop)
+            raise
         if not claimed:
             raise RunStateError(
                 f"run {stored.run_id} was resumed by another request already",
@@ -175,6 +190,20 @@ class Pipeline:
             )
         unfinished.opened(store, state.run_id, state.usage, state.iteration)
         self._started(state)
+        events = self._until_stopped(state, self._resumed_events(state, waiting, decisions, tool_results, streaming))
+        async with contextlib.aclosing(events):
+            async for event in events:
+                yield event
+
+    async def _resumed_events(
+        self,
+        state: RunState,
+        waiting: Collection[str],
+        decisions: Mapping[str, bool],
+        tool_results: Mapping[str, str] | None,
+        streaming: bool,
+    ) -> AsyncGenerator[RunEvent, None]:
+        """A claimed run: the calls it waited on, then the loop."""
         calls = [c for c in tool_calls(state.own[-1]) if c.id in waiting]
         if calls:
             for call in calls:  # before the tools run, as in the loop
@@ -186,6 +215,23 @@ class Pipeline:
             await self.recorder.record(state, state.iteration, None, done.records)
         async for event in self.loop.run(state, streaming=streaming, resumed=True):
             yield event
+
+    async def _until_stopped(
+        self, state: RunState, events: AsyncIterator[RunEvent], *, first: RunEvent | None = None
+    ) -> AsyncGenerator[RunEvent, None]:
+        """The events of a run whose row exists, ended `cancelled` however its reader stops before its last event:
+        its task cancelled (Ctrl-C, a timeout, a client gone) or its event stream closed (`aclose()`, a `break` out
+        of `async for` once the generator is collected, a web client gone). The end is recorded before the stop
+        goes on, so the run's next turn can replay it at once."""
+        try:
+            if first is not None:
+                yield first
+            async with contextlib.aclosing(events):  # type: ignore[type-var]
+                async for event in events:
+                    yield event
+        except (asyncio.CancelledError, GeneratorExit) as stop:
+            await self.recorder.stopped(state, stop)
+            raise
 
     async def _resumed_state(self, stored: StoredRun, request: RunRequest, iteration: int, trace: RunTrace) -> RunState:
         """A paused run's state, re-planned the way its earlier requests were (reads only)."""

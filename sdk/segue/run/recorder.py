@@ -10,6 +10,7 @@ Store calls run in a worker thread so the event loop never waits on the database
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from segue._core.contracts import ProviderResponse
 from segue.catalog import CatalogError
@@ -26,6 +27,8 @@ from segue.run import unfinished
 from segue.run.config import AgentConfig
 from segue.run.state import RunState
 from segue.store.records import NewRun
+
+log = logging.getLogger("segue.run")
 
 
 def interaction_of(response: ProviderResponse, iteration: int, latency_ms: float) -> LlmInteraction:
@@ -104,7 +107,16 @@ class Recorder:
             private={"pii": state.pii} if state.pii else None,
             lease_seconds=self.agent.lease_seconds,
         )
-        await asyncio.to_thread(self.store.create_run, new_run, state.persisted)
+        write = asyncio.ensure_future(asyncio.to_thread(self.store.create_run, new_run, state.persisted))
+        try:
+            await asyncio.shield(write)
+        except asyncio.CancelledError:
+            # The worker thread writes the row whatever the caller does: wait for its outcome, so that a row it
+            # wrote is known to this process and ended `cancelled` (Pipeline), never left `running`.
+            await asyncio.wait([write])
+            if not write.cancelled() and write.exception() is None:
+                unfinished.opened(self.store, state.run_id, state.usage, state.iteration)
+            raise
         unfinished.opened(self.store, state.run_id, state.usage, state.iteration)
 
     async def record(
@@ -181,6 +193,17 @@ class Recorder:
             raise RunEndNotStored(state.run_id, status, e) from e
         unfinished.closed(state.run_id)
 
+    async def stopped(self, state: RunState, stop: BaseException) -> None:
+        """The run's reader stopped it (its task was cancelled, its event stream closed) before it ended: record it
+        `cancelled` with the cause, unless its end is recorded already. Never raises, so the stop goes on; a run
+        whose end cannot be stored stays with the exit hook (segue.run.unfinished) and the sweep, and is logged."""
+        if self.store is None or not unfinished.is_open(state.run_id):
+            return
+        try:
+            await asyncio.shield(self.finish(state, "cancelled", None, stop_cause(stop)))
+        except (Exception, asyncio.CancelledError) as e:
+            log.warning("run %s was stopped; its end could not be recorded now: %s", state.run_id, e)
+
     def _end_trace(self, state: RunState, status: RunStatus, error: str | None, error_type: str | None) -> None:
         trace = state.trace
         if not trace.recording:
@@ -204,3 +227,12 @@ class Recorder:
             error_type=error_type or ("RunError" if status == "error" else None),
             error=error,
         )
+
+
+def stop_cause(stop: BaseException) -> str:
+    """The error text of a run its reader stopped: a cancelled task (with the reason it was cancelled with, if any),
+    or an event stream closed before the run's last event."""
+    if isinstance(stop, GeneratorExit):
+        return "the run was cancelled: its event stream was closed before the run ended (the reader stopped reading)"
+    reason = stop.args[0] if stop.args and isinstance(stop.args[0], str) else None
+    return f"the run was cancelled: {reason}" if reason else "the run was cancelled"

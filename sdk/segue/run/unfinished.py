@@ -1,7 +1,7 @@
 """The runs this process has started and not yet ended, ended `cancelled` when the interpreter exits.
 
-A task cancelled by Ctrl-C (`asyncio.run`'s SIGINT handler, the asyncio REPL) ends its run in the loop
-(run/loop.py). But a KeyboardInterrupt raised out of `loop.run_until_complete`, a `sys.exit` from a thread, or an
+A task cancelled by Ctrl-C (`asyncio.run`'s SIGINT handler, the asyncio REPL) ends its run in the pipeline
+(run/pipeline.py). But a KeyboardInterrupt raised out of `loop.run_until_complete`, a `sys.exit` from a thread, or an
 event loop closed with the run still awaiting never reaches the run's coroutine: without this, the store would
 hold the run `running` until its lease lapses and a sweep calls it an error. At exit each such run is ended
 `cancelled`, with its usage and iterations so far, before the process is gone (a SIGKILL still leaves it to
@@ -36,6 +36,12 @@ def closed(run_id: str) -> None:
     """The run ended (or paused): nothing to do for it at exit."""
     with _lock:
         _open.pop(run_id, None)
+
+
+def is_open(run_id: str) -> bool:
+    """Whether this process started (or resumed) the run and has not recorded its end or pause."""
+    with _lock:
+        return run_id in _open
 
 
 def end_all() -> list[str]:
