@@ -358,12 +358,18 @@ async def test_runs_of_another_tenant_cannot_be_replayed(tenants: Tenants) -> No
     before = tenants.store.counts()
     with pytest.raises(ReplayRunError) as caught:
         await tenants.agent.run("continue", runs=[tenants.done], replay_last="all", tenant_id=GLOBEX)
-    assert (caught.value.reason, caught.value.run_id) == ("tenant_mismatch", tenants.done)
+    assert (caught.value.reason, caught.value.run_id) == ("not_found", tenants.done)
     assert_reveals_nothing_of_acme(str(caught.value), "the ReplayRunError")
+    # Another tenant's run and a run that does not exist are the same error, word for word (issue 35 R2).
+    unknown = "01J00000000000000000000000"
+    with pytest.raises(ReplayRunError) as missing:
+        await tenants.agent.run("continue", runs=[unknown], replay_last="all", tenant_id=GLOBEX)
+    assert str(caught.value).replace(tenants.done, unknown) == str(missing.value)
+    assert missing.value.reason == "not_found"
 
     events = [e async for e in tenants.agent.stream("continue", runs=[tenants.done], tenant_id=GLOBEX)]
     (event,) = events
-    assert event.type == "RUN_ERROR" and event.meta["reason"] == "tenant_mismatch"
+    assert event.type == "RUN_ERROR" and event.meta["reason"] == "not_found"
     assert_reveals_nothing_of_acme(json.dumps(get_converter().unstructure(event)), "the RUN_ERROR event")
     assert tenants.store.counts() == before, "nothing was written"
     assert len(tenants.provider.requests) == 3, "and nothing was sent"

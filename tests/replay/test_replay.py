@@ -199,7 +199,7 @@ async def test_tool_no_longer_offered_is_sent_verbatim_with_warning(store: RunSt
     [
         (["01J00000000000000000000000"], {}, "not_found"),
         ("dup", {}, "duplicate"),
-        ("other", {}, "tenant_mismatch"),
+        ("other", {}, "not_found"),  # another tenant's run is no run at all to the caller (issue 35 R2)
         ("paused", {}, "not_terminal"),
         ("ok", {"replay_last": -1}, "invalid"),
         ("ok", {"replay_last": True}, "invalid"),

@@ -69,13 +69,12 @@ class _PathCheck:
 def check_runs(stored: Mapping[str, StoredRun], run_ids: Sequence[str], tenant_id: str) -> None:
     for run_id in run_ids:
         run = stored.get(run_id)
-        if run is None:
-            raise ReplayRunError(f"run {run_id} does not exist; check the run id", run_id=run_id, reason="not_found")
-        if run.tenant_id != tenant_id:
+        if run is None or run.tenant_id != tenant_id:
+            # Another tenant's run is answered as no run at all: the error never tells that it exists.
             raise ReplayRunError(
-                f"run {run_id} belongs to another tenant than {tenant_id!r}; replay only this tenant's runs",
+                f"run {run_id} does not exist for tenant {tenant_id!r}; check the run id and the tenant",
                 run_id=run_id,
-                reason="tenant_mismatch",
+                reason="not_found",
             )
         if run.status not in TERMINAL:
             raise ReplayRunError(

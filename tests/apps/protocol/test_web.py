@@ -146,7 +146,7 @@ def test_ag_ui_two_turns_of_a_thread_replay_the_first_with_its_tool_calls(tmp_pa
     assert kinds.count("TEXT_MESSAGE_START") == kinds.count("TEXT_MESSAGE_END") >= 1
 
     runs = _runs(tmp_path)
-    assert [r.metadata for r in runs] == [{"thread_id": "thread-1"}] * 2
+    assert [r.metadata for r in runs] == [{"thread_id": "thread-1", "thread_turn": n} for n in (1, 2)]
     assert runs[1].continued_from == runs[0].run_id, "the second turn replayed the first"
     done1, done2 = first[-1]["metadata"], second[-1]["metadata"]
     assert (done1["run_id"], done2["run_id"]) == (runs[0].run_id, runs[1].run_id)
@@ -229,16 +229,9 @@ def test_bad_requests_are_http_errors_and_store_nothing(tmp_path: Path) -> None:
             ("/ag-ui/analyst", {**good, "messages": []}, "acme-secret", 400, "no user message"),
             ("/ag-ui/nobody", good, "acme-secret", 404, "no agent 'nobody'"),
             ("/ai-sdk/analyst", {"id": "c", "messages": "hi"}, "acme-secret", 400, "messages"),
-            # The token of globex may not act for acme, and acme's thread is not globex's to continue.
+            # The token of globex may not act for acme (globex's own `shared-thread` is another thread: see
+            # test_web_reliability.py::test_two_tenants_threads_of_one_id_are_two_threads).
             ("/ag-ui/analyst", _ag_ui_input("t", "r", "Hi", tenant_id="acme"), "globex-secret", 403, "'acme'"),
-            ("/ag-ui/analyst", good, "globex-secret", 403, "belongs to another tenant"),
-            (
-                "/ai-sdk/analyst",
-                {"id": "shared-thread", "messages": [{"role": "user", "parts": [{"type": "text", "text": "x"}]}]},
-                "globex-secret",
-                403,
-                "another tenant",
-            ),
         ]
         for path, body, token, expected, words in refused:
             status, _, text = _post(address, path, body, token)

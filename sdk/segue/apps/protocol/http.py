@@ -46,6 +46,7 @@ from segue.apps.protocol.framing import encode_message
 from segue.apps.protocol.rpc import Dispatcher, Message, response
 from segue.apps.protocol.sessions import Channel, Sessions, SessionsFull, Stream
 from segue.apps.protocol.web import ROUTES, Web, WebError
+from segue.apps.protocol.web_stream import serve_web
 from segue.generated.protocol import HttpLimits
 from segue.generated.protocol_methods import PROTOCOL_VERSION, ErrorCode
 from segue.generated.serve import HttpConfig
@@ -80,6 +81,7 @@ class Limits:
 
     max_connections: int
     request_timeout: float = 30.0
+    write_timeout: float = 30.0
     max_body_bytes: int = 16 * 1024 * 1024
     max_bodies_bytes: int = 64 * 1024 * 1024
     max_sessions: int = 1000
@@ -118,6 +120,7 @@ def _given(c: HttpConfig) -> dict[str, Any]:
     """The limits the config sets (the others keep Limits' defaults)."""
     chosen: dict[str, Any] = {
         "request_timeout": c.request_timeout_seconds,
+        "write_timeout": c.write_timeout_seconds,
         "max_body_bytes": c.max_body_bytes,
         "max_bodies_bytes": c.max_bodies_bytes,
         "max_sessions": c.max_sessions,
@@ -259,7 +262,11 @@ class HttpServer:
             with self._holding(length):
                 async with _receiving(deadline, self.limits.request_timeout):
                     body = await reader.readexactly(length)
-                await self._web(writer, route, agent, body, principal)
+                connection = (reader, writer)
+                try:
+                    await serve_web(self.web, connection, route, agent, body, principal, self.limits.write_timeout)
+                except WebError as e:
+                    raise _HttpError(e.status, str(e)) from None
         else:
             raise _HttpError(404, f"no {path}; POST /rpc for requests, GET /events?session=NAME for notifications")
 
@@ -345,26 +352,6 @@ class HttpServer:
             _write(writer, 204, b"", None, version)
         else:
             _write(writer, 200, data, "application/json", version)
-
-    async def _web(
-        self, writer: asyncio.StreamWriter, route: Any, agent: str, body: bytes, principal: Principal | None
-    ) -> None:
-        """An AG-UI or AI SDK request: refused with an HTTP error before its run starts, else its event stream."""
-        assert self.web is not None
-        try:
-            headers, frames = await self.web.open(route, agent, body, principal)
-        except WebError as e:
-            raise _HttpError(e.status, str(e)) from None
-        fields = {**headers, "Cache-Control": "no-cache", "Connection": "close", "X-Accel-Buffering": "no"}
-        head = ("HTTP/1.1 200 OK\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields.items()) + "\r\n").encode()
-        # The head goes out with the first frame: once the generator has started, closing it releases the run
-        # slot and ends the run, here in this task, also when the client leaves.
-        async with contextlib.aclosing(frames):
-            async for frame in frames:
-                writer.write(head + frame)
-                head = b""
-                await writer.drain()
-        writer.write(head)
 
     async def _events(self, writer: asyncio.StreamWriter, channel: Channel, last_event_id: str | None) -> None:
         resume_from = int(last_event_id) if last_event_id and last_event_id.strip().isdigit() else None

@@ -24,9 +24,10 @@ and the stream ends with the pending calls in its final event's metadata.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import attrs
 
@@ -38,6 +39,8 @@ from segue.store.records import TERMINAL
 
 #: The app metadata key under which each run records its thread.
 THREAD_KEY = "thread_id"
+#: The app metadata key under which each run records its turn in the thread (1 + the runs it replayed).
+TURN_KEY = "thread_turn"
 #: Runs of one thread replayed at most (the oldest beyond it are left out of the prompt).
 MAX_THREAD_RUNS = 500
 Route = Literal["ag-ui", "ai-sdk"]
@@ -90,7 +93,7 @@ def _parse_ag_ui(data: dict[str, Any]) -> WebRequest:
         raise WebError(400, f"{what}'s messages hold no user message: add the user's question as the last message")
     content = users[-1].get("content")
     if isinstance(content, list):  # input content parts: their text parts, in order
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+        content = _joined(content, "the last user message's content")
     if not isinstance(content, str) or not content.strip():
         raise WebError(400, f"{what}'s last user message has no text (content {_shown(content)})")
     props = data.get("forwardedProps")
@@ -109,27 +112,53 @@ def _parse_ai_sdk(data: dict[str, Any]) -> WebRequest:
     if not users:
         raise WebError(400, f"{what}'s messages hold no user message: send the user's message last")
     parts = users[-1].get("parts")
-    text = ""
-    if isinstance(parts, list):
-        text = "".join(str(p.get("text", "")) for p in parts if isinstance(p, dict) and p.get("type") == "text")
+    text = _joined(parts, "the last user message's parts") if isinstance(parts, list) else ""
     if not text.strip():
         raise WebError(400, f"{what}'s last user message has no text part (parts {_shown(parts)})")
     return WebRequest(thread_id=thread, input=text, tenant_id=_tenant(data.get("tenant_id"), "tenant_id"))
 
 
+def _joined(parts: list[Any], where: str) -> str:
+    """The text of a message's text parts, in order; WebError 400 naming a text part whose `text` is no string."""
+    texts = []
+    for i, part in enumerate(parts):
+        if isinstance(part, dict) and part.get("type") == "text":
+            value = part.get("text", "")
+            if not isinstance(value, str):
+                raise WebError(400, f"{where}[{i}] is a text part whose `text` is {_shown(value)}, not a string")
+            texts.append(value)
+    return "".join(texts)
+
+
 def _text(data: dict[str, Any], key: str, what: str) -> str:
     value = data.get(key)
-    if not isinstance(value, str) or not value.strip() or len(value) > 200:
-        raise WebError(400, f"{what} needs `{key}`, a non-empty string of at most 200 characters (got {_shown(value)})")
+    if not _identifier(value):
+        raise WebError(
+            400, f"{what} needs `{key}`, a non-empty string of at most 200 characters, valid Unicode ({_shown(value)})"
+        )
     return value
 
 
 def _tenant(value: Any, where: str) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not value:
-        raise WebError(400, f"{where} must be a non-empty string, not {_shown(value)}")
+    if not _identifier(value):
+        raise WebError(
+            400, f"{where} must be a non-empty string of at most 200 characters, valid Unicode, not {_shown(value)}"
+        )
     return value
+
+
+def _identifier(value: Any) -> TypeGuard[str]:
+    """A thread id or tenant a store can hold and look up: 1 to 200 characters (the store's identifier limit),
+    not only spaces, without lone surrogates (which UTF-8 cannot encode)."""
+    if not isinstance(value, str) or not value.strip() or len(value) > 200:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _shown(value: Any) -> str:
@@ -162,9 +191,18 @@ class Web:
             release = self.run_slot() if self.run_slot is not None else None
         except RpcError as e:
             raise WebError(503, str(e)) from None
-        events = entry.pausing.stream(
-            request.input, runs=runs, tenant_id=tenant, metadata={THREAD_KEY: request.thread_id}
-        )
+        metadata = {THREAD_KEY: request.thread_id, TURN_KEY: len(runs) + 1}
+        events = entry.pausing.stream(request.input, runs=runs, tenant_id=tenant, metadata=metadata)
+        try:
+            # The agent checks the request before it writes anything; a refusal is its first event: an HTTP error.
+            first = await anext(events)
+            if not first.run_id and first.type == "RUN_ERROR":
+                raise _refused(first)
+        except BaseException:
+            await events.aclose()  # type: ignore[attr-defined]
+            if release is not None:
+                release()
+            raise
         encoder: AgUiEncoder | AiSdkEncoder
         if route == "ag-ui":
             encoder = AgUiEncoder(request.thread_id, request.client_run_id or request.thread_id)
@@ -172,18 +210,40 @@ class Web:
         else:
             encoder = AiSdkEncoder()
             headers = {"Content-Type": "text/event-stream", "x-vercel-ai-ui-message-stream": "v1"}
-        return headers, _frames(events, encoder.event, encoder.close, release)
+        return headers, _frames(_following(first, events), encoder.event, encoder.close, release)
+
+
+#: Refusals the agent finds before a run row exists, by error type: the HTTP status (400 otherwise).
+_REFUSAL_STATUS = {"ToolSourceError": 503}
+
+
+def _refused(event: RunEvent) -> WebError:
+    kind = event.meta.get("error_type")
+    status = _REFUSAL_STATUS.get(kind, 400) if isinstance(kind, str) else 400
+    return WebError(status, event.error or "the request was refused")
+
+
+async def _following(first: RunEvent, events: AsyncIterator[RunEvent]) -> AsyncGenerator[RunEvent]:
+    """`first`, then the rest of `events`, which closing this closes."""
+    async with contextlib.aclosing(events):  # type: ignore[type-var]
+        yield first
+        async for event in events:
+            yield event
 
 
 def _thread_runs(entry: AgentEntry, agent: str, thread_id: str, tenant: str) -> list[str]:
-    """The thread's finished runs of this agent, oldest first; WebError 403 when the thread is another tenant's."""
-    found = entry.store.list_runs(metadata_filter={THREAD_KEY: thread_id}, limit=MAX_THREAD_RUNS, all_tenants=True)
-    others = sorted({r.tenant_id for r in found if r.tenant_id != tenant})
-    if others:
-        raise WebError(
-            403, f"thread {thread_id!r} belongs to another tenant, not {tenant!r}: start a new thread (a new id)"
-        )
-    return [r.run_id for r in reversed(found) if r.agent_name == agent and r.status in TERMINAL]
+    """The finished runs of this agent in the tenant's thread, in turn order. A thread id is the tenant's own: the
+    same id in another tenant is another thread, and nothing here tells whether it exists."""
+    found = entry.store.list_runs(tenant_id=tenant, metadata_filter={THREAD_KEY: thread_id}, limit=MAX_THREAD_RUNS)
+    mine = [r for r in reversed(found) if r.agent_name == agent and r.status in TERMINAL]
+    # Turn order, not id order: run ids follow the clock of the process that started each run, which may step back.
+    mine.sort(key=lambda r: _turn(r.metadata))  # stable: runs of one turn (sent at once) keep id order
+    return [r.run_id for r in mine]
+
+
+def _turn(metadata: Any) -> int:
+    turn = metadata.get(TURN_KEY) if isinstance(metadata, dict) else None
+    return turn if isinstance(turn, int) and not isinstance(turn, bool) else 0
 
 
 async def _frames(
