@@ -1,18 +1,20 @@
 """Agents in a web page: `POST /ag-ui/{agent}` (AG-UI) and `POST /ai-sdk/{agent}` (the Vercel AI SDK UI message
 stream) on `segue serve --http`, both built from the agent's RunEvent stream.
 
-- The request names a thread: AG-UI's `threadId`, the AI SDK chat's `id`. A thread is a conversation: each run
-  of it is stored with the app metadata `{"thread_id": ...}`, and the next turn replays the thread's finished runs
-  (`runs=`, oldest first), so its prompt starts with the bytes the vendor cached on the previous turn. The
+- The request names a thread: AG-UI's `threadId`, the AI SDK chat's `id`. A thread is a conversation of one
+  tenant: each run of it is stored with the app metadata `{"thread_id": ..., "thread_turn": n}`, and the next turn
+  replays the tenant's finished runs of the thread (`runs=`, in turn order), so its prompt starts with the bytes
+  the vendor cached on the previous turn. The
   client's copy of the earlier messages is not sent to the model: the store's runs are the conversation.
 - The new user message is the request's last user message (its text).
 - Tenancy and auth are the JSON-RPC protocol's (segue.apps.protocol.auth): the bearer token is checked by the HTTP
   server, and the tenant is `forwardedProps.tenant_id` (AG-UI) or the body's `tenant_id` (AI SDK), which the token
-  must allow; without one, the token's only tenant or "default". A thread whose runs belong to another tenant is
-  refused.
+  must allow; without one, the token's only tenant or "default". Another tenant's thread of the same id is
+  another thread: nothing tells whether it exists.
 - Whatever is wrong before the run starts (a body that is not the protocol's input, an unknown agent, a tenant
-  the token may not act for, another tenant's thread) is an HTTP error with a JSON body naming the problem, and
-  nothing is stored. Once the stream is open, a failed run ends with the protocol's error event (AG-UI RUN_ERROR,
+  the token may not act for, input the agent refuses: its first event) is an HTTP error with a JSON body naming
+  the problem, and nothing is stored (segue.apps.protocol.web_stream maps the server's own failures to 5xx).
+  Once the stream is open, a failed run ends with the protocol's error event (AG-UI RUN_ERROR,
   AI SDK `error`).
 - The final event carries the run as segue knows it (AG-UI's `RUN_FINISHED.metadata`, the AI SDK's `finish`
   messageMetadata): segue's run id, status, usage, cached_share, cost and the replay summary.
