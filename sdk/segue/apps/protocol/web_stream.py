@@ -80,18 +80,15 @@ async def write_stream(
                     async with asyncio.timeout(write_timeout):
                         await writer.drain()
                 except TimeoutError:
-                    log.warning(
-                        "closed %s: its client read nothing for %g s (write_timeout_seconds); its run is cancelled",
-                        what,
-                        write_timeout,
-                    )
+                    # Leaving closes `frames`: a run still going is ended cancelled and its slot freed.
+                    log.warning("closed %s: its client read nothing for %g s (write_timeout_seconds)", what, write_timeout)
                     return
         writer.write(head)
     except (asyncio.CancelledError, ConnectionError) as e:
         gone = watcher.done() and not watcher.cancelled()
         if isinstance(e, asyncio.CancelledError) and (not gone or task.uncancel() > 0):
             raise  # cancelled by someone else (the server stopping): that goes on
-        log.info("%s ended: %s; its run is cancelled", what, CLIENT_GONE)
+        log.info("%s ended: %s", what, CLIENT_GONE if gone else e)  # a run still going is ended cancelled
     finally:
         watcher.cancel()
 
