@@ -18,6 +18,7 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from segue._core.contracts import Provider
 from segue._core.json_types import OutputType, output_spec
+from segue._core.schema_work import validating
 from segue.cache.layout import LayoutMode, TrailingStateFn
 from segue.catalog import Catalog, CatalogError
 from segue.errors import (
@@ -296,12 +297,12 @@ class Agent:
             yield _validation_event(e)
 
     async def _validate(self, arguments: Mapping[str, Any], deps: Any) -> RunRequest:
-        """The run's arguments checked, in a worker thread when they carry a schema: checking a large
+        """The run's arguments checked, on the validation threads when they carry a schema: checking a large
         `output_type` against its meta-schema is pure Python and may take seconds, which must not stall the
-        event loop (the other runs)."""
+        event loop (the other runs) nor the store's calls (the default executor's threads)."""
         if arguments.get("output_type") is None:
             return self._pipeline.validate(arguments, deps=deps)
-        return await asyncio.to_thread(self._pipeline.validate, arguments, deps=deps)
+        return await validating(self._pipeline.validate, arguments, deps=deps)
 
     async def prewarm(
         self,

@@ -23,6 +23,7 @@ from jsonschema.protocols import Validator
 from segue._core.hashing import compact_json
 from segue._core.json_schema import errors_of, local_validator
 from segue._core.json_types import from_json, json_schema_for, to_json
+from segue._core.schema_work import validating
 from segue.generated import ImageBlock, ToolDefinition, ToolResultBlock
 from segue.tool_context import RunContext, is_run_context
 
@@ -129,7 +130,7 @@ class Tool:
                 images=images,
             )
 
-        errors = self.argument_errors(arguments)
+        errors = await validating(self.argument_errors, arguments)  # bounded, but may take seconds: off the loop
         if errors:
             return outcome(f"invalid arguments for {self.name}: " + "; ".join(errors), True)
         try:

@@ -41,6 +41,7 @@ TIERS: list[tuple[str, list[str]]] = [
             "segue._core.run_text",
             "segue._core.json_types",
             "segue._core.json_schema",
+            "segue._core.schema_work",
             "segue._core.json_constraints",
             "segue.tool_context",
             "segue.skills",

@@ -9,6 +9,9 @@ checked against them, held to two rules before anything recurses or reaches the 
 - Nesting is bounded: a schema, or a value to check against one, nested deeper than MAX_NESTING levels of JSON
   objects and arrays is refused with that limit named. Python's recursion limit (about 1,000 frames) would
   otherwise end the validator, the JSON decoder or the encoder with a RecursionError somewhere in the run.
+- Work is bounded (`schema_work`): a schema whose branches multiply past MAX_APPLICATIONS subschemas at one place
+  of a value is refused when it is taken, and each validation stops at its budget (MAX_VALIDATION_STEPS keyword
+  checks, VALIDATION_SECONDS), the value refused naming it.
 
 Depths are measured without recursion, so measuring can never be what overflows.
 """
@@ -28,6 +31,13 @@ from referencing import Registry, Resource, Specification
 from referencing._core import Resolver  # the type Registry.resolver_with_root() returns; not re-exported
 from referencing.jsonschema import DRAFT202012, specification_with
 
+from segue._core.schema_work import (
+    InPlaceCycle,
+    TooMuchWork,
+    budgeted,
+    run_budgeted,
+    work_problem,
+)
 from segue.errors import InputError
 
 #: Levels of JSON objects and arrays a schema or a checked value may nest (`{"a": [1]}` is 2 levels).
@@ -89,13 +99,26 @@ def local_validator(schema: Any, where: str, dialect: type[Validator] | None = N
         raise InputError(problem)
     if dialect is None:
         dialect = validator_for(schema, default=Draft202012Validator)
+    specification = specification_with(dialect.META_SCHEMA["$id"], default=DRAFT202012)
+    _check_work(schema, where, specification)  # first: the meta-schema check below is validation too
     dialect.check_schema(schema)
-    _check_refs(schema, where, specification_with(dialect.META_SCHEMA["$id"], default=DRAFT202012))
-    validator = dialect(schema, registry=_NOTHING_TO_FETCH)
+    _check_refs(schema, where, specification)
+    validator = budgeted(dialect)(schema, registry=_NOTHING_TO_FETCH)
     for probe in _PROBES:  # a cycle met without descending into the value loops on every value that reaches it
-        if isinstance(errors_of(validator, probe, "a value"), str):
-            raise InputError(f"{where}: {_CYCLE}")
+        found = errors_of(validator, probe, f"the sample value {probe!r}")
+        if isinstance(found, str):
+            raise InputError(f"{where}: {found}")
     return validator
+
+
+def _check_work(schema: Any, where: str, dialect: Specification[Any]) -> None:
+    root = _NOTHING_TO_FETCH.combine(SPECIFICATIONS).resolver_with_root(dialect.create_resource(schema))
+    try:
+        problem = work_problem(schema, root, dialect, levels=MAX_NESTING)
+    except InPlaceCycle:
+        raise InputError(f"{where}: {_CYCLE}") from None
+    if problem is not None:
+        raise InputError(f"{where}: the schema cannot be used: {problem}")
 
 
 def _check_refs(schema: Any, where: str, dialect: Specification[Any]) -> None:
@@ -148,11 +171,14 @@ def _escape(part: str) -> str:
 
 def errors_of(validator: Validator, value: Any, what: str) -> list[ValidationError] | str:
     """The ways `value` fails the schema, or why it cannot be checked at all (a str naming `what` and the limit):
-    it nests past MAX_NESTING, or the schema loops on itself ($ref or allOf cycles) without the value nesting."""
+    it nests past MAX_NESTING, its validation ran past its budget (a `local_validator`'s keep one), or the schema
+    loops on itself ($ref or allOf cycles) without the value nesting."""
     problem = too_deep(value, what)
     if problem is not None:
         return problem
     try:
-        return list(validator.iter_errors(value))
+        return run_budgeted(lambda: list(validator.iter_errors(value)))
+    except TooMuchWork as e:
+        return f"{what} could not be checked: {e}; simplify the schema or the value"
     except RecursionError:
         return f"{what} could not be checked: {_CYCLE}"

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 import attrs
 
 from segue._core.contracts import REPLAYED_META_KEY, ProviderRequest, ProviderResponse, StreamDone, WirePrefix
+from segue._core.schema_work import validating
 from segue.cache.layout import RuntimeState
 from segue.cache.misses import cache_notes
 from segue.catalog import CatalogError
@@ -273,13 +274,13 @@ class Loop:
         spec = state.request.output
         assert spec is not None
         iteration = state.iteration
-        # Checked in a worker thread: a large answer, or a schema that makes validation slow, never stalls the
-        # event loop (the other runs), and the validator starts on a fresh stack.
+        # Checked on the validation threads: a large answer, or a schema that makes validation slow, never stalls
+        # the event loop (the other runs) nor the store's calls, and the validator starts on a fresh stack.
         if final is not None:
-            checked = await asyncio.to_thread(check_call, spec, final, calls)
+            checked = await validating(check_call, spec, final, calls)
         else:
             text = self.guard.restore(answer_text(assistant), state.pii)
-            checked = await asyncio.to_thread(check_text, spec, text)
+            checked = await validating(check_text, spec, text)
         state.own.extend(checked.messages)
         if checked.error is None:
             await self.recorder.record(state, iteration, interaction, [], served)

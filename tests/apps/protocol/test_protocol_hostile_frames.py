@@ -67,6 +67,13 @@ def test_schemas_and_answers_past_the_limit_are_clear_errors_without_tracebacks(
             "points at nothing in the schema": {"type": "object", "properties": {"x": {"$ref": "#/$defs/gone"}}},
             "points outside the schema": {"type": "object", "properties": {"x": {"$ref": "http://127.0.0.1:9/"}}},
             f"nests deeper than {MAX_NESTING} levels": schema,
+            # Issue 35 R3: a oneOf of two references to the next link, 18 links: 85 s per check on main.
+            "segue._core.schema_work.MAX_APPLICATIONS": {
+                "type": "object",
+                "$defs": {f"l{i}": {"oneOf": [{"$ref": f"#/$defs/l{i - 1}"}] * 2} for i in range(1, 19)}
+                | {"l0": {"type": "object"}},
+                "$ref": "#/$defs/l18",
+            },
         }
         for message, output_type in refused.items():
             reply = client.call("run", {"agent": "deep", "input": "hi", "output_type": output_type})
