@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 from ag_ui.core import Event, RunAgentInput, UserMessage
+from conftest import REPO
 from protocol_harness import twin_agent
 from pydantic import TypeAdapter
 from test_protocol_http import DESCRIBE, RUN_QUERY, http_server
@@ -189,6 +191,12 @@ def test_ai_sdk_stream_two_turns_with_a_tool_call(tmp_path: Path) -> None:
     finish = second[-2]
     assert finish["type"] == "finish" and finish["messageMetadata"]["run_id"] == runs[1].run_id
     assert finish["messageMetadata"]["cached_share"] > 0.5
+    # Issue 40 item 3: a price's source reaches the browser as a short catalog reference, never the server's path.
+    [price] = finish["messageMetadata"]["cost"]["prices"]
+    assert price == {"model": "claude-sonnet-4-6", "vendor": "anthropic", "source": price["source"]}
+    assert re.fullmatch(r"models\.json row \d+", price["source"]), price
+    sent = json.dumps([first, second])
+    assert "catalogs" not in sent and str(REPO) not in sent and "#/models" not in sent
 
 
 def test_a_failed_run_ends_with_each_protocols_error_event(tmp_path: Path) -> None:

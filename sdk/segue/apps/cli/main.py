@@ -133,12 +133,14 @@ def _runs_show(args: argparse.Namespace) -> int:
             _print_json(get_converter().unstructure(run, RunDetail))
             return EXIT_OK
         chain = _conversation_so_far(store, args, run)
-    from segue.apps.dashboard.views import TWIN_TITLE, run_cost, shown_cost, totals
+    from segue.apps.dashboard.views import TWIN_TITLE, price_sources, run_cost, shown_cost, totals
 
     price = _catalog_cost()
     shown, where = shown_cost(run, price)[0], run_cost(run, price)[1]
     facts = [TWIN_TITLE] if run.served_by == "twin" else []
     facts.append(f"cost: {shown} ({clean(where)})")
+    if args.sources:
+        facts += [f"price source: {clean(line)}" for line in price_sources(run)]
     if len(chain) > 1:
         t = totals(chain, price)
         facts.append(
@@ -354,6 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("run_id", metavar="RUN_ID", help="the run id")
     _store_options(p)
+    p.add_argument(
+        "--sources", action="store_true", help="each price's source in full: its catalog row's JSON pointer and notes"
+    )
     _json_option(p, "a RunDetail")
     p = _command(
         runs_cmds,

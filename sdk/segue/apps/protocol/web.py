@@ -33,6 +33,7 @@ import attrs
 from segue.apps.protocol.auth import DEFAULT_TENANT, Principal, TenantNotAllowed
 from segue.apps.protocol.config import AgentEntry, ServeApp
 from segue.apps.protocol.errors import RpcError
+from segue.catalog.costs import price_ref
 from segue.generated import RunEvent, RunResult, get_converter
 from segue.store.records import TERMINAL
 
@@ -220,6 +221,12 @@ def final_metadata(result: RunResult | None) -> dict[str, Any]:
     shown = get_converter().unstructure(result)
     keep = ("run_id", "status", "usage", "cached_share", "cost", "replay_text", "iterations", "error")
     out = {k: shown[k] for k in keep if shown.get(k) is not None}
+    if result.cost is not None:  # each price's source in short: a browser gets no path or notes of the server's
+        short = (
+            {"model": p.model, "vendor": p.vendor, "source": price_ref(p), "self_hosted": p.self_hosted}
+            for p in result.cost.prices
+        )
+        out["cost"]["prices"] = [{k: v for k, v in price.items() if v is not None} for price in short]
     if result.pending_approvals:
         out["pending_approvals"] = shown["pending_approvals"]
     return out
