@@ -114,3 +114,20 @@ def test_the_quickstart_shows_the_offline_options_side_by_side() -> None:
     ):
         assert expected in table, expected
     assert "## Self-hosted servers (llama.cpp, vLLM)" in (REPO / "docs/providers.md").read_text()
+
+
+def test_the_stream_example_ends_its_line_and_both_front_pages_name_cached_share(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 40 item 8: the stream example left `6345.50>>>` on one line (the deltas end without a newline), and
+    `cached_share` was in neither the README nor the quickstart."""
+    monkeypatch.chdir(tmp_path)
+    for key in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "SEGUE_CATALOG_PATH"):
+        monkeypatch.delenv(key, raising=False)
+    page = blocks(PAGE).blocks
+    stream = next(b for b in page if "agent.stream(" in b.source)
+    continued = next(b for b in page if "second = await agent.run(" in b.source)
+    _run_blocks([page[0].source, continued.source, stream.source])
+    assert capsys.readouterr().out.endswith("6345.50\n")
+    for text in (PAGE.read_text(encoding="utf-8"), (REPO / "README.md").read_text(encoding="utf-8")):
+        assert "cached_share" in text

@@ -406,10 +406,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(schema_cmds, "export", _schema_export, "write the bundle for clients in other languages")
     p.add_argument("dir", type=Path, help="folder to write (created if missing)")
 
-    p = _command(commands, "serve", _serve, "drive agents over JSON-RPC 2.0: stdio (LSP framing) or HTTP + SSE")
+    p = _command(
+        commands,
+        "serve",
+        _serve,
+        "drive agents over JSON-RPC 2.0 (stdio with LSP framing, or HTTP + SSE) and, over HTTP, web pages",
+        "--http also serves each agent to web pages: POST /ag-ui/AGENT (AG-UI events) and POST /ai-sdk/AGENT "
+        "(the Vercel AI SDK's UI message stream); docs/web.md.",
+    )
     transport = p.add_mutually_exclusive_group(required=True)
     transport.add_argument("--stdio", action="store_true", help="Content-Length framed JSON-RPC on stdin/stdout")
-    transport.add_argument("--http", action="store_true", help="POST /rpc for requests, GET /events for notifications")
+    transport.add_argument(
+        "--http",
+        action="store_true",
+        help="POST /rpc for requests, GET /events for notifications, POST /ag-ui/AGENT and /ai-sdk/AGENT for web pages",
+    )
     p.add_argument("--config", type=Path, required=True, metavar="FILE", help="agents file (schemas/serve.schema.json)")
     p.add_argument("--host", default="127.0.0.1", help="--http: address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=port_number, default=8711, help="--http: port (default: 8711; 0 = any free port)")

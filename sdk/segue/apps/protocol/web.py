@@ -214,6 +214,17 @@ def _sse(part: Part) -> bytes:
     return f"data: {data}\n\n".encode()
 
 
+def tool_output(content: str) -> Any:
+    """A tool result for the AI SDK's `output` (a JSON value): the object or array a tool returned as JSON text
+    (segue sends structured results to the model as compact JSON), else the text as it is, so a tool that
+    returned the string "42" still shows a string."""
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return content
+    return value if isinstance(value, dict | list) else content
+
+
 def final_metadata(result: RunResult | None) -> dict[str, Any]:
     """The run as segue knows it, for the final event: run id, status, usage, cached_share, cost, replay."""
     if result is None:
@@ -357,7 +368,8 @@ class AiSdkEncoder:
             result = event.tool_result
             if result.is_error:
                 return [{"type": "tool-output-error", "toolCallId": result.tool_call_id, "errorText": result.content}]
-            return [{"type": "tool-output-available", "toolCallId": result.tool_call_id, "output": result.content}]
+            output = tool_output(result.content)
+            return [{"type": "tool-output-available", "toolCallId": result.tool_call_id, "output": output}]
         if event.type in ("RUN_COMPLETED", "RUN_PAUSED"):
             self.ended = True
             return [*self._finish_step(), {"type": "finish", "messageMetadata": final_metadata(event.result)}, "[DONE]"]
