@@ -168,6 +168,9 @@ class RunRow:
     continued_from: str | None
     question: str
     twin: bool  # segue's twin served it (shown beside the model, and in the cost)
+    #: The cost in the run list's narrow column: a twin run's "$X emulated" (the twin badge beside it and the
+    #: title say the rest), else the cost as shown.
+    brief_cost: str = ""
 
 
 def run_row(run: RunSummary | RunDetail, cost: CostFn) -> RunRow:
@@ -188,7 +191,15 @@ def run_row(run: RunSummary | RunDetail, cost: CostFn) -> RunRow:
         continued_from=run.continued_from,
         question=question(run.input) if isinstance(run, RunDetail) else run.question or "",
         twin=run.served_by == "twin",
+        brief_cost=_brief_cost(run, shown),
     )
+
+
+def _brief_cost(run: RunSummary | RunDetail, shown: str) -> str:
+    recorded = recorded_cost(run)
+    if run.served_by != "twin" or recorded is None or recorded.twin_usd is None or recorded.usd:
+        return shown
+    return f"{money(recorded.twin_usd)} emulated"
 
 
 @attrs.frozen(kw_only=True)
