@@ -46,8 +46,11 @@ SUPPORTED_KEYWORDS = frozenset(
         "pattern",
         "minItems",
         "protocol",
+        "x-repr",
     }
 )
+#: `x-repr: false` on a property leaves it out of the generated class's repr (a long note or a location that is
+#: data, not something a REPL should print whole); the value is kept and serialised as usual.
 #: Keywords allowed only at a schema file's top level. `protocol` holds the JSON-RPC method table that
 #: codegen/protocol.py validates and renders (it is an annotation to JSON Schema validators).
 TOP_LEVEL_ONLY_KEYWORDS = frozenset({"protocol"})
@@ -79,6 +82,8 @@ class Field:
     type: TypeExpr
     required: bool
     description: str | None
+    #: In the class's repr (schema `x-repr`, default true).
+    shown: bool = True
 
     @property
     def is_const(self) -> bool:
@@ -363,7 +368,12 @@ class _Loader:
                 )
             fields.append(
                 Field(
-                    json_name=json_name, py_name=py, type=expr, required=is_required, description=sub.get("description")
+                    json_name=json_name,
+                    py_name=py,
+                    type=expr,
+                    required=is_required,
+                    description=sub.get("description"),
+                    shown=sub.get("x-repr", True) is not False,
                 )
             )
         return NamedType(

@@ -138,6 +138,8 @@ def field_line(f: Field, model: Model) -> str:
         kwargs.append(f"validator={validator}")
     if f.py_name != f.json_name:
         kwargs.append(f"metadata={{'json': {f.json_name!r}}}")
+    if not f.shown:
+        kwargs.append("repr=False")
     if not kwargs:
         return f"{f.py_name}: {ann}"
     if kwargs == ["default=None"]:

@@ -199,7 +199,8 @@ class Agent:
                 continue
             if resolved.note is not None and "did you mean" in resolved.note:
                 warnings.warn(
-                    f"model {driver.model!r} at {driver.vendor}: {resolved.note}. The agent runs it from the "
+                    f"model {driver.model!r} at {driver.vendor}: {resolved.note.rstrip('.')}"
+                    f"{'' if resolved.note.endswith('?') else '.'} The agent runs it from the "
                     "vendor's defaults, with no price; fix the id, or add the model to a catalog layer if it is new",
                     UnknownModelWarning,
                     stacklevel=3,

@@ -36,12 +36,14 @@ def handle_messages(state: TwinState, body: Mapping[str, Any], headers: Mapping[
     rules = state.rules(request.model, VENDOR)
     digests = prefix_digests(request.tools, request.system, request.messages)
     messages, transformations = _bind_thinking(state, request, digests)
+    note = ""
     if request.prewarm:  # max_tokens 0: the prompt is cached, nothing is generated
         content: list[dict[str, Any]] = []
         stop_reason, output_tokens = "max_tokens", 0
     else:
         turn = respond(state.policy, _view(request, messages))
         content, stop_reason, output_tokens = _render_turn(state, request, turn, digests[-1])
+        note = turn.note
     usage = state.block_cache.account(
         namespace=request.model,
         blocks=_cache_blocks(request, messages, rules.image_tokens),
@@ -62,8 +64,8 @@ def handle_messages(state: TwinState, body: Mapping[str, Any], headers: Mapping[
     if request.binding_requested:
         message["input_transformations"] = transformations
     if not request.stream:
-        return Reply(body=message)
-    return Reply(body=message, events=tuple(stream_events(message)))
+        return Reply(body=message, note=note)
+    return Reply(body=message, events=tuple(stream_events(message)), note=note)
 
 
 def _bind_thinking(

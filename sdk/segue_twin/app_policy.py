@@ -5,9 +5,13 @@
 Otherwise `AppToolPolicy` answers:
 
 - a message that names offered tools gets one assistant turn calling each of them, with arguments built from the
-  tool's JSON Schema (segue_twin.arguments). A tool is named by its name (`get_weather`, or `get weather`), or
-  clearly by its description: at least two of its description's words (four letters or more, plural `s`
-  ignored) are in the message, and more of them than of any other tool's description;
+  tool's JSON Schema and the message (segue_twin.arguments). When the message gives no value for a required
+  parameter (and the schema has no default), the twin does not call the tool with a made-up value: it answers
+  that it found none, naming the parameter and how to give it, and says so in the turn's note (a run note of kind
+  twin-note), since a model would ask or guess and the twin can do neither. A tool is named by its name
+  (`get_weather`, or `get weather`), or clearly by its name's and description's words: at least two of them
+  (four letters or more, plural `s` ignored; a word of the name counts twice, so "where is my order 4417?" names
+  `look_up_order`) are in the message, and more of them than of any other tool's;
 - once the results of those calls are in the conversation, it reports them as text and stops;
 - any other message gets a text answer saying that this is segue's twin and what it can do.
 
@@ -19,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 
-from segue_twin.arguments import build_arguments
+from segue_twin.arguments import fill
 from segue_twin.db_policy import DESCRIBE_TABLE, LIST_TABLES, RUN_QUERY, DatabaseChatPolicy
 from segue_twin.view import AssistantTurn, ConversationView, PlannedCall, ToolResult, ToolSpec
 
@@ -62,13 +66,13 @@ def _words(text: str) -> set[str]:
 
 
 def named_tools(specs: Sequence[ToolSpec], text: str, *, exclude: Collection[str] = ()) -> list[ToolSpec]:
-    """The offered tools ``text`` names, in offer order: by name, else the one its description clearly fits."""
+    """The offered tools ``text`` names, in offer order: by name, else the one its words clearly fit."""
     candidates = [s for s in specs if s.name not in exclude]
     by_name = [s for s in candidates if _names(s, text)]
     if by_name:
         return by_name
     asked = _words(text)
-    scores = [(len(_words(f"{s.name} {s.description}") & asked), s) for s in candidates]
+    scores = [(len(_words(f"{s.name} {s.description}") & asked) + len(_words(s.name) & asked), s) for s in candidates]
     best = max((score for score, _ in scores), default=0)
     top = [s for score, s in scores if score == best]
     return top if best >= DESCRIPTION_WORDS and len(top) == 1 else []
@@ -86,7 +90,11 @@ class AppToolPolicy:
         if not chosen:
             return AssistantTurn(text=_introduction(view), reasoning="The message names none of the offered tools.")
         plain = _without_names(text, view.tool_specs)
-        calls = tuple(PlannedCall(name=s.name, arguments=build_arguments(s.parameters, plain)) for s in chosen)
+        filled = [(s, fill(s.parameters, plain)) for s in chosen]
+        unfound = [(s.name, f.made_up) for s, f in filled if f.made_up]
+        if unfound:
+            return _no_value(unfound)
+        calls = tuple(PlannedCall(name=s.name, arguments=f.arguments) for s, f in filled)
         names = ", ".join(s.name for s in chosen)
         return AssistantTurn(tool_calls=calls, reasoning=f"The message asks for {names}; call it with its schema.")
 
@@ -120,6 +128,19 @@ def _report(results: Sequence[ToolResult]) -> str:
         verb = "failed with" if result.is_error else "returned"
         lines.append(f"{result.name or result.call_id} {verb}: {content}")
     return lines[0] if len(lines) == 1 else "The tools answered:\n" + "\n".join(f"- {line}" for line in lines)
+
+
+def _no_value(unfound: Sequence[tuple[str, Sequence[str]]]) -> AssistantTurn:
+    """The answer when the message gives no value for a tool's required parameter: say so, and how to give it."""
+    missing = "; ".join(f"{name}'s {', '.join(params)}" for name, params in unfound)
+    return AssistantTurn(
+        text=f"I am segue's twin, an offline stand-in for the model: I found no value for {missing} in your "
+        "message, so I called no tool (a model would ask you or guess; I do neither). Give it in the message, "
+        f"e.g. `{unfound[0][1][0]}: ...` or in quotes, or script the model with ScriptedPolicy.",
+        reasoning="A required argument is not in the message; do not make one up.",
+        note=f"segue's twin found no value for {missing} in the message, so it called no tool and answered saying "
+        "so (a model would ask or guess)",
+    )
 
 
 def _introduction(view: ConversationView) -> str:

@@ -45,6 +45,9 @@ TWIN_API_KEY = "twin-key"
 #: vendor's; segue._core.contracts.TWIN_HEADER is the same name (the twin imports no driver code).
 TWIN_HEADER = "x-segue-twin"
 _MARK = (TWIN_HEADER, "emulated")
+#: A line the policy adds about what it did instead of what a model would have (AssistantTurn.note); segue
+#: records it as a run note of kind twin-note. segue._core.contracts.TWIN_NOTE_HEADER is the same name.
+TWIN_NOTE_HEADER = "x-segue-twin-note"
 
 _log = logging.getLogger("segue.twin")
 
@@ -265,13 +268,16 @@ class Twin:
     def _render(self, vendor: ErrorVendor, reply: Reply) -> TwinResponse:
         request_header = "request-id" if vendor == "anthropic" else "x-request-id"
         request_id = self.state.ids.next("req")
+        # An HTTP header is one latin-1 line: the note is kept to ASCII on one line.
+        note = " ".join(reply.note.encode("ascii", "replace").decode().split())
+        marks = (_MARK, (TWIN_NOTE_HEADER, note)) if note else (_MARK,)
         if reply.streaming:
             return TwinResponse(
                 status=reply.status,
                 headers=(
                     ("content-type", "text/event-stream; charset=utf-8"),
                     (request_header, request_id),
-                    _MARK,
+                    *marks,
                 ),
                 chunks=reply.events,
                 streaming=True,
@@ -279,7 +285,7 @@ class Twin:
         body = json.dumps(reply.body, ensure_ascii=False).encode("utf-8")
         return TwinResponse(
             status=reply.status,
-            headers=(("content-type", "application/json"), (request_header, request_id), _MARK),
+            headers=(("content-type", "application/json"), (request_header, request_id), *marks),
             chunks=(body,),
         )
 

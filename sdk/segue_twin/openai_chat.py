@@ -100,10 +100,11 @@ def handle_chat(state: TwinState, body: Mapping[str, Any], *, vendor: str = VEND
         "system_fingerprint": "fp_segue_twin",
     }
     if not params.stream:
-        return Reply(body=completion)
+        return Reply(body=completion, note=turn.note)
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-    return Reply(body=completion, events=tuple(stream_chunks(completion, include_usage=include_usage)))
+    events = tuple(stream_chunks(completion, include_usage=include_usage))
+    return Reply(body=completion, events=events, note=turn.note)
 
 
 def _check_messages(messages: list[Any]) -> None:

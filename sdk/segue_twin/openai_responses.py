@@ -85,12 +85,14 @@ def handle_responses(state: TwinState, body: Mapping[str, Any]) -> Reply:
 
     prewarm = params.cache_options is not None and params.cache_options.prewarm
     # prewarm "Prepares the prompt cache without generating output": the model is not asked.
+    note = ""
     if prewarm:
         sized = SizedTurn(reasoning="", text="", calls=(), reasoning_tokens=0, output_tokens=0, truncated=False)
     else:
         schema = openai_schema((body.get("text") or {}).get("format"), "text.format")
         turn = respond(state.policy, attrs.evolve(_view(params, instructions, tools, items), output_schema=schema))
         sized = size_turn(turn, reasons=params.reasons, max_output=params.max_output)
+        note = turn.note
     header = {"text": body.get("text"), "reasoning_effort": params.effort}
     outcome = cache_outcome(
         state, params, _pieces(header, tools, instructions, items, rules.image_tokens, params.model)
@@ -134,8 +136,8 @@ def handle_responses(state: TwinState, body: Mapping[str, Any]) -> Reply:
         # Diagnostics come back "when the feature is enabled"; the twin does not emulate them.
         response["prompt_cache_diagnostics"] = {"type": "unavailable"}
     if not params.stream:
-        return Reply(body=response)
-    return Reply(body=response, events=tuple(stream_events(response)))
+        return Reply(body=response, note=note)
+    return Reply(body=response, events=tuple(stream_events(response)), note=note)
 
 
 def _input_items(raw: Any) -> list[dict[str, Any]]:

@@ -38,6 +38,8 @@ class Reply:
     status: int = 200
     body: Any = None
     events: tuple[bytes, ...] = ()
+    #: The policy's AssistantTurn.note, sent in TWIN_NOTE_HEADER.
+    note: str = ""
 
     @property
     def streaming(self) -> bool:

@@ -11,8 +11,10 @@ Vendor rules emulated (each checked by a test in tests/twin/test_twin_structured
   outputs page); always constrained.
 
 A policy that already answers with JSON matching the schema keeps its answer. Otherwise the twin builds the
-nearest instance of the schema from the policy's text (strings take the text, numbers the first number in it),
-so a docs example runs offline and its output validates; tools calls are never rewritten.
+nearest instance of the schema from the policy's text, so a docs example runs offline and its output validates:
+the text goes into one string field (the first whose name says it holds prose, `summary`, `answer`, `message`
+..., else the first), another string field takes only what the text labels with its name (`ticket_id: T-9`) or
+stays empty, numbers take the first number in the text. Tool calls are never rewritten.
 """
 
 from __future__ import annotations
@@ -77,10 +79,15 @@ def conform(text: str, schema: Mapping[str, Any]) -> str:
     return json.dumps(instance(schema, text), ensure_ascii=False, separators=(",", ":"))
 
 
-def instance(schema: Any, text: str) -> Any:
-    """A value of `schema` made from `text` (the subset of JSON Schema structured outputs take)."""
+#: Field names that hold prose: the text goes into the first of them (else into the first string field).
+_PROSE = ("summary", "answer", "message", "text", "reply", "response", "explanation", "description", "content")
+
+
+def instance(schema: Any, text: str, name: str = "", prose: bool = True) -> Any:
+    """A value of `schema` made from `text` (the subset of JSON Schema structured outputs take). ``prose``: this
+    value is the one that takes the whole text; another string takes only the value the text labels ``name``."""
     if not isinstance(schema, Mapping):
-        return text
+        return text if prose else ""
     if "const" in schema:
         return schema["const"]
     if "enum" in schema:
@@ -88,14 +95,18 @@ def instance(schema: Any, text: str) -> Any:
     for key in ("anyOf", "oneOf"):
         if key in schema:
             options = [s for s in schema[key] if not (isinstance(s, Mapping) and s.get("type") == "null")]
-            return instance(options[0] if options else schema[key][0], text)
+            return instance(options[0] if options else schema[key][0], text, name, prose)
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
     if kind == "object" or "properties" in schema:
-        return {name: instance(sub, text) for name, sub in (schema.get("properties") or {}).items()}
+        properties = dict(schema.get("properties") or {})
+        strings = [k for k, sub in properties.items() if isinstance(sub, Mapping) and _stringy(sub)]
+        named = [k for k in strings if any(word in k.lower() for word in _PROSE)]
+        holder = (named or strings or [None])[0] if prose else None
+        return {k: instance(sub, text, k, k == holder) for k, sub in properties.items()}
     if kind == "array":
-        return [instance(schema.get("items", {}), text)]
+        return [instance(schema.get("items", {}), text, name, prose)]
     if kind in ("integer", "number"):
         found = _NUMBER.search(text)
         number = float(found.group()) if found else 0
@@ -104,4 +115,12 @@ def instance(schema: Any, text: str) -> Any:
         return False
     if kind == "null":
         return None
-    return text
+    if prose:
+        return text
+    labelled = re.search(rf"(?<!\w){re.escape(name)}\s*[:=]\s*([^\s,;]+)", text, re.IGNORECASE) if name else None
+    return labelled.group(1).rstrip(".") if labelled else ""
+
+
+def _stringy(schema: Mapping[str, Any]) -> bool:
+    kind = schema.get("type")
+    return kind == "string" or (isinstance(kind, list) and "string" in kind)

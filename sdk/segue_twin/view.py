@@ -107,6 +107,9 @@ class AssistantTurn:
     text: str = ""
     tool_calls: tuple[PlannedCall, ...] = ()
     reasoning: str = ""
+    #: What the twin did instead of what a model would have (one line, ASCII): the endpoint sends it in the
+    #: TWIN_NOTE_HEADER of its answer and segue records it as a run note of kind twin-note. Empty: nothing to say.
+    note: str = ""
 
     def __attrs_post_init__(self) -> None:
         if not self.text and not self.tool_calls:

@@ -37,7 +37,8 @@ def test_a_likely_typo_warns_at_construction_with_the_catalogs_suggestion(twin: 
     (warning,) = caught.list
     message = str(warning.message)
     assert message.startswith("model 'claude-sonet-4-6' at anthropic: not in the catalog")
-    assert "did you mean 'claude-sonnet-4-6'?" in message and "no price" in message
+    assert "did you mean 'claude-sonnet-4-6'? The agent runs it" in message and "no price" in message
+    assert "?." not in message  # issue 40 item 8: the question mark ends the sentence
     assert warning.filename == __file__, "the warning points at the line that built the agent"
     assert issubclass(UnknownModelWarning, UserWarning)
 

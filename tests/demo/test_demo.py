@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from segue import RunStore
-from segue.demo.chat import run_chat
+from segue.demo.chat import format_report, run_chat
 from segue_twin import Twin
 
 
@@ -34,6 +34,10 @@ async def test_tool_added_on_turn_three_drops_reasoning_for_cause_tools() -> Non
     assert third is not None
     assert [w.cause for w in third.warnings] == ["tools", "tools"], "each run names its own cause"
     assert reports[2].cached_share < reports[1].cached_share
+    # Issue 40 item 8: the report said "warnings: tools; tools"; it says each distinct warning once, in words.
+    lines = format_report(reports, title="tool_added").splitlines()
+    line = next(x for x in lines if "dropped 2" in x)
+    assert line.endswith("warnings: reasoning dropped: the tool definitions changed since the run (2 runs)"), line
 
 
 async def test_moving_window_replays_older_turns_as_question_and_answer(tmp_path: object) -> None:

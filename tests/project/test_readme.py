@@ -41,3 +41,35 @@ def test_the_test_command_needs_no_node_and_pytest_installs_nothing() -> None:
         if test == Path(__file__) or "node_modules" in test.parts:
             continue
         assert not installers.search(test.read_text(encoding="utf-8")), f"{test} runs a package installer"
+
+
+def test_the_readme_examples_second_turn_reads_from_the_cache(tmp_path: Path) -> None:
+    """Issue 40 item 2: the README's example cached nothing (both turns under claude-sonnet-4-6's 1,024-token
+    minimum). Its first block, run as pasted, prints one line per turn; the second says what it read from the
+    cache, as the README quotes it."""
+    import subprocess
+    import sys
+
+    from docs_blocks import blocks
+    from test_docs_blocks import RUNNER, offline_env
+
+    page = tmp_path / "readme.md"
+    page.write_text(f"```python\n{blocks(REPO / 'README.md').blocks[0].source}```\n", encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(RUNNER), str(page), "README.md"],
+        cwd=tmp_path,
+        env=offline_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = re.findall(
+        r"^turn (\d): ([\d,]+) of ([\d,]+) input tokens read from the cache \((\d+)%\)$", done.stdout, re.M
+    )
+    assert [turn for turn, *_ in lines] == ["1", "2"], done.stdout
+    read, total, share = int(lines[1][1].replace(",", "")), int(lines[1][2].replace(",", "")), int(lines[1][3])
+    assert read > 0 and share == round(100 * read / total) and share >= 50
+    assert "below" not in done.stderr, "no turn warns that its prompt is below the minimum cacheable length"
+    printed = re.search(r"^turn 2: .*$", done.stdout, re.M)
+    assert printed is not None and f"`{printed.group(0)}`" in (REPO / "README.md").read_text(), "the README quotes it"

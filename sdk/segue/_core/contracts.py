@@ -24,6 +24,9 @@ REPLAYED_META_KEY = "segue.replayed"
 #: Response header segue's twin puts on every answer (no vendor sends it): a driver that reads it records the call
 #: as served by the twin, whether the twin ran in-process or behind a base URL (`segue twin serve`).
 TWIN_HEADER = "x-segue-twin"
+#: What segue's twin did instead of what a model would have (it found no value for a tool's argument): one line,
+#: recorded as a run note of kind twin-note. segue_twin.core.TWIN_NOTE_HEADER is the same name.
+TWIN_NOTE_HEADER = "x-segue-twin-note"
 
 T = TypeVar("T")
 

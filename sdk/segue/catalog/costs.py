@@ -9,7 +9,9 @@ never be added to what a vendor billed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+from pathlib import PurePath
 
 from segue.catalog.errors import CatalogError
 from segue.catalog.resolver import Catalog
@@ -29,12 +31,22 @@ def price_source(catalog: Catalog, model: str, vendor: str | None) -> PriceSourc
     return PriceSource(
         model=resolved.model,
         vendor=resolved.vendor,
-        file=src.file,
+        file=PurePath(src.file).name,  # a path of this machine never leaves it with the run
         pointer=src.pointer.rsplit("/", 1)[0],
         layer=src.layer,
         note=catalog.row_notes(src),
         self_hosted=True if self_hosted else None,
     )
+
+
+def price_ref(source: PriceSource) -> str:
+    """The short reference outputs show for a price's source: the catalog file's name and the row
+    (`models.json row 15`); "no catalog entry" when the catalog had none. A run recorded before sources were
+    short kept an absolute path: only its name is shown."""
+    if not source.file:
+        return "no catalog entry"
+    row = re.match(r"/[^/]+/(\d+)", source.pointer or "")
+    return f"{PurePath(source.file).name}{f' row {row.group(1)}' if row else ''}"
 
 
 def add_call(

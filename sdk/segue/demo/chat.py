@@ -15,6 +15,7 @@ Settings (how each turn carries the earlier ones):
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -285,7 +286,9 @@ def format_report(reports: Sequence[TurnReport], *, title: str) -> str:
         )
         if r.replay is not None:
             s = r.replay
-            warn = "; ".join(f"{w.cause}" for w in s.warnings) or "none"
+            # One entry per distinct warning, in its own words, with how many runs it concerns.
+            said = Counter(w.message for w in s.warnings)
+            warn = "; ".join(f"{m} ({n} runs)" if n > 1 else m for m, n in said.items()) or "none"
             lines.append(
                 f"{'':>9}replay: {len(s.runs_full)} full, {len(s.runs_text)} as Q+A, reasoning kept "
                 f"{len(s.reasoning_kept)} / dropped {len(s.reasoning_dropped)}, warnings: {warn}"

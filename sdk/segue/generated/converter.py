@@ -5,7 +5,7 @@
 # Schema: schemas/prefix.schema.json (sha256:cffcc32caa4c17dbd5ac0819c2d9ac2b85916801e0361607e9861b0510a52e7c)
 # Schema: schemas/protocol.schema.json (sha256:a61a1415be5d9670235a7526d8454826119de974c86ea9c082c9efe1928df153)
 # Schema: schemas/replay.schema.json (sha256:a77be0f27152f57ead6cac2188c3803a460d28ccec7372fe5d26250425a963b6)
-# Schema: schemas/runs.schema.json (sha256:f3673b1dfc13b9877537dce9e45c936752dad2f174a9c544f4b8b3ee39dd8738)
+# Schema: schemas/runs.schema.json (sha256:51ec2a081448740f234ce094318b222b6715fb9333a1bdee81cfa7d3165bec0a)
 # Schema: schemas/serve.schema.json (sha256:c8ec2ba8f1f0895c4af6f80cc0b778d6ee03e5da1d424c3da27f0bca0802397d)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """The one cattrs converter for every generated type: tagged unions dispatch on their tag, None is omitted."""

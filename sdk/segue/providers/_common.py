@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from segue._core.contracts import (
     SDK_SPAN_GLOBAL,
     TWIN_HEADER,
+    TWIN_NOTE_HEADER,
     ProviderNote,
     ProviderRequest,
     ProviderResponse,
@@ -185,7 +186,7 @@ class SdkDriver:
             raise ProviderError(
                 f"{self.vendor} answered with a body that is not JSON: {e}", vendor=self.vendor, kind="other"
             ) from e
-        return self._response(data, request, wire, kind="other", served_by=served_by(answer))
+        return self._response(data, request, wire, kind="other", served_by=served_by(answer), twin=twin_note(answer))
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
         if request.prewarm:  # nothing is generated, so there is nothing to stream
@@ -195,7 +196,7 @@ class SdkDriver:
         assembler = self._assembler()
         try:
             async with await self._open_stream(wire, self._model(request)) as events:
-                server = served_by(events.response)
+                server, twin = served_by(events.response), twin_note(events.response)
                 async for event in events:
                     for delta in assembler.feed(event.to_dict()):
                         yield delta
@@ -211,10 +212,17 @@ class SdkDriver:
             if mapped is None:
                 raise
             raise mapped from e
-        yield StreamDone(response=self._response(data, request, wire, kind="stream", served_by=server))
+        yield StreamDone(response=self._response(data, request, wire, kind="stream", served_by=server, twin=twin))
 
     def _response(
-        self, data: Any, request: ProviderRequest, wire: WireRequest, *, kind: ProviderErrorKind, served_by: ServedBy
+        self,
+        data: Any,
+        request: ProviderRequest,
+        wire: WireRequest,
+        *,
+        kind: ProviderErrorKind,
+        served_by: ServedBy,
+        twin: ProviderNote | None = None,
     ) -> ProviderResponse:
         if not isinstance(data, dict):
             raise ProviderError(
@@ -228,7 +236,7 @@ class SdkDriver:
             raise ProviderError(
                 f"{self.vendor} response could not be read: {e}", vendor=self.vendor, kind=kind, vendor_message=str(e)
             ) from e
-        notes = [*wire.notes, *parsed.notes]
+        notes = [*wire.notes, *parsed.notes, *([twin] if twin is not None else [])]
         if request.prewarm and parsed.message.content:
             notes.append(
                 ProviderNote(
@@ -279,6 +287,12 @@ class SdkDriver:
 def served_by(http_response: Any) -> ServedBy:
     """ "twin" when segue's twin answered: it marks every response with TWIN_HEADER, which no vendor sends."""
     return "twin" if http_response.headers.get(TWIN_HEADER) else "vendor"
+
+
+def twin_note(http_response: Any) -> ProviderNote | None:
+    """What segue's twin did instead of what a model would have (TWIN_NOTE_HEADER), as a twin-note."""
+    note = http_response.headers.get(TWIN_NOTE_HEADER)
+    return ProviderNote(kind="twin-note", message=note) if note else None
 
 
 def client_telemetry(client: Any) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from segue.run.guard import Guard
 from segue.run.output import check_call, check_text, failure, final_call, repair_message
 from segue.run.recorder import Recorder, RunEndNotStored, interaction_of
 from segue.run.serving import fit, observe
-from segue.run.state import RunState, cut_note, make_event, stop_reason_of, truncated_message
+from segue.run.state import RunState, cut_note, failed_tool_note, make_event, stop_reason_of, truncated_message
 from segue.run.tool_calls import ToolRunner
 from segue.telemetry import ChatTrace, attached, response_id, traced
 
@@ -124,6 +124,9 @@ class Loop:
         state.stop_reason = stop_reason_of(response.stop_reason)
         if state.stop_reason == "max_tokens" and not calls and not response.truncated_calls:
             response = attrs.evolve(response, notes=[*response.notes, cut_note(response)])
+        failed = None if calls else failed_tool_note(state.own)
+        if failed is not None:
+            response = attrs.evolve(response, notes=[*response.notes, failed])
         served = observe(state, request, response, iteration)
         state.own.append(assistant)
         interaction = interaction_of(response, iteration, latency)

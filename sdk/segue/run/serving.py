@@ -37,6 +37,9 @@ from segue.replay.prefix_rule import drop_kept, log, path_cause
 from segue.run.state import RunState
 
 cache_log = logging.getLogger("segue.cache")
+run_log = logging.getLogger("segue.run")
+#: Notes said as a warning line too, as they are seen: an answer that is not what it looks like.
+_SAID: frozenset[str] = frozenset({"twin-note", "tool-failed"})
 
 #: Warning causes that say why a run's reasoning was dropped (the others are about tools and the budget).
 _DROP_CAUSES = frozenset(
@@ -89,6 +92,8 @@ def observe(state: RunState, request: ProviderRequest, response: ProviderRespons
             state.replay = drop_kept(state.replay, {run_id: warning})
         elif state.notes.add(note, iteration) and note.kind in ONCE_PER_RUN:
             cache_log.warning("run %s: %s", state.run_id, note.message)  # a cache note: once per run
+        elif note.kind in _SAID:
+            run_log.warning("run %s: %s", state.run_id, note.message)
     layout = state.plan.layout
     if layout is not None:
         layout.observe_served(

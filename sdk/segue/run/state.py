@@ -27,7 +27,7 @@ from segue.generated import (
     ToolResultBlock,
     Usage,
 )
-from segue.run.conversation import ZERO_USAGE
+from segue.run.conversation import ZERO_USAGE, tool_calls
 from segue.run.plan import RunPlan
 from segue.run.request import RunRequest
 from segue.telemetry import RunTrace
@@ -153,6 +153,33 @@ def cut_note(response: ProviderResponse) -> ProviderNote:
         kind="output-truncated",
         message=f"the final answer was cut at the output limit ({limit}): it is incomplete; raise "
         "model_settings.max_tokens for a complete answer",
+    )
+
+
+#: Longest part of a tool's error quoted in a tool-failed note.
+_ERROR_CHARS = 200
+
+
+def failed_tool_note(own: list[Message]) -> ProviderNote | None:
+    """A tool-failed note when the run's latest tool results hold an error: the model answers without a call
+    that succeeded after it, so the answer may rest on the error. The run still ends `success` (the model did
+    answer), as in the OpenAI Agents SDK, whose default tool error handler sends the error to the model and lets
+    the run complete; the note keeps that from reading as a clean answer. (PydanticAI instead ends the run with
+    the tool's exception unless the tool raised ModelRetry.)"""
+    results = next(
+        (blocks for m in reversed(own) if (blocks := [b for b in m.content if isinstance(b, ToolResultBlock)])), []
+    )
+    failed = [b for b in results if b.is_error]
+    if not failed:
+        return None
+    names = {c.id: c.name for m in own for c in tool_calls(m)}
+    first = failed[0]
+    error = first.content if len(first.content) <= _ERROR_CHARS else first.content[:_ERROR_CHARS] + "..."
+    more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+    return ProviderNote(
+        kind="tool-failed",
+        message=f"the last call to {names.get(first.tool_call_id, first.tool_call_id)} failed{more} and the model "
+        f"answered without calling it again: the answer may rest on the error ({error})",
     )
 
 

@@ -40,6 +40,10 @@ def given(settings: ModelSettings | None) -> dict[str, Any]:
     return {f.name: v for f in attrs.fields(ModelSettings) if (v := getattr(settings, f.name)) is not None}
 
 
+#: Where a refusal points: the table of which setting each wire takes.
+SETTINGS_TABLE = "docs/providers.md#model-settings"
+
+
 def refuse(settings: ModelSettings | None, wire: str, refused: Mapping[str, str]) -> None:
     """WireError for the first setting in `settings` that `refused` (name -> why) names."""
     for name, value in given(settings).items():
@@ -47,7 +51,8 @@ def refuse(settings: ModelSettings | None, wire: str, refused: Mapping[str, str]
         if why is not None:
             raise WireError(
                 f"model_settings.{name}={value!r} cannot be sent on the {wire} wire: {why}; leave {name} unset for "
-                "this agent (or this run), or serve it from a path that takes it"
+                f"this agent (or this run), or serve it from a path that takes it (which wire takes which setting: "
+                f"{SETTINGS_TABLE})"
             )
 
 
@@ -55,5 +60,5 @@ def refuse_values(wire: str, name: str, value: object, allowed: Collection[str])
     if value is not None and value not in allowed:
         raise WireError(
             f"model_settings.{name}={value!r} cannot be sent on the {wire} wire, which takes "
-            f"{', '.join(sorted(allowed))}"
+            f"{', '.join(sorted(allowed))} (see {SETTINGS_TABLE})"
         )

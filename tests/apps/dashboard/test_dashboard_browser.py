@@ -256,3 +256,58 @@ def test_the_run_list_fits_a_screen_of_runs_and_groups_conversations(browser: An
     finally:
         store.close()
     _png(tmp_path / "run-list.png")
+
+
+def test_at_1280_px_the_run_list_shows_cache_read_and_cost_and_a_conversations_five_cards_share_a_row(
+    browser: Any, tmp_path: Path
+) -> None:
+    """Issue 40 item 4: the run list was 2,014 px wide, its cache-read and cost columns off-screen at 1,400 px; the
+    fifth card of the demo's conversation wrapped. At 1,280 px both columns are inside the viewport, the page
+    itself does not scroll sideways (the table scrolls in its frame), and the five cards share one row."""
+    import asyncio
+    import struct
+
+    from selenium.webdriver.common.by import By
+
+    from segue.demo.chat import run_chat
+    from segue.twin import Twin
+
+    store = RunStore(f"sqlite:///{tmp_path / 'demo.db'}")
+    asyncio.run(run_chat("all", store=store, twin=Twin()))
+    running = serve_in_thread(create_app(store, tenant="demo"), host="127.0.0.1", port=0)
+    browser.set_window_size(1280, 900)
+    try:
+        browser.get(running.url + "/")
+        width = browser.execute_script("return window.innerWidth")
+        assert width == 1280
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= width
+        edges = browser.execute_script(
+            "return Object.fromEntries([...document.querySelectorAll('#runs thead th')].map("
+            "t => [t.textContent.trim(), [t.getBoundingClientRect().left, t.getBoundingClientRect().right]]))"
+        )
+        for column in ("Question", "Cache read", "Cost"):
+            left, right = edges[column]
+            assert 0 <= left < right <= width, (column, edges)
+        first = browser.find_elements(By.CSS_SELECTOR, "tr.run-row td.cost")[0]
+        assert first.text.endswith(" emulated") and first.is_displayed()
+        shot = tmp_path / "runs-1280.png"
+        browser.save_screenshot(str(shot))
+        _png(shot)
+        assert struct.unpack(">II", shot.read_bytes()[16:24])[0] == width  # the screenshot is the 1,280-px viewport
+
+        newest = browser.find_element(By.CSS_SELECTOR, "tr.conversation-head a.conversation-link")
+        newest.click()
+        _wait_for_url(browser, "/conversations/")
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= width
+        boxes = browser.execute_script(
+            "return [...document.querySelectorAll('#chain li.turn')].map(t => [t.getBoundingClientRect().top,"
+            " t.getBoundingClientRect().right])"
+        )
+        assert len(boxes) == 5 and len({round(top) for top, _ in boxes}) == 1, boxes  # one row
+        assert max(right for _, right in boxes) <= width
+        browser.save_screenshot(str(tmp_path / "conversation-1280.png"))
+        _png(tmp_path / "conversation-1280.png")
+    finally:
+        browser.set_window_size(1400, 1200)
+        running.stop()
+        store.close()

@@ -83,7 +83,9 @@ def test_run_list_has_an_escaped_question_column_and_costs_with_their_source(con
     assert cell is not None
     assert cell.group(2) == f"${usd:,.4f}"
     assert "priced when the run was recorded, from claude-sonnet-4-6@anthropic:" in cell.group(1)
-    assert "models.json#/models/" in cell.group(1) and "read 2026-12-01" in cell.group(1)
+    # A price's source in short (issue 40 item 3): the catalog file's name and row, no server path or notes.
+    assert re.search(r"anthropic: models\.json row \d+", cell.group(1)) and "#/models" not in cell.group(1)
+    assert "catalogs/" not in page.text
 
 
 def test_run_page_shows_its_own_question_and_answer_first_and_folds_the_replayed_messages(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 from ag_ui.core import Event, RunAgentInput, UserMessage
+from conftest import REPO
 from protocol_harness import twin_agent
 from pydantic import TypeAdapter
 from test_protocol_http import DESCRIBE, RUN_QUERY, http_server
@@ -178,7 +180,9 @@ def test_ai_sdk_stream_two_turns_with_a_tool_call(tmp_path: Path) -> None:
     tools = [p["toolName"] for p in first[:-1] if p["type"] == "tool-input-available"]
     assert tools == ["list_tables", "describe_table", "run_query"]
     outputs = [p for p in first[:-1] if p["type"] == "tool-output-available"]
-    assert len(outputs) == 3 and "orders" in outputs[0]["output"]
+    # Issue 40 item 8: the output is a JSON value (list_tables returned a list), not the JSON text of one.
+    assert len(outputs) == 3 and outputs[0]["output"] == ["customers", "order_items", "orders", "products"]
+    assert isinstance(outputs[2]["output"], list) and outputs[2]["output"][0] == {"orders": 220}
     assert kinds.count("start-step") == kinds.count("finish-step") == 4  # one step per provider call
     deltas = [p for p in first[:-1] if p["type"] == "text-delta"]
     assert "".join(p["delta"] for p in deltas) == "Orders:\n- orders: 220"
@@ -189,6 +193,12 @@ def test_ai_sdk_stream_two_turns_with_a_tool_call(tmp_path: Path) -> None:
     finish = second[-2]
     assert finish["type"] == "finish" and finish["messageMetadata"]["run_id"] == runs[1].run_id
     assert finish["messageMetadata"]["cached_share"] > 0.5
+    # Issue 40 item 3: a price's source reaches the browser as a short catalog reference, never the server's path.
+    [price] = finish["messageMetadata"]["cost"]["prices"]
+    assert price == {"model": "claude-sonnet-4-6", "vendor": "anthropic", "source": price["source"]}
+    assert re.fullmatch(r"models\.json row \d+", price["source"]), price
+    sent = json.dumps([first, second])
+    assert "catalogs" not in sent and str(REPO) not in sent and "#/models" not in sent
 
 
 def test_a_failed_run_ends_with_each_protocols_error_event(tmp_path: Path) -> None:
@@ -262,3 +272,26 @@ def test_ag_ui_http_agent_from_node_drives_a_two_turn_conversation(tmp_path: Pat
     assert report["tools"] == ["list_tables", "describe_table", "run_query"]
     assert report["cached_share"] > 0.5
     assert "anthropic" in report["error"], "the failed run reached HttpAgent as RUN_ERROR"
+
+
+def test_serve_help_and_its_start_up_line_name_the_web_endpoints(tmp_path: Path) -> None:
+    """Issue 40 item 8: `segue serve --help` and the line `--http` prints on start named only /rpc and /events."""
+    from protocol_harness import serve_command
+
+    from segue.apps.cli.main import build_parser
+
+    serve = build_parser()._subparsers._group_actions[0].choices["serve"]
+    helped = serve.format_help()
+    assert "/ag-ui/AGENT" in helped and "/ai-sdk/AGENT" in helped
+    proc = subprocess.Popen(
+        serve_command(_config(tmp_path), "--http", "--port", "0"), stderr=subprocess.PIPE, text=True, cwd=tmp_path
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    found = re.search(r"(http://[\d.]+:\d+)/rpc", line)
+    assert found, line
+    assert f"POST {found.group(1)}/ag-ui/AGENT and {found.group(1)}/ai-sdk/AGENT" in line

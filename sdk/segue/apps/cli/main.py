@@ -133,12 +133,14 @@ def _runs_show(args: argparse.Namespace) -> int:
             _print_json(get_converter().unstructure(run, RunDetail))
             return EXIT_OK
         chain = _conversation_so_far(store, args, run)
-    from segue.apps.dashboard.views import TWIN_TITLE, run_cost, shown_cost, totals
+    from segue.apps.dashboard.views import TWIN_TITLE, price_sources, run_cost, shown_cost, totals
 
     price = _catalog_cost()
     shown, where = shown_cost(run, price)[0], run_cost(run, price)[1]
     facts = [TWIN_TITLE] if run.served_by == "twin" else []
     facts.append(f"cost: {shown} ({clean(where)})")
+    if args.sources:
+        facts += [f"price source: {clean(line)}" for line in price_sources(run)]
     if len(chain) > 1:
         t = totals(chain, price)
         facts.append(
@@ -354,6 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("run_id", metavar="RUN_ID", help="the run id")
     _store_options(p)
+    p.add_argument(
+        "--sources", action="store_true", help="each price's source in full: its catalog row's JSON pointer and notes"
+    )
     _json_option(p, "a RunDetail")
     p = _command(
         runs_cmds,
@@ -401,10 +406,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(schema_cmds, "export", _schema_export, "write the bundle for clients in other languages")
     p.add_argument("dir", type=Path, help="folder to write (created if missing)")
 
-    p = _command(commands, "serve", _serve, "drive agents over JSON-RPC 2.0: stdio (LSP framing) or HTTP + SSE")
+    p = _command(
+        commands,
+        "serve",
+        _serve,
+        "drive agents over JSON-RPC 2.0 (stdio with LSP framing, or HTTP + SSE) and, over HTTP, web pages",
+        "--http also serves each agent to web pages: POST /ag-ui/AGENT (AG-UI events) and POST /ai-sdk/AGENT "
+        "(the Vercel AI SDK's UI message stream); docs/web.md.",
+    )
     transport = p.add_mutually_exclusive_group(required=True)
     transport.add_argument("--stdio", action="store_true", help="Content-Length framed JSON-RPC on stdin/stdout")
-    transport.add_argument("--http", action="store_true", help="POST /rpc for requests, GET /events for notifications")
+    transport.add_argument(
+        "--http",
+        action="store_true",
+        help="POST /rpc for requests, GET /events for notifications, POST /ag-ui/AGENT and /ai-sdk/AGENT for web pages",
+    )
     p.add_argument("--config", type=Path, required=True, metavar="FILE", help="agents file (schemas/serve.schema.json)")
     p.add_argument("--host", default="127.0.0.1", help="--http: address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=port_number, default=8711, help="--http: port (default: 8711; 0 = any free port)")

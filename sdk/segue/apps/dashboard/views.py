@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from pathlib import PurePath
 from typing import Any, Literal
 
 import attrs
@@ -24,10 +25,12 @@ from segue.cache.explain import (
     miss_cause,
     own_messages_start,
 )
+from segue.catalog.costs import price_ref
 from segue.generated import (
     ContentBlock,
     ImageBlock,
     LayoutMeta,
+    PriceSource,
     ReasoningBlock,
     RunCost,
     RunDetail,
@@ -105,11 +108,22 @@ def shown_cost(run: RunSummary | RunDetail, cost: CostFn) -> tuple[str, str]:
     return twin_money(recorded.twin_usd if recorded is not None else None, usd), f"{TWIN_TITLE}; {where}"
 
 
-def _source(p: Any) -> str:
-    where = f"{p.file}#{p.pointer}" if p.file else "no catalog entry"
-    note = f" ({p.note})" if p.note else ""
+def _source(p: PriceSource) -> str:
+    """A price's source in short: the catalog file's name and row (never a path of the server's machine)."""
     hosted = ", self-hosted: no per-token price" if p.self_hosted else ""
-    return f"{p.model}{'@' + p.vendor if p.vendor else ''}: {where}{hosted}{note}"
+    return f"{p.model}{'@' + p.vendor if p.vendor else ''}: {price_ref(p)}{hosted}"
+
+
+def price_sources(run: RunSummary | RunDetail) -> list[str]:
+    """The long form of each price's source, on request (`segue runs show --sources`): the row's JSON pointer
+    and its notes (where the numbers came from and when they were read)."""
+    recorded = recorded_cost(run)
+    return [
+        f"{p.model}{'@' + p.vendor if p.vendor else ''}: {where}{', self-hosted' if p.self_hosted else ''}"
+        f"{f' ({p.note})' if p.note else ''}"
+        for p in (recorded.prices if recorded is not None else [])
+        for where in [f"{PurePath(p.file).name}#{p.pointer or ''}" if p.file else "no catalog entry"]
+    ]
 
 
 def self_hosted(run: RunSummary | RunDetail) -> bool:
@@ -154,6 +168,9 @@ class RunRow:
     continued_from: str | None
     question: str
     twin: bool  # segue's twin served it (shown beside the model, and in the cost)
+    #: The cost in the run list's narrow column: a twin run's "$X emulated" (the twin badge beside it and the
+    #: title say the rest), else the cost as shown.
+    brief_cost: str = ""
 
 
 def run_row(run: RunSummary | RunDetail, cost: CostFn) -> RunRow:
@@ -174,7 +191,15 @@ def run_row(run: RunSummary | RunDetail, cost: CostFn) -> RunRow:
         continued_from=run.continued_from,
         question=question(run.input) if isinstance(run, RunDetail) else run.question or "",
         twin=run.served_by == "twin",
+        brief_cost=_brief_cost(run, shown),
     )
+
+
+def _brief_cost(run: RunSummary | RunDetail, shown: str) -> str:
+    recorded = recorded_cost(run)
+    if run.served_by != "twin" or recorded is None or recorded.twin_usd is None or recorded.usd:
+        return shown
+    return f"{money(recorded.twin_usd)} emulated"
 
 
 @attrs.frozen(kw_only=True)

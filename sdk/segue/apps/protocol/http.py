@@ -176,8 +176,10 @@ class HttpServer:
         host, port = server.sockets[0].getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         auth = "bearer tokens required" if self.tokens else "no tokens: any local process may connect"
+        base = f"http://{shown}:{port}"
         print(
-            f"segue serve: http://{shown}:{port}/rpc (events: GET http://{shown}:{port}/events?session=NAME; {auth})",
+            f"segue serve: {base}/rpc (events: GET {base}/events?session=NAME; web pages: POST {base}/ag-ui/AGENT "
+            f"and {base}/ai-sdk/AGENT; {auth})",
             file=sys.stderr,
             flush=True,
         )

@@ -36,6 +36,7 @@ import attrs
 from segue.apps.protocol.auth import DEFAULT_TENANT, Principal, TenantNotAllowed
 from segue.apps.protocol.config import AgentEntry, ServeApp
 from segue.apps.protocol.errors import RpcError
+from segue.catalog.costs import price_ref
 from segue.generated import RunEvent, RunResult, get_converter
 from segue.store.records import TERMINAL
 
@@ -275,6 +276,17 @@ def _sse(part: Part) -> bytes:
     return f"data: {data}\n\n".encode()
 
 
+def tool_output(content: str) -> Any:
+    """A tool result for the AI SDK's `output` (a JSON value): the object or array a tool returned as JSON text
+    (segue sends structured results to the model as compact JSON), else the text as it is, so a tool that
+    returned the string "42" still shows a string."""
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return content
+    return value if isinstance(value, dict | list) else content
+
+
 def final_metadata(result: RunResult | None) -> dict[str, Any]:
     """The run as segue knows it, for the final event: run id, status, usage, cached_share, cost, replay."""
     if result is None:
@@ -282,6 +294,12 @@ def final_metadata(result: RunResult | None) -> dict[str, Any]:
     shown = get_converter().unstructure(result)
     keep = ("run_id", "status", "usage", "cached_share", "cost", "replay_text", "iterations", "error")
     out = {k: shown[k] for k in keep if shown.get(k) is not None}
+    if result.cost is not None:  # each price's source in short: a browser gets no path or notes of the server's
+        short = (
+            {"model": p.model, "vendor": p.vendor, "source": price_ref(p), "self_hosted": p.self_hosted}
+            for p in result.cost.prices
+        )
+        out["cost"]["prices"] = [{k: v for k, v in price.items() if v is not None} for price in short]
     if result.pending_approvals:
         out["pending_approvals"] = shown["pending_approvals"]
     return out
@@ -412,7 +430,8 @@ class AiSdkEncoder:
             result = event.tool_result
             if result.is_error:
                 return [{"type": "tool-output-error", "toolCallId": result.tool_call_id, "errorText": result.content}]
-            return [{"type": "tool-output-available", "toolCallId": result.tool_call_id, "output": result.content}]
+            output = tool_output(result.content)
+            return [{"type": "tool-output-available", "toolCallId": result.tool_call_id, "output": output}]
         if event.type in ("RUN_COMPLETED", "RUN_PAUSED"):
             self.ended = True
             return [*self._finish_step(), {"type": "finish", "messageMetadata": final_metadata(event.result)}, "[DONE]"]
