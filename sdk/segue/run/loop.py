@@ -30,6 +30,7 @@ from segue.generated import (
     RunMeta,
     ToolCallBlock,
 )
+from segue.run.cache_watch import watch
 from segue.run.config import AgentConfig
 from segue.run.conversation import add_usage, answer_text, tool_calls
 from segue.run.guard import Guard
@@ -126,7 +127,9 @@ class Loop:
         state.stop_reason = stop_reason_of(response.stop_reason)
         if state.stop_reason == "max_tokens" and not calls and not response.truncated_calls:
             response = attrs.evolve(response, notes=[*response.notes, cut_note(response)])
-        served = observe(state, request, response, iteration)
+        served, watched = watch(state, response, observe(state, request, response, iteration))
+        for event in watched:
+            yield event
         state.own.append(assistant)
         interaction = interaction_of(response, iteration, latency)
         if response.truncated_calls:
@@ -382,6 +385,7 @@ def _answered(chat: ChatTrace, response: ProviderResponse) -> None:
             server_address=response.server_address,
             server_port=response.server_port,
             sdk_span=response.sdk_span,
+            cache_verdict=response.cache_verdict,
         )
 
 
@@ -417,4 +421,6 @@ def provider_request(state: RunState, messages: list[Message], *, prewarm: bool 
         output=state.request.output.format if state.request.output is not None else None,
         settings=settings,
         pauses=plan.pauses,
+        diagnose=plan.diagnose,
+        previous_response=state.previous_response,
     )
