@@ -49,17 +49,17 @@ def agreement(cause: ExplainCause, verdict: CacheVerdict | None) -> VerdictAgree
     return "open"
 
 
-def verdict_line(it: IterationExplanation) -> str | None:
-    """One line: the vendor's verdict, then whether segue's own cause agrees (None: no verdict)."""
+def verdict_line(it: IterationExplanation, *, with_reason: bool = True) -> str | None:
+    """The vendor's verdict first, then segue's own cause and whether it agrees (None: no verdict). Without
+    `with_reason`, only the verdict and the agreement (a caller that prints segue's reason on its own line)."""
     verdict = it.vendor_verdict
     if verdict is None:
         return None
     said = f"the vendor says: {verdict_text(verdict)}"
-    if it.agreement == "agree":
-        return f"{said} (segue's comparison agrees: {it.cause})"
-    if it.agreement == "disagree":
-        return f"{said}; segue's own comparison disagrees: it found {it.cause} ({it.reason})"
-    return f"{said}; segue's own comparison stands alone: {it.cause}"
+    word = {"agree": "segue agrees", "disagree": "segue disagrees, it found"}.get(it.agreement or "", "segue")
+    if not with_reason:
+        return f"{said} ({word.split(',')[0]})" if it.agreement != "open" else said
+    return f"{said}; {word}: {it.reason}"
 
 
 #: What the vendors leave open when an intact prefix reads nothing and segue found no cause of its own.

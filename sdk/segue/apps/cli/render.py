@@ -223,10 +223,10 @@ def explain_text(run: RunDetail, explanation: RunExplanation) -> str:
     if rows:
         out.append(table(headers, rows, colours))
     for it in explanation.iterations:
-        said = verdict_line(it)
+        said = verdict_line(it, with_reason=False)
         if said is not None:  # the vendor's own verdict first, segue's reasoning beside it
             out.append(f"  {it.iteration}: {clean(said)}")
-            out.append(f"     segue: {clean(it.reason)}")
+            out.append(f"     segue's comparison: {clean(it.reason)}")
         else:
             out.append(f"  {it.iteration}: {clean(it.reason)}")
         if it.divergence is not None and it.cause in BREAK_CAUSES:
