@@ -161,13 +161,11 @@ def _none() -> Any:
 
 async def test_the_verdict_survives_the_store_and_an_unknown_shape_is_recorded_as_unknown() -> None:
     """A diagnostics answer of a shape the SDK does not know is recorded as `unknown` (with what came), never a
-    failed run; a pending comparison ("`null` means diagnosis is still pending", the SDK's Diagnostics docstring)
-    stays pending."""
+    failed run (pending and the other shapes: tests/wire/test_cache_verdict.py)."""
     answers = iter(
         [
             None,
             {"cache_miss_reason": {"type": "prompt_mood_changed", "cache_missed_input_tokens": 3}},
-            {"cache_miss_reason": None},
         ]
     )
 
@@ -189,7 +187,7 @@ async def test_the_verdict_survives_the_store_and_an_unknown_shape_is_recorded_a
         }
         return json_response(message)
 
-    client = anthropic_client(Recorder(handler, handler, handler))
+    client = anthropic_client(Recorder(handler, handler))
     store = RunStore("sqlite:///:memory:")
     agent = Agent(AnthropicProvider("claude-sonnet-4-6", client=client), PROMPT, TOOLS, store)
     result = await agent.run("Which tables are there?")
