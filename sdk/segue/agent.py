@@ -112,13 +112,19 @@ class Agent:
         output_type: OutputType | None = None,
         output_repairs: int = 1,
         model_settings: ModelSettings | Mapping[str, Any] | None = None,
+        cache_diagnostics: bool = True,
     ) -> None:
         """`output_type` (an attrs class, dataclass, TypedDict, pydantic model or JSON Schema dict) asks every run
         for a structured answer: `result.output` is the validated value, `result.answer` its text; a run may pass
         its own. `output_repairs` is how many times an answer that does not match gets the error back to answer
         again. `model_settings` (a segue.ModelSettings or a dict of its fields: max_tokens, temperature, ...)
         applies to every run; a run's own model_settings override it key by key. A setting the provider's wire
-        cannot take (seed on Anthropic) raises InputError here."""
+        cannot take (seed on Anthropic) raises InputError here. `cache_diagnostics` (on by default) asks the
+        vendor, on every request that continues an earlier response, why it could not reuse that response's
+        cached prefix, where the serving path's catalog row says `llm.cache_diagnostics`; False sends nothing of
+        it (docs/replay.md, "Why a request missed the cache")."""
+        if not isinstance(cache_diagnostics, bool):
+            raise TypeError(f"cache_diagnostics must be True or False, got {cache_diagnostics!r}")
         if not isinstance(provider, Provider):
             raise TypeError(f"provider must implement segue.providers.Provider, got {type(provider).__name__}")
         if not _positive_int(max_iterations):
@@ -168,6 +174,7 @@ class Agent:
             trailing_state=trailing_state,
             trailing_state_layout=trailing_state_layout,
             catalog=lambda: self.catalog,
+            cache_diagnostics=cache_diagnostics,
             rules=Rules(
                 single_call=self.single_call,
                 has_store=store is not None,

@@ -33,7 +33,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from segue._core.contracts import SDK_SPAN_GLOBAL
 from segue._core.telemetry_content import CONTENT_LIMIT, content_json, cut_text, semconv_message
-from segue.generated import Message, ReplaySummary, ToolCallBlock, ToolDefinition, ToolResultBlock, Usage
+from segue.generated import (
+    CacheCollapse,
+    CacheVerdict,
+    Message,
+    ReplaySummary,
+    ToolCallBlock,
+    ToolDefinition,
+    ToolResultBlock,
+    Usage,
+)
 
 try:
     from opentelemetry import context as otel_context
@@ -271,6 +280,17 @@ class RunTrace(_Trace):
         span.end()
         self.span = None
 
+    def cache_collapse(self, collapse: CacheCollapse) -> None:
+        """A span event on the run's span: a call read far less from the cache than planned (segue.cache.collapse)."""
+        if self.span is not None:
+            found = {
+                "segue.cache.expected_tokens": collapse.expected_tokens,
+                "segue.cache.read_tokens": collapse.read_tokens,
+            }
+            found["segue.cache.iteration"] = collapse.iteration
+            verdict = verdict_attributes(collapse.verdict) if collapse.verdict is not None else {}
+            self.span.add_event("segue.cache_collapse", {**found, **verdict})
+
     def fail(self, error: BaseException) -> None:
         """The run ended with an exception before it had an outcome (e.g. a tool source that cannot start)."""
         if self.span is None:
@@ -335,8 +355,10 @@ class ChatTrace(_Trace):
         server_address: str | None = None,
         server_port: int | None = None,
         sdk_span: Any = None,
+        cache_verdict: CacheVerdict | None = None,
     ) -> None:
-        """The response. `sdk_span`: where the client's own span of the request went (ProviderResponse.sdk_span);
+        """The response (with the vendor's cache verdict as `segue.cache.verdict*`, when asked). `sdk_span`: where
+        the client's own span of the request went (ProviderResponse.sdk_span);
         when it is this trace's tracer provider, that span (a child of this one) carries the usage, so this one
         does not: a backend summing usage over spans counts each request once."""
         span = self.span
@@ -360,6 +382,8 @@ class ChatTrace(_Trace):
                 attributes["server.port"] = server_port
         if response_id:
             attributes["gen_ai.response.id"] = response_id
+        if cache_verdict is not None:
+            attributes.update(verdict_attributes(cache_verdict))
         if self.capture:
             output = {**semconv_message(message), "finish_reason": finish}
             attributes["gen_ai.output.messages"] = content_json([output])
@@ -434,6 +458,16 @@ async def traced(trace: _Trace, items: AsyncIterator[T]) -> AsyncIterator[T]:
             except StopAsyncIteration:
                 return
         yield item
+
+
+def verdict_attributes(verdict: CacheVerdict) -> dict[str, Any]:
+    """The vendor's cache verdict as span attributes: status, reason, missed tokens (what it said)."""
+    attributes: dict[str, Any] = {"segue.cache.verdict": verdict.status}
+    if verdict.reason is not None:
+        attributes["segue.cache.verdict.reason"] = verdict.reason
+    if verdict.missed_tokens is not None:
+        attributes["segue.cache.verdict.missed_tokens"] = verdict.missed_tokens
+    return attributes
 
 
 def usage_attributes(usage: Usage) -> dict[str, int]:

@@ -13,6 +13,7 @@ from segue._core.tokens import count_json, count_tokens
 from segue_twin._wire import ordered_json, pieces, sse, strip_for_binding, truncate_to_tokens
 from segue_twin.anthropic_request import AnthropicRequest, parse_request
 from segue_twin.cache import BlockUsage, CacheBlock
+from segue_twin.diagnostics import anthropic_answer, anthropic_fingerprint
 from segue_twin.errors import bad_request
 from segue_twin.images import block_tokens
 from segue_twin.signing import check_thinking, prefix_digests, sign_thinking
@@ -29,6 +30,9 @@ _THINKING_TYPES = ("thinking", "redacted_thinking")
 #: prompt-caching page: "setting effort explicitly to the model's default is equivalent to omitting it and does
 #: not invalidate".
 DEFAULT_EFFORT = "high"
+#: "Include the beta header `cache-diagnosis-2026-04-07` in your API requests to use this feature"
+#: (platform.claude.com build-with-claude/cache-diagnostics).
+DIAGNOSTICS_BETA = "cache-diagnosis-2026-04-07"
 
 
 def handle_messages(state: TwinState, body: Mapping[str, Any], headers: Mapping[str, str]) -> Reply:
@@ -63,9 +67,42 @@ def handle_messages(state: TwinState, body: Mapping[str, Any], headers: Mapping[
     }
     if request.binding_requested:
         message["input_transformations"] = transformations
+    _diagnose(state, request, body, headers, message, rules.diagnostics)
     if not request.stream:
         return Reply(body=message, note=note)
     return Reply(body=message, events=tuple(stream_events(message)), note=note)
+
+
+def _diagnose(
+    state: TwinState,
+    request: AnthropicRequest,
+    body: Mapping[str, Any],
+    headers: Mapping[str, str],
+    message: dict[str, Any],
+    offered: bool,
+) -> None:
+    """Cache diagnostics (segue_twin.diagnostics): the request's fingerprint is kept when it asks (the
+    `diagnostics` object, or the beta header), and a request naming an earlier response gets the comparison."""
+    requested = body.get("diagnostics")
+    beta = DIAGNOSTICS_BETA in headers.get("anthropic-beta", "").split(",")
+    if not offered or (not isinstance(requested, dict) and not beta):
+        return
+    current = anthropic_fingerprint(
+        model=request.model,
+        speed=request.speed,
+        tools=request.tools,
+        system=request.system,
+        messages=request.messages,
+        settings={
+            "thinking": _thinking_setting(request),
+            "effort": DEFAULT_EFFORT if request.effort is None else request.effort,
+            "tool_choice": request.tool_choice,
+        },
+    )
+    fingerprints = state.fingerprints[VENDOR]
+    if isinstance(requested, dict):
+        message["diagnostics"] = anthropic_answer(fingerprints, requested, current)
+    fingerprints.remember(message["id"], current)
 
 
 def _bind_thinking(

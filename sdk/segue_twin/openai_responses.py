@@ -17,6 +17,7 @@ import attrs
 
 from segue._core.image_tokens import ImageFormula
 from segue_twin._wire import pieces, sse
+from segue_twin.diagnostics import openai_answer, openai_fingerprint
 from segue_twin.errors import TwinHTTPError, bad_request
 from segue_twin.openai_cache import CacheOutcome, PromptPiece, item_pieces
 from segue_twin.openai_common import (
@@ -132,12 +133,43 @@ def handle_responses(state: TwinState, body: Mapping[str, Any]) -> Reply:
         "metadata": body.get("metadata") or {},
         "usage": _usage(outcome, sized),
     }
-    if params.cache_options is not None and params.cache_options.comparison_response_id is not None:
-        # Diagnostics come back "when the feature is enabled"; the twin does not emulate them.
-        response["prompt_cache_diagnostics"] = {"type": "unavailable"}
+    _diagnose(state, params, body, tools, instructions, items, response, rules.diagnostics)
     if not params.stream:
         return Reply(body=response, note=note)
     return Reply(body=response, events=tuple(stream_events(response)), note=note)
+
+
+def _diagnose(
+    state: TwinState,
+    params: Any,
+    body: Mapping[str, Any],
+    tools: list[Any],
+    instructions: Any,
+    items: list[dict[str, Any]],
+    response: dict[str, Any],
+    offered: bool,
+) -> None:
+    """Cache diagnostics (segue_twin.diagnostics): every response leaves a fingerprint; a request naming an earlier
+    one in `prompt_cache_options.comparison_response_id` gets `prompt_cache_diagnostics` where the path has them
+    (elsewhere nothing comes back: the field requests diagnostics "when the feature is enabled")."""
+    raw_text = body.get("text")
+    text: Mapping[str, Any] = raw_text if isinstance(raw_text, dict) else {}
+    prompt = [p.render for p in _pieces(None, [], instructions, items, None, params.model)[2:]]
+    current = openai_fingerprint(
+        model=params.model,
+        cache_key=params.cache_key,
+        service_tier=body.get("service_tier"),
+        tools=tools,
+        text_format=text.get("format"),
+        effort=params.effort,
+        verbosity=text.get("verbosity"),
+        prompt=prompt,
+    )
+    fingerprints = state.fingerprints[VENDOR]
+    compared = params.cache_options.comparison_response_id if params.cache_options is not None else None
+    if offered and compared is not None:
+        response["prompt_cache_diagnostics"] = openai_answer(fingerprints, compared, current)
+    fingerprints.remember(response["id"], current)
 
 
 def _input_items(raw: Any) -> list[dict[str, Any]]:

@@ -55,6 +55,8 @@ class CacheRules:
     best_effort_hits: bool = False
     #: How the model counts an image (catalog llm.image_tokens; None: no documented formula, see segue_twin.images).
     image_tokens: ImageFormula | None = None
+    #: The path answers cache diagnostics (catalog llm.cache_diagnostics; segue_twin.diagnostics).
+    diagnostics: bool = False
 
     def __attrs_post_init__(self) -> None:
         if self.default_ttl not in self.ttl_seconds:
@@ -176,6 +178,7 @@ def rules_from(resolved: Resolved) -> CacheRules:
         max_breakpoints=numbers.get("cache_max_breakpoints"),
         match_breakpoints=numbers.get("cache_match_breakpoints"),
         image_tokens=_image_formula(resolved),
+        diagnostics=resolved.cache_diagnostics,
     )
 
 

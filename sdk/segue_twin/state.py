@@ -9,6 +9,7 @@ import attrs
 
 from segue_twin._wire import IdFactory
 from segue_twin.cache import BlockCache, PrefixCache, Ticket
+from segue_twin.diagnostics import Fingerprints
 from segue_twin.rules import CacheRules
 from segue_twin.view import Policy
 
@@ -27,6 +28,10 @@ class TwinState:
     prefix_cache: PrefixCache = attrs.field(factory=PrefixCache)
     #: OpenAI items persisted under store=true, by id (so they can be replayed without encrypted_content).
     stored_items: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    #: Cache-diagnostics fingerprints per vendor, by response id (segue_twin.diagnostics).
+    fingerprints: dict[str, Fingerprints] = attrs.field(
+        factory=lambda: {"anthropic": Fingerprints(), "openai": Fingerprints()}
+    )
     #: The ticket of the request being answered: the cache entries it writes are readable once it begins.
     writer: Ticket | None = None
 

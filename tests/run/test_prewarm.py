@@ -108,7 +108,16 @@ async def test_prewarm_sends_the_next_runs_prefix_on_the_responses_wire() -> Non
     assert detail is not None
     then = detail.llm_interactions[0].provider_request
 
-    assert sent["prompt_cache_options"] == {"mode": "implicit", "ttl": "30m", "prewarm": True}
+    # The prewarm continues the first run: it names that run's last response for cache diagnostics.
+    last = store.get_run(first.run_id, tenant_id="acme")
+    assert last is not None and last.llm_interactions[-1].provider_response is not None
+    named = last.llm_interactions[-1].provider_response["id"]
+    assert sent["prompt_cache_options"] == {
+        "mode": "implicit",
+        "ttl": "30m",
+        "prewarm": True,
+        "comparison_response_id": named,
+    }
     assert "prewarm" not in then["prompt_cache_options"]
     assert {k: v for k, v in sent.items() if k not in ("input", "prompt_cache_options")} == {
         k: v for k, v in then.items() if k not in ("input", "prompt_cache_options", "stream")

@@ -282,7 +282,8 @@ async def test_prewarm_prepares_the_cache_without_generating_output() -> None:
 async def test_the_response_reports_the_applied_prompt_cache_options() -> None:
     """`Response.prompt_cache_options` holds "The prompt-caching options that were applied to the response"
     (defaults filled in). `comparison_response_id` is accepted; the diagnostics it requests come back "when the
-    feature is enabled", which the twin reports as `unavailable`. The deprecated `prompt_cache_retention` is a
+    feature is enabled"; the same input compared with itself is a `cache_hit` (segue_twin.diagnostics; the
+    diagnostics rules are tested in tests/twin/test_twin_diagnostics.py). The deprecated `prompt_cache_retention` is a
     maximum that does "not interact" with the ttl, so it is accepted alongside it.
 
     Pinned openai SDK, `Response.prompt_cache_options`, `PromptCacheOptions`, `prompt_cache_retention`.
@@ -304,7 +305,7 @@ async def test_the_response_reports_the_applied_prompt_cache_options() -> None:
         "ttl": "12h",
         "comparison_response_id": plain.id,
     }
-    assert asked.prompt_cache_diagnostics is not None and asked.prompt_cache_diagnostics.type == "unavailable"
+    assert asked.prompt_cache_diagnostics is not None and asked.prompt_cache_diagnostics.type == "cache_hit"
     older = await Twin().openai_client().responses.create(model="gpt-4.1", input="q")
     assert older.prompt_cache_options is None
 

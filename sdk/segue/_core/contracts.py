@@ -14,7 +14,17 @@ from typing import Any, Literal, Protocol, TypeVar, cast, runtime_checkable
 
 import attrs
 
-from segue.generated import Message, ModelSettings, ReasoningBlock, RunNoteKind, ServedBy, ToolDefinition, Usage
+from segue.generated import (
+    CacheVerdict,
+    Message,
+    ModelSettings,
+    ReasoningBlock,
+    ResponseRef,
+    RunNoteKind,
+    ServedBy,
+    ToolDefinition,
+    Usage,
+)
 
 #: Message.meta key marking the trailing runtime-state fragment. Block-cache drivers keep their last
 #: breakpoint before it; it is never a cache anchor.
@@ -155,6 +165,12 @@ class ProviderRequest:
     #: one's end to this run's start), in order; empty without replayed runs. Drivers configured with
     #: `cache_ttl="auto"` choose the cache lifetime from them (segue.cache.ttl).
     pauses: tuple[float, ...] = ()
+    #: Ask the vendor why this request could not reuse the prefix of `previous_response` (cache diagnostics),
+    #: where the serving path's catalog row says `llm.cache_diagnostics`; off: Agent(cache_diagnostics=False).
+    diagnose: bool = False
+    #: The conversation's latest vendor response (the previous iteration's, or the continued run's last): a
+    #: driver names it only when its own vendor answered it. None: nothing to compare with yet.
+    previous_response: ResponseRef | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -195,6 +211,8 @@ class ProviderResponse:
     #: The serving client's own OpenTelemetry span of this request (anthropic's SDK emits one per call, with its
     #: usage): the tracer provider it goes to, SDK_SPAN_GLOBAL for the global one; None: the client emits none.
     sdk_span: Any = None
+    #: The vendor's verdict on this request's cache reuse (segue.wire.cache_verdict), when the request asked.
+    cache_verdict: CacheVerdict | None = None
 
 
 #: ProviderResponse.sdk_span of a client whose spans go to the global tracer provider.

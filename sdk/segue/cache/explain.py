@@ -31,6 +31,7 @@ import attrs
 from segue._core.contracts import FRAGMENT_META_KEY
 from segue._core.hashing import canonical_json
 from segue.cache.layout import FRAGMENT_TAG
+from segue.cache.reasons import agreement, below_minimum, stored_cause, verdict_line
 from segue.generated import (
     Divergence,
     ExplainCause,
@@ -40,9 +41,7 @@ from segue.generated import (
     Message,
     RunDetail,
     RunExplanation,
-    RunNote,
     TextBlock,
-    Usage,
 )
 from segue.generated.wire import shared
 from segue.wire import stored
@@ -385,40 +384,12 @@ def _classify(
     return _MESSAGES, f"messages changed at {d.path}", None
 
 
-#: What the vendors leave open when an intact prefix reads nothing and segue found no cause of its own.
-_VENDOR_OPEN = "the entry may have expired, been evicted, or lived on another cache node"
-
-
-def _stored_minimum(run: RunDetail) -> RunNote | None:
-    """The run's stored cache-below-minimum note with its numbers (None for runs recorded before they were kept)."""
-    notes = run.meta.segue_notes if run.meta is not None else None
-    return next((n for n in notes or () if n.kind == "cache-below-minimum" and n.limit is not None), None)
-
-
-def _note(cause: Cause, usage: Usage, below: RunNote | None) -> str | None:
-    """The stored cause of a request that cached nothing, its numbers first, then what the vendor leaves open."""
-    cached = bool(usage.cache_read_tokens) or bool(usage.cache_write_tokens)
-    if below is not None and below.limit is not None and not cached and usage.input_tokens < below.limit:
-        stated = (
-            f"{usage.input_tokens:,} tokens, below the {below.limit:,}-token minimum the catalog gives for this "
-            "model (llm.cache_min_tokens), so the vendor cached nothing"
-        )
-        return f"{stated}; beyond that the vendor leaves open: {_VENDOR_OPEN}" if cause == "extends" else stated
-    if cause != "extends":
-        return None
-    if usage.cache_read_tokens is None:
-        return "the vendor did not report cache reads for this request"
-    if usage.cache_read_tokens == 0:
-        return f"the prefix was intact but nothing was read from the cache and segue recorded no cause: {_VENDOR_OPEN}"
-    return None
-
-
 def explain_run(run: RunDetail, previous: RunDetail | None = None) -> RunExplanation:
     """Explain every provider request of `run`. `previous` is the run it continued_from (None if unknown)."""
     interactions = list(run.llm_interactions)
     before_first = previous.llm_interactions[-1] if previous is not None and previous.llm_interactions else None
     out: list[IterationExplanation] = []
-    below = _stored_minimum(run)
+    below, before_below = below_minimum(run), below_minimum(previous)
     for i, now in enumerate(interactions):
         before = interactions[i - 1] if i > 0 else before_first
         current = _segments(now.provider_request, now.model)
@@ -437,8 +408,10 @@ def explain_run(run: RunDetail, previous: RunDetail | None = None) -> RunExplana
                     reason=reason,
                     request_bytes=_rendered_bytes(current),
                     prefix_bytes=0,
-                    note=_note(cause, now.usage, below),
+                    note=stored_cause(cause, now.usage, below),
                     usage=now.usage,
+                    vendor_verdict=now.cache_verdict,
+                    agreement=agreement(cause, now.cache_verdict),
                 )
             )
             continue
@@ -457,8 +430,10 @@ def explain_run(run: RunDetail, previous: RunDetail | None = None) -> RunExplana
                 previous_iteration=before.iteration,
                 divergence=comparison.divergence,
                 collapsed_run=collapsed,
-                note=_note(found, now.usage, below),
+                note=stored_cause(found, now.usage, below, before.usage, before_below if i == 0 else below),
                 usage=now.usage,
+                vendor_verdict=now.cache_verdict,
+                agreement=agreement(found, now.cache_verdict),
             )
         )
     return RunExplanation(
@@ -470,8 +445,12 @@ def explain_run(run: RunDetail, previous: RunDetail | None = None) -> RunExplana
 
 
 def miss_cause(explanation: RunExplanation) -> str | None:
-    """One line saying why the run missed the cache: its first request that broke the prefix (the change and where),
-    else its first stored cause (a prompt below the minimum, its numbers first). None when nothing was missed."""
+    """One line saying why the run missed the cache: the vendor's own verdict first where it named a change, then
+    its first request that broke the prefix (the change and where), else its first stored cause (a prompt below the
+    minimum, its numbers first). None when nothing was missed."""
+    for it in explanation.iterations:
+        if it.vendor_verdict is not None and it.vendor_verdict.status == "changed":
+            return f"request {it.iteration}: {verdict_line(it)}"
     for it in explanation.iterations:
         if it.cause in BREAK_CAUSES:
             return f"request {it.iteration}: {it.reason}"

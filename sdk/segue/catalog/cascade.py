@@ -162,6 +162,11 @@ class Resolved:
         """Whether the vendor documents warming this path's cache without generating (only a literal true)."""
         return self.get("llm", "cache_prewarm") is True
 
+    @property
+    def cache_diagnostics(self) -> bool:
+        """Whether the vendor documents cache diagnostics on this path (only a literal true)."""
+        return self.get("llm", "cache_diagnostics") is True
+
     cache_kind = _LlmKey(str)
     cache_min_tokens = _LlmKey(int)
     cache_increment_tokens = _LlmKey(int)

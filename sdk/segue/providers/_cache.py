@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from segue._core.contracts import ProviderNote
+from segue._core.contracts import ProviderNote, ProviderRequest
 from segue.cache.ttl import AUTO, AutoTTL, TtlChoice, auto_ttl
 from segue.catalog import Catalog, CatalogError, Resolved
 from segue.wire.breakpoints import BreakpointCache, CacheMode, CacheTTL
-from segue.wire.common import WireError
+from segue.wire.common import Comparison, WireError
 
-__all__ = ["AUTO", "AutoTTLPaths", "BreakpointPaths", "CatalogRows"]
+__all__ = ["AUTO", "AutoTTLPaths", "BreakpointPaths", "CatalogRows", "comparison"]
 
 log = logging.getLogger("segue.providers")
 
@@ -120,3 +120,20 @@ class AutoTTLPaths:
         except ValueError as e:  # a runtime model override whose path cannot choose
             raise WireError(str(e)) from e
         return choice.ttl, ProviderNote(kind="ttl-chosen", message=choice.reason)
+
+
+def comparison(rows: CatalogRows, model: str, request: ProviderRequest, *, opt_in: bool) -> Comparison | None:
+    """The request's ask for cache diagnostics: only when the run asks (`request.diagnose`) and the serving path's
+    catalog row says `llm.cache_diagnostics`; it names the previous response when this driver's vendor answered
+    it. `opt_in`: ask with nothing to compare (Anthropic keeps a fingerprint only of requests that ask: "On the
+    first turn, pass "previous_message_id": null to opt in without a prior message to compare against")."""
+    if not request.diagnose:
+        return None
+    resolved = rows.resolve(model)
+    if resolved is None or not resolved.cache_diagnostics:
+        return None
+    previous = request.previous_response
+    previous_id = previous.id if previous is not None and previous.vendor == rows.vendor else None
+    if previous_id is None and not opt_in:
+        return None
+    return Comparison(previous_id=previous_id)

@@ -277,6 +277,7 @@ class SdkDriver:
             response_body=data,
             request_headers=dict(wire.headers),
             input_transformations=parsed.input_transformations,
+            cache_verdict=parsed.cache_verdict,
             notes=notes,
             requires_stable_reasoning_prefix=self.requires_stable_reasoning_prefix,
             served_by=served_by,

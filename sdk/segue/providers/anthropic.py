@@ -11,7 +11,7 @@ import attrs
 
 from segue._core.contracts import ProviderRequest
 from segue.generated import ModelSettings
-from segue.providers._cache import AUTO, AutoTTLPaths, CatalogRows
+from segue.providers._cache import AUTO, AutoTTLPaths, CatalogRows, comparison
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers._keys import require_credentials
 from segue.providers._output import OutputPaths
@@ -152,11 +152,14 @@ class AnthropicProvider(SdkDriver):
             cache_ttl=ttl,  # type: ignore[arg-type]  # checked against wire.CacheTTL by AutoTTLPaths
             thinking=self.thinking,
             stream=stream,
+            comparison=comparison(self.output.rows, model, request, opt_in=True),
         )
         return built if note is None else attrs.evolve(built, notes=[*built.notes, note])
 
     def _parse(self, data: Mapping[str, Any], request: ProviderRequest, w: WireRequest) -> ParsedResponse:
-        return wire.parse_response(data, model=self._model(request), binding=w.binding, origins=w.origins)
+        return wire.parse_response(
+            data, model=self._model(request), binding=w.binding, origins=w.origins, comparison=w.comparison
+        )
 
     _route = "/v1/messages"
 

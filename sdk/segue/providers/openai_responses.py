@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from segue._core.contracts import ProviderRequest
 from segue.generated import ModelSettings
-from segue.providers._cache import BreakpointPaths
+from segue.providers._cache import BreakpointPaths, comparison
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers._keys import require_credentials
 from segue.providers._output import OutputPaths
@@ -99,10 +99,11 @@ class OpenAIResponsesProvider(SdkDriver):
             cache_key_prefix=self.cache_key_prefix,
             breakpoints=self.cache.for_model(model),
             stream=stream,
+            comparison=comparison(self.cache.rows, model, request, opt_in=False),
         )
 
     def _parse(self, data: Mapping[str, Any], request: ProviderRequest, w: WireRequest) -> ParsedResponse:
-        return wire.parse_response(data, model=self._model(request))
+        return wire.parse_response(data, model=self._model(request), comparison=w.comparison)
 
     _route = "/responses"
 

@@ -58,6 +58,8 @@ class AgentConfig:
     catalog: Callable[[], Catalog]
     rules: Rules
     telemetry: Telemetry = attrs.Factory(Telemetry)
+    #: Ask the vendors why a request missed the cache (cache diagnostics) where the catalog says a path offers it.
+    cache_diagnostics: bool = True
     #: What the idempotency fingerprint covers of the agent: the same key on another configuration conflicts.
     config_hash: str = attrs.field(init=False)
 

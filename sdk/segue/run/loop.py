@@ -31,6 +31,7 @@ from segue.generated import (
     RunMeta,
     ToolCallBlock,
 )
+from segue.run.cache_watch import watch
 from segue.run.config import AgentConfig
 from segue.run.conversation import add_usage, answer_text, tool_calls
 from segue.run.guard import Guard
@@ -127,7 +128,9 @@ class Loop:
         failed = None if calls else failed_tool_note(state.own)
         if failed is not None:
             response = attrs.evolve(response, notes=[*response.notes, failed])
-        served = observe(state, request, response, iteration)
+        served, watched = watch(state, response, observe(state, request, response, iteration))
+        for event in watched:
+            yield event
         state.own.append(assistant)
         interaction = interaction_of(response, iteration, latency)
         if response.truncated_calls:
@@ -383,6 +386,7 @@ def _answered(chat: ChatTrace, response: ProviderResponse) -> None:
             server_address=response.server_address,
             server_port=response.server_port,
             sdk_span=response.sdk_span,
+            cache_verdict=response.cache_verdict,
         )
 
 
@@ -418,4 +422,6 @@ def provider_request(state: RunState, messages: list[Message], *, prewarm: bool 
         output=state.request.output.format if state.request.output is not None else None,
         settings=settings,
         pauses=plan.pauses,
+        diagnose=plan.diagnose,
+        previous_response=state.previous_response,
     )

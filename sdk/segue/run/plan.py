@@ -20,7 +20,7 @@ from segue._core.contracts import ServingPath, without_replayed_reasoning
 from segue.cache.layout import LayoutPolicy
 from segue.cache.ttl import pauses_between
 from segue.errors import ReplayRunError
-from segue.generated import ContextBlock, Message, ReplaySummary
+from segue.generated import ContextBlock, Message, ReplaySummary, ResponseRef
 from segue.replay.planner import check_runs, plan_replay
 from segue.replay.prefix_rule import WireView, seed_of
 from segue.run.config import AgentConfig, RunConfig
@@ -47,6 +47,11 @@ class RunPlan:
     continued_from: str | None
     #: Seconds between the conversation's turns (the replayed runs' times, then now): ProviderRequest.pauses.
     pauses: tuple[float, ...] = ()
+    #: The continued run's last vendor response (its meta `segue.last_response`): the first request names it for
+    #: cache diagnostics. None: nothing continued, or a run recorded before segue kept it.
+    previous_response: ResponseRef | None = None
+    #: Ask the vendors for cache diagnostics (Agent(cache_diagnostics=...), on by default).
+    diagnose: bool = True
 
     @property
     def path(self) -> ServingPath:
@@ -149,6 +154,7 @@ class Planner:
                 summaries={},
                 seeds={config.current.path: seed},
                 continued_from=None,
+                diagnose=self.agent.cache_diagnostics,
             )
         plan = plan_replay(
             stored,
@@ -170,4 +176,6 @@ class Planner:
             seeds=plan.seeds,
             continued_from=plan.continued_from,
             pauses=conversation_pauses(stored, request.knobs.runs),
+            previous_response=stored[request.knobs.runs[-1]].meta.segue_last_response,
+            diagnose=self.agent.cache_diagnostics,
         )

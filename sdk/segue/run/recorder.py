@@ -43,6 +43,7 @@ def interaction_of(response: ProviderResponse, iteration: int, latency_ms: float
         usage=response.usage,
         latency_ms=latency_ms,
         served_by=response.served_by,
+        cache_verdict=response.cache_verdict,
     )
 
 

@@ -11,10 +11,13 @@ from segue._core.run_text import replay_text
 from segue._core.usage import cache_parts
 from segue.cache.notes import RunNotes
 from segue.generated import (
+    CacheCollapse,
+    CacheVerdict,
     Message,
     PendingApproval,
     PrefixDescriptor,
     ReplaySummary,
+    ResponseRef,
     RunCost,
     RunDetail,
     RunEvent,
@@ -67,6 +70,18 @@ class RunState:
     stop_reason: StopReason | None = None
     #: The output limit the run raised to after a tool call was cut at the old one (None: not raised).
     raised_limit: int | None = None
+    #: The conversation's latest vendor response: the next request names it for cache diagnostics and expects to
+    #: read what it cached (segue.run.cache_watch). None: the plan's (the continued run's last response).
+    last_response: ResponseRef | None = None
+    #: The run said its cache collapse already (once per run).
+    collapsed: bool = False
+    #: The vendor's verdict on the run's first request it did not find unchanged (RunResult.cache_verdict).
+    verdict: CacheVerdict | None = None
+
+    @property
+    def previous_response(self) -> ResponseRef | None:
+        """The response the next request continues: this run's latest, else the continued run's last."""
+        return self.last_response if self.last_response is not None else self.plan.previous_response
 
     def stored_messages(self) -> list[Message]:
         """This run's messages as they are stored: with the fragments the layout keeps (appendOnly)."""
@@ -93,6 +108,7 @@ class RunState:
             replay=self.replay,
             error=error,
             notes=self.notes.as_list() or None,
+            cache_verdict=self.verdict,
             cached_share=cache_parts(self.usage).read_share,
             cost=self.cost,
             served_by=self.served_by,
@@ -208,8 +224,10 @@ def make_event(
     result: RunResult | None = None,
     error: str | None = None,
     meta: dict[str, Any] | None = None,
+    cache_collapse: CacheCollapse | None = None,
 ) -> RunEvent:
     return RunEvent(
+        cache_collapse=cache_collapse,
         type=type,
         run_id=run_id,
         iteration=iteration,

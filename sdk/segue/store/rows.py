@@ -15,6 +15,7 @@ from segue._core.run_text import question, replay_text
 from segue._core.usage import cache_parts
 from segue.errors import StoreError
 from segue.generated import (
+    CacheVerdict,
     LlmInteraction,
     Message,
     PendingApproval,
@@ -280,9 +281,33 @@ def _stored_usage(text: str, run_id: str) -> Usage:
         return get_converter().structure(loads(text, f"agent_runs.usage of run {run_id}"), Usage)
 
 
+#: The key of the vendor's cache verdict (LlmInteraction.cache_verdict) in a call's `usage` column.
+VERDICT_KEY = "segue.cache_verdict"
+
+
+def _usage_column(call: LlmInteraction) -> dict[str, Any]:
+    column: dict[str, Any] = get_converter().unstructure(call.usage, Usage)
+    if call.cache_verdict is not None:
+        column[VERDICT_KEY] = get_converter().unstructure(call.cache_verdict, CacheVerdict)
+    return column
+
+
+def _verdict_of(raw: Any) -> CacheVerdict | None:
+    """A stored verdict; one this segue cannot read (a newer segue's) is an `unknown` verdict, never an error."""
+    if raw is None:
+        return None
+    try:
+        return get_converter().structure(raw, CacheVerdict)
+    except Exception:  # cattrs raises several kinds; any of them means "not a shape this segue knows"
+        return CacheVerdict(status="unknown", raw=raw if isinstance(raw, dict) else {"value": raw})
+
+
 def interaction_from_row(row: Any, body: dict[str, Any], *, iteration: int, error: str | None) -> LlmInteraction:
     """A provider call from the columns `interaction_columns` wrote (llm_interactions, prewarms), with its
-    request `body` joined from its skeleton (segue.store.bodies)."""
+    request `body` joined from its skeleton (segue.store.bodies). The vendor's cache verdict is kept beside the
+    usage in its column (`VERDICT_KEY`), so no schema change was needed for it."""
+    usage = loads(row.usage, "usage")
+    verdict = usage.pop(VERDICT_KEY, None) if isinstance(usage, dict) else None
     return LlmInteraction(
         iteration=iteration,
         vendor=row.vendor,
@@ -290,10 +315,11 @@ def interaction_from_row(row: Any, body: dict[str, Any], *, iteration: int, erro
         provider_request=body,
         request_headers=loads(row.request_headers, "request_headers") if row.request_headers else None,
         provider_response=loads(row.provider_response, "provider_response") if row.provider_response else None,
-        usage=get_converter().structure(loads(row.usage, "usage"), Usage),
+        usage=get_converter().structure(usage, Usage),
         latency_ms=row.latency_ms,
         error=error,
         served_by=row.served_by,
+        cache_verdict=_verdict_of(verdict),
     )
 
 
@@ -308,7 +334,7 @@ def interaction_columns(call: LlmInteraction, skeleton: str) -> dict[str, Any]:
         "provider_response": (
             json.dumps(call.provider_response, ensure_ascii=False) if call.provider_response is not None else None
         ),
-        "usage": json.dumps(get_converter().unstructure(call.usage, Usage)),
+        "usage": json.dumps(_usage_column(call)),
         "latency_ms": call.latency_ms,
         "served_by": call.served_by,
     }

@@ -99,11 +99,19 @@ from segue._support.readers import (
 from segue._support.readers import (
     value_or as value_or,
 )
-from segue.generated import Message, ReasoningBlock, Role, Usage
+from segue.generated import CacheVerdict, Message, ReasoningBlock, Role, Usage
 
 #: segue's roles (the canonical Role enum) by name: the wire code compares them, the mappings translate them.
 _ROLE_NAMES: tuple[Role, ...] = get_args(Role)
 SYSTEM, USER, ASSISTANT, TOOL = _ROLE_NAMES
+
+
+@attrs.frozen(kw_only=True)
+class Comparison:
+    """A request's ask for cache diagnostics: `previous_id` is the vendor's id of the response to compare with
+    (None: opt in with nothing to compare yet, where the vendor keeps a fingerprint only for requests that ask)."""
+
+    previous_id: str | None
 
 
 @attrs.frozen(kw_only=True)
@@ -126,6 +134,8 @@ class WireRequest:
     binding: bool = False
     #: The output limit the body sends (None: the vendor's own default applies).
     output_limit: int | None = None
+    #: The request asked for cache diagnostics (segue.wire.cache_verdict.Comparison); None: it did not.
+    comparison: Comparison | None = None
 
     def encoded(self) -> bytes:
         """The body as the vendor receives it, encoded the way the official clients encode a JSON body: what the
@@ -179,6 +189,8 @@ class ParsedResponse:
     served_model: str | None = None
     #: Names of tool calls cut off at the output limit (arguments not whole JSON), left out of `message`.
     truncated_calls: tuple[str, ...] = ()
+    #: The vendor's cache verdict (segue.wire.cache_verdict), when the request asked for one.
+    cache_verdict: CacheVerdict | None = None
 
 
 def is_fragment(message: Message) -> bool:

@@ -108,6 +108,7 @@ def _usage_line(u: Usage) -> str:
 def show_text(run: RunDetail, facts: Sequence[str] = ()) -> str:
     """The text form of `segue runs show`; `facts` are lines the caller adds after the usage (cost, totals)."""
     from segue._core.usage import cache_parts
+    from segue.cache.collapse import verdict_text
     from segue.cache.explain import is_fragment_text
     from segue.generated import TextBlock
 
@@ -142,7 +143,17 @@ def show_text(run: RunDetail, facts: Sequence[str] = ()) -> str:
         out.append(f"  reasoning dropped: {', '.join(r.reasoning_dropped) or '—'}")
         out += [f"  warning {w.run_id} [{w.cause}]: {clean(w.message)}" for w in r.warnings]
     if run.llm_interactions:
-        headers = ["ITER", "MODEL", "INPUT", "CACHE READ", "CACHE WRITE", "UNCACHED", "OUTPUT", "LATENCY"]
+        headers = [
+            "ITER",
+            "MODEL",
+            "INPUT",
+            "CACHE READ",
+            "CACHE WRITE",
+            "UNCACHED",
+            "OUTPUT",
+            "LATENCY",
+            "VENDOR SAYS",
+        ]
         rows = []
         for c in run.llm_interactions:
             parts = cache_parts(c.usage)
@@ -156,9 +167,10 @@ def show_text(run: RunDetail, facts: Sequence[str] = ()) -> str:
                     count(parts.uncached),
                     count(c.usage.output_tokens),
                     f"{c.latency_ms:,.0f} ms",
+                    verdict_text(c.cache_verdict) if c.cache_verdict is not None else "—",
                 ]
             )
-        out += ["", "iterations:", table(headers, rows, [[None] * 8] * len(rows))]
+        out += ["", "iterations:", table(headers, rows, [[None] * 9] * len(rows))]
     out += ["", "traces:"]
     for t in run.traces:
         fragment = any(isinstance(b, TextBlock) and is_fragment_text(b.text) for b in t.message.content)
@@ -179,6 +191,7 @@ def show_text(run: RunDetail, facts: Sequence[str] = ()) -> str:
 def explain_text(run: RunDetail, explanation: RunExplanation) -> str:
     """The text form of `segue runs explain`: one row per request, then why each stopped reusing the last one."""
     from segue.cache.explain import BREAK_CAUSES, prefix_share
+    from segue.cache.reasons import verdict_line
 
     out: list[str] = []
     style = Style()
@@ -210,7 +223,12 @@ def explain_text(run: RunDetail, explanation: RunExplanation) -> str:
     if rows:
         out.append(table(headers, rows, colours))
     for it in explanation.iterations:
-        out.append(f"  {it.iteration}: {clean(it.reason)}")
+        said = verdict_line(it, with_reason=False)
+        if said is not None:  # the vendor's own verdict first, segue's reasoning beside it
+            out.append(f"  {it.iteration}: {clean(said)}")
+            out.append(f"     segue's comparison: {clean(it.reason)}")
+        else:
+            out.append(f"  {it.iteration}: {clean(it.reason)}")
         if it.divergence is not None and it.cause in BREAK_CAUSES:
             d = it.divergence
             out.append(f"     at byte {d.byte_offset:,}, {d.path}: was {clean(d.previous or '∅', 70)}")

@@ -25,6 +25,7 @@ from segue.cache.explain import (
     miss_cause,
     own_messages_start,
 )
+from segue.cache.reasons import verdict_line
 from segue.catalog.costs import price_ref
 from segue.generated import (
     ContentBlock,
@@ -329,6 +330,8 @@ class IterationView:
     response_json: str | None
     headers_json: str | None
     explanation: IterationExplanation | None
+    #: The vendor's own verdict and whether segue's comparison agrees (segue.cache.reasons), shown first.
+    verdict: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -389,6 +392,7 @@ def run_view(run: RunDetail, previous: RunDetail | None, cost: CostFn) -> RunVie
                 else None,
                 headers_json=json.dumps(c.request_headers, indent=2) if c.request_headers else None,
                 explanation=by_iteration.get(c.iteration),
+                verdict=verdict_line(e) if (e := by_iteration.get(c.iteration)) is not None else None,
             )
         )
     replay_runs: list[ReplayRunView] = []

@@ -288,11 +288,12 @@ def tool_output(content: str) -> Any:
 
 
 def final_metadata(result: RunResult | None) -> dict[str, Any]:
-    """The run as segue knows it, for the final event: run id, status, usage, cached_share, cost, replay."""
+    """The run as segue knows it, for the final event: run id, status, usage, the vendor's cache verdict (first
+    where a miss is explained), cached_share, cost, replay."""
     if result is None:
         return {}
     shown = get_converter().unstructure(result)
-    keep = ("run_id", "status", "usage", "cached_share", "cost", "replay_text", "iterations", "error")
+    keep = ("run_id", "status", "usage", "cache_verdict", "cached_share", "cost", "replay_text", "iterations", "error")
     out = {k: shown[k] for k in keep if shown.get(k) is not None}
     if result.cost is not None:  # each price's source in short: a browser gets no path or notes of the server's
         short = (

@@ -30,10 +30,12 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from segue._core.contracts import OutputFormat, ProviderNote, ProviderRequest, WirePrefix
 from segue.generated import ContentBlock, Message, ModelSettings, ReasoningBlock, TextBlock, ToolResultBlock
 from segue.generated.wire import anthropic as g
+from segue.wire.cache_verdict import anthropic_verdict
 from segue.wire.common import (
     ASSISTANT,
     SYSTEM,
     USER,
+    Comparison,
     ParsedResponse,
     Unknown,
     WireError,
@@ -55,6 +57,9 @@ REASONING_VENDOR = "anthropic"
 CacheTTL = Literal["5m", "1h"]
 #: The user turn a prewarm ends with when its prefix does not end with one (see build_request).
 PREWARM_TURN = "(cache prewarm: nothing to answer)"
+#: "Cache diagnostics is in beta. Include the beta header `cache-diagnosis-2026-04-07` in your API requests to use
+#: this feature" (platform.claude.com build-with-claude/cache-diagnostics; the pinned SDK's AnthropicBetaParam).
+DIAGNOSTICS_BETA = "cache-diagnosis-2026-04-07"
 
 
 def thinking_kind(thinking: Mapping[str, Any] | None) -> str | None:
@@ -76,9 +81,11 @@ def build_request(
     thinking: Mapping[str, Any] | None,
     stream: bool = False,
     output: OutputFormat | None = None,
+    comparison: Comparison | None = None,
 ) -> WireRequest:
     """The Messages API body (and beta header) for one canonical request; `output`: structured output through
-    `output_config.format` (the driver passes it only where the catalog says the model takes it)."""
+    `output_config.format` (the driver passes it only where the catalog says the model takes it); `comparison`:
+    cache diagnostics against an earlier response (`diagnostics.previous_message_id`, null to opt in)."""
     if request.prewarm:
         if cache_ttl is None:
             raise WireError("prewarm needs cache breakpoints, but cache_ttl is None; configure cache_ttl='5m' or '1h'")
@@ -117,6 +124,11 @@ def build_request(
         if thinking_sent and replays:
             g.block_binding(config)
             headers[g.BETA_HEADER] = g.BINDING_BETA
+    diagnostics: Any = None
+    if comparison is not None:
+        diagnostics = {"previous_message_id": comparison.previous_id}
+        betas = [b for b in (headers.get(g.BETA_HEADER), DIAGNOSTICS_BETA) if b]
+        headers[g.BETA_HEADER] = ",".join(betas)
     settings = request.settings
     check_settings(settings)
     output_config: Mapping[str, Any] = g.output_format(schema=output.schema) if output is not None else {}
@@ -132,6 +144,7 @@ def build_request(
         stop_sequences=settings.stop,
         output_config=cast("OutputConfigParam", output_config) if output_config else None,
         thinking=config,
+        diagnostics=diagnostics,
         stream=stream,
     )
     if cache_ttl is not None:
@@ -145,6 +158,7 @@ def build_request(
         output_limit=max_tokens,
         origins=_Origins(turns.sources) if binding else {},
         binding=binding,
+        comparison=comparison,
     )
 
 
@@ -380,6 +394,7 @@ def parse_response(
     model: str | None = None,
     binding: bool = False,
     origins: Mapping[str, int] | None = None,
+    comparison: Comparison | None = None,
 ) -> ParsedResponse:
     """A Messages API response (or one assembled from a stream) as canonical blocks, usage and notes.
 
@@ -415,6 +430,7 @@ def parse_response(
         notes=notes,
         input_transformations=transformations,
         served_model=response.model,
+        cache_verdict=anthropic_verdict(response.diagnostics, comparison),
     )
 
 

@@ -23,8 +23,10 @@ from segue._core.contracts import OutputFormat, ProviderNote, ProviderRequest
 from segue.generated import Message, ModelSettings, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from segue.generated.wire import openai_responses as g
 from segue.wire.breakpoints import BreakpointCache, mark
+from segue.wire.cache_verdict import openai_verdict
 from segue.wire.common import (
     ASSISTANT,
+    Comparison,
     MalformedResponseError,
     ParsedResponse,
     Unknown,
@@ -61,9 +63,11 @@ def build_request(
     breakpoints: BreakpointCache | None = None,
     stream: bool = False,
     output: OutputFormat | None = None,
+    comparison: Comparison | None = None,
 ) -> WireRequest:
     """The Responses body for one canonical request; `breakpoints` when the serving path is a breakpoint cache;
-    `output`: structured output as `text.format` (json_schema)."""
+    `output`: structured output as `text.format` (json_schema); `comparison`: cache diagnostics against an
+    earlier response (`prompt_cache_options.comparison_response_id`; nothing is sent without one)."""
     if request.prewarm and breakpoints is None:
         raise WireError(
             f"prewarm: {model!r} is not a breakpoint cache in the catalog (llm.cache_kind), and the Responses API "
@@ -85,10 +89,15 @@ def build_request(
     built, anchors, left_off = _input(request, store=store, tool_parts=breakpoints is not None)
     items.extend(built)
     notes.extend(left_off)
-    options = None
+    options: Any = None
+    compared = comparison.previous_id if comparison is not None else None
     if breakpoints is not None:
         mark(items, fixed, anchors, request, breakpoints, g.prompt_cache_breakpoint)
-        options = g.prompt_cache_options(mode=breakpoints.mode, ttl=breakpoints.ttl, prewarm=request.prewarm)
+        options = g.prompt_cache_options(
+            mode=breakpoints.mode, ttl=breakpoints.ttl, prewarm=request.prewarm, comparison_response_id=compared
+        )
+    elif compared is not None:
+        options = {"comparison_response_id": compared}
     body = g.request(
         model=model,
         instructions=instructions,
@@ -108,7 +117,12 @@ def build_request(
         parallel_tool_calls=settings.parallel_tool_calls if request.tools else None,
         stream=stream,
     )
-    return WireRequest(body=dict(body), notes=notes, output_limit=settings.max_tokens)
+    return WireRequest(
+        body=dict(body),
+        notes=notes,
+        output_limit=settings.max_tokens,
+        comparison=comparison if compared is not None else None,
+    )
 
 
 #: The ModelSettings fields the Responses API has no parameter for (the pinned SDK's ResponseCreateParams has
@@ -242,7 +256,9 @@ def _flush(items: list[ResponseInputItemParam], parts: list[Part], role: Any) ->
         parts.clear()
 
 
-def parse_response(data: Mapping[str, Any], *, model: str | None = None) -> ParsedResponse:
+def parse_response(
+    data: Mapping[str, Any], *, model: str | None = None, comparison: Comparison | None = None
+) -> ParsedResponse:
     """A Response (or one assembled from a stream) as canonical blocks in output order."""
     where = "openai response"
     response = g.parse_response(data)
@@ -270,6 +286,7 @@ def parse_response(data: Mapping[str, Any], *, model: str | None = None) -> Pars
         stop_reason=stop,
         notes=notes,
         served_model=response.model,
+        cache_verdict=openai_verdict(response.prompt_cache_diagnostics, comparison),
     )
 
 
