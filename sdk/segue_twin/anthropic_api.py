@@ -231,10 +231,6 @@ def _render_turn(
     return content, "max_tokens", request.max_tokens - budget + count_tokens(cut)
 
 
-#: Block types of which a run of consecutive blocks is one lookback position.
-_RUN_TYPES = frozenset({"tool_use", "tool_result"})
-
-
 def _cache_blocks(
     request: AnthropicRequest, messages: list[dict[str, Any]], images: ImageFormula | None
 ) -> list[CacheBlock]:
@@ -269,7 +265,6 @@ def _cache_blocks(
                     key=ordered_json({"role": message["role"]}) + _key(block),
                     tokens=block_tokens(strip_for_binding(block), images, request.model),
                     breakpoint_ttl=bp.get(f"messages.{i}.content.{j}"),
-                    run=block["type"] if block["type"] in _RUN_TYPES else None,
                 )
             )
     message_settings = {

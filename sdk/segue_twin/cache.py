@@ -4,8 +4,8 @@
 rules, chosen by `CacheRules.style`:
 
 - "block" (Anthropic): the prefix is tools -> system -> messages; each cache_control breakpoint reads the longest
-  live entry at its own boundary or at one within `lookback_blocks` positions, its own block counting as the
-  first (a run of consecutive blocks with the same `run` tag is one position).
+  live entry at its own boundary or at one within `lookback_blocks` content blocks, its own block counting as the
+  first; every block is one position, each tool_use and each tool_result too.
 - "breakpoint" (OpenAI GPT-5.6 and later): a request reads the longest live entry among the conversation's latest
   `match_breakpoints` breakpoints (its own markers, and the entries earlier requests wrote into its prefix), with
   no lookback limit; only the breakpoints it flags as writing are written.
@@ -40,14 +40,12 @@ class CacheBlock:
     breakpoint_ttl: set when the request writes an entry at the end of this block, with this TTL.
     breakpoint: the block ends at a breakpoint the request marked but does not write (breakpoint style: it is
     still matched against).
-    run: blocks in a row with the same non-None tag count as one lookback position (block style).
     """
 
     key: bytes
     tokens: int
     breakpoint_ttl: str | None = None
     breakpoint: bool = False
-    run: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -143,16 +141,18 @@ class BlockCache:
         """The boundary of the longest live entry any breakpoint finds within its lookback window (0: none).
 
         Each breakpoint checks its own boundary, then earlier ones, while they lie within `lookback_blocks`
-        positions counting its own block as the first; the first live entry it meets is its hit.
+        blocks counting its own block as the first; the first live entry it meets is its hit. The unit is the
+        content block: the prompt-caching page's "checks up to 20 blocks before each explicit `cache_control`
+        breakpoint" counts "content block boundaries", and each tool_use and tool_result is one (strands#3348
+        measured 18 parallel calls and their results re-writing the whole prefix, which one position per run of
+        calls could not).
         """
-        positions = _positions(blocks)
+        lookback = rules.number("lookback_blocks")
         hit = 0
         for end, block in enumerate(blocks, start=1):
             if block.breakpoint_ttl is None:
                 continue
-            for boundary in range(end, 0, -1):
-                if positions[end - 1] - positions[boundary - 1] >= rules.number("lookback_blocks"):
-                    break
+            for boundary in range(end, max(end - lookback, 0), -1):
                 if self._live(hashes[boundary], now) is not None:
                     hit = max(hit, boundary)
                     break
@@ -190,15 +190,6 @@ def _first_writer(entries: dict[bytes, _Entry], key: bytes, writer: Ticket | Non
     writer still in flight begins first), an absent or expired one takes ``writer``."""
     existing = entries.get(key)
     return writer if existing is None or existing.expires_at <= now else existing.writer
-
-
-def _positions(blocks: Sequence[CacheBlock]) -> list[int]:
-    """Lookback position of each block: a new one per block, except inside a run of equal `run` tags."""
-    positions: list[int] = []
-    for i, block in enumerate(blocks):
-        same_run = i > 0 and block.run is not None and block.run == blocks[i - 1].run
-        positions.append(positions[-1] if same_run else (positions[-1] + 1 if positions else 0))
-    return positions
 
 
 class PrefixCache:

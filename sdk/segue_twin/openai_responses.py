@@ -10,6 +10,7 @@ Rules (https://developers.openai.com/api/docs/guides/reasoning and the SDK's `ty
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,7 +45,7 @@ _CACHE_OPTION_FIELDS = ("mode", "ttl", "prewarm", "comparison_response_id")
 _BREAKPOINT_ROLES = ("user", "system", "developer")
 #: Per input item type: field -> (accepted JSON types, required).
 _ITEM_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
-    "message": {"role": ((str,), True), "content": ((str, list), True)},
+    "message": {"role": ((str,), True), "content": ((str, list), True), "phase": ((str,), False)},
     "function_call": {
         "call_id": ((str,), True),
         "name": ((str,), True),
@@ -172,6 +173,20 @@ def _diagnose(
     fingerprints.remember(response["id"], current)
 
 
+#: An assistant message's phase values (the pinned openai SDK's ResponseOutputMessage.phase literal).
+PHASES = ("commentary", "final_answer")
+_GPT_VERSION = re.compile(r"gpt-(\d+)(?:\.(\d+))?")
+
+
+def labels_phase(model: str) -> bool:
+    """Whether the model labels its assistant messages with `phase`: the pinned SDK's ResponseOutputMessage.phase
+    "Labels an `assistant` message as intermediate commentary (`commentary`) or the final answer (`final_answer`).
+    For models like `gpt-5.3-codex` and beyond, ... preserve and resend phase". The twin labels GPT 5.3 and later;
+    text that comes with tool calls is commentary, text alone the final answer."""
+    version = _GPT_VERSION.match(model)
+    return version is not None and (int(version[1]), int(version[2] or 0)) >= (5, 3)
+
+
 def _input_items(raw: Any) -> list[dict[str, Any]]:
     if isinstance(raw, str):
         return [{"type": "message", "role": "user", "content": raw}]
@@ -186,6 +201,11 @@ def _input_items(raw: Any) -> list[dict[str, Any]]:
             raise bad_request(f"Invalid 'input[{i}].type': {kind!r} is not supported by the twin.", param=f"input[{i}]")
         for name, (kinds, required) in _ITEM_FIELDS[kind].items():
             expect(item.get(name), kinds, f"input[{i}].{name}", optional=not required)
+        if kind == "message" and item.get("phase") is not None and item["phase"] not in PHASES:
+            raise bad_request(
+                f"Invalid value for 'input[{i}].phase': {item['phase']!r}; expected commentary or final_answer.",
+                param=f"input[{i}].phase",
+            )
         if kind == "message" and item["role"] not in ("user", "assistant", "system", "developer"):
             raise bad_request(
                 f"Invalid value for 'input[{i}].role': {item['role']!r}; expected user, assistant, system or "
@@ -410,15 +430,16 @@ def _output_items(
             state.stored_items[rs_id] = {**item, "twin_payload": payload}
         output.append(item)
     if sized.text:
-        output.append(
-            {
-                "id": state.ids.next("msg"),
-                "type": "message",
-                "role": "assistant",
-                "status": "completed",
-                "content": [{"type": "output_text", "text": sized.text, "annotations": [], "logprobs": []}],
-            }
-        )
+        message: dict[str, Any] = {
+            "id": state.ids.next("msg"),
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": sized.text, "annotations": [], "logprobs": []}],
+        }
+        if labels_phase(params.model):
+            message["phase"] = "commentary" if sized.calls else "final_answer"
+        output.append(message)
     for name, arguments in sized.calls:
         output.append(
             {

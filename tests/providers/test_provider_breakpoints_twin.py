@@ -159,7 +159,7 @@ async def test_responses_prewarm_makes_the_next_request_read_the_warmed_prefix()
     assert warm.message.content == [] and warm.usage.output_tokens == 0
     assert warm.usage.cache_write_tokens == warm.usage.input_tokens
     assert answer.usage.cache_read_tokens == warm.usage.input_tokens
-    assert answer.message.content[-1] == TextBlock(text="12 orders.")
+    assert answer.message.content[-1] == TextBlock(text="12 orders.", phase="final_answer")
 
 
 async def test_anthropic_prewarm_makes_the_next_request_read_the_warmed_prefix() -> None:

@@ -182,26 +182,34 @@ def _results(count: int, *, cache_last: bool = True) -> list[dict[str, Any]]:
     return results
 
 
-async def test_a_run_of_tool_use_blocks_is_one_position_and_so_is_a_run_of_tool_results() -> None:
-    """A run of consecutive `tool_use` blocks counts as one lookback position, and so does a run of `tool_result`
-    blocks: after 12 parallel calls (24 blocks) the breakpoint on the last result still finds the entry written
-    before them, two positions back.
+#: The lookback's unit, from the prompt-caching page (platform.claude.com/docs/en/build-with-claude/prompt-caching):
+#: "The system only checks up to 20 blocks before each explicit `cache_control` breakpoint", and the same page in
+#: Korean (docs.anthropic.com/ko/docs/build-with-claude/prompt-caching): the system checks "all previous content
+#: block boundaries" ("모든 이전 콘텐츠 블록 경계"), up to about 20 blocks before the explicit breakpoint. The unit is
+#: the content block; the page names no exception for tool_use or tool_result blocks, and strands#3348 measured a
+#: full re-write (134,082 tokens) after 18 parallel tool calls and their 18 results.
+LOOKBACK_UNIT = "content block"
 
-    https://platform.claude.com/docs/en/build-with-claude/prompt-caching (lookback window)
-    """
+
+@pytest.mark.parametrize(("calls", "found"), [(9, True), (10, False)])
+async def test_each_tool_use_and_tool_result_block_is_one_lookback_position(calls: int, found: bool) -> None:
+    """Each `tool_use` and each `tool_result` is one content block of the lookback (LOOKBACK_UNIT): after 9
+    parallel calls and their 9 results the breakpoint on the last result is 18 blocks after the entry and finds it;
+    after 10 (20 blocks) the entry is one position outside the window, exactly as 20 text blocks would be."""
+    assert LOOKBACK_UNIT == "content block"
     _, client = _twin()
     question = [{"role": "user", "content": [_text(BIG, cache=True)]}]
     await _usage(client, messages=question)
     moved = [{"role": "user", "content": [_text(BIG)]}]  # the only breakpoint is now on the last result
-    parallel = [*moved, {"role": "assistant", "content": _calls(12)}, {"role": "user", "content": _results(12)}]
+    parallel = [*moved, {"role": "assistant", "content": _calls(calls)}, {"role": "user", "content": _results(calls)}]
     usage = await _usage(client, messages=parallel)
-    assert usage["cache_read_input_tokens"] == _tokens(_text(BIG))
-    # The same 24 blocks as text (24 positions) are outside the window.
+    assert usage["cache_read_input_tokens"] == (_tokens(_text(BIG)) if found else 0)
+    # The same number of text blocks gives the same answer: the block type does not matter.
     _, client = _twin()
     await _usage(client, messages=question)
-    texts = [_text(f"row {i}") for i in range(23)] + [_text("row 23", cache=True)]
+    texts = [_text(f"row {i}") for i in range(2 * calls - 1)] + [_text("last row", cache=True)]
     as_text = await _usage(client, messages=[{"role": "user", "content": [_text(BIG), *texts]}])
-    assert as_text["cache_read_input_tokens"] == 0
+    assert as_text["cache_read_input_tokens"] == usage["cache_read_input_tokens"]
 
 
 MODELS_512_AND_4096 = {

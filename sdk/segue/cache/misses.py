@@ -17,9 +17,8 @@ from segue._core.identity import IdentityMemo
 from segue.catalog import Resolved
 from segue.generated import Usage
 
-#: Anthropic: "a run of consecutive tool_use blocks is one lookback position, and so is a run of tool_result
-#: blocks" (prompt caching page; docs/twin.md "Fidelity rules").
-_RUN_TYPES = frozenset({"tool_use", "tool_result"})
+#: Anthropic's lookback counts content blocks: "The system only checks up to 20 blocks before each explicit
+#: `cache_control` breakpoint" (prompt caching page), each tool_use and each tool_result being one block.
 _MARKER = "cache_control"
 
 
@@ -79,42 +78,30 @@ _LAST_BODY: IdentityMemo[tuple[int, list[int]]] = IdentityMemo(1)
 
 
 def _count_positions(body: Mapping[str, Any]) -> tuple[int, list[int]]:
-    count, last_type = 0, None
+    count = 0
     marks: list[int] = []
     messages = body.get("messages")
     for message in messages if isinstance(messages, list) else ():
-        n, first, last, own = _message_positions(message)
-        merged = 1 if first in _RUN_TYPES and first == last_type else 0  # a run of calls / results goes on
-        marks.extend(count + p - merged for p in own)
-        count += n - merged
-        last_type = last if n else last_type
+        n, own = _message_positions(message)
+        marks.extend(count + p for p in own)
+        count += n
     return count, marks
 
 
 #: A wire message -> its _message_positions. The requests of a run share the wire messages of its replayed prefix
 #: (a marker is set on a copy), so each is counted once per run, not once per request twice.
-_SEEN: IdentityMemo[tuple[int, Any, Any, list[int]]] = IdentityMemo(16_384)
+_SEEN: IdentityMemo[tuple[int, list[int]]] = IdentityMemo(16_384)
 
 
-def _message_positions(message: Any) -> tuple[int, Any, Any, list[int]]:
-    """One message's (positions counted as if it opened the body, its first and last block type, the positions
-    of its marked blocks): the first block joins the previous message's run of the same type, if any."""
+def _message_positions(message: Any) -> tuple[int, list[int]]:
+    """One message's (content blocks, the positions of its marked blocks counted as if it opened the body)."""
     found = _SEEN.get(message)
     if found is not None:
         return found
-    count, marks, first, last_type = 0, [], None, None
     content = message.get("content") if isinstance(message, dict) else None
     blocks: Sequence[Any] = content if isinstance(content, list) else [content]
-    for i, block in enumerate(blocks):
-        kind = block.get("type") if isinstance(block, dict) else "text"
-        if i == 0:
-            first = kind
-        if not (kind in _RUN_TYPES and kind == last_type):
-            count += 1
-        last_type = kind
-        if isinstance(block, dict) and block.get(_MARKER):
-            marks.append(count)
-    return _SEEN.put(message, (count, first, last_type, marks))
+    marks = [i for i, block in enumerate(blocks, start=1) if isinstance(block, dict) and block.get(_MARKER)]
+    return _SEEN.put(message, (len(blocks), marks))
 
 
 def _breakpoint_gap(previous: Mapping[str, Any], body: Mapping[str, Any]) -> int | None:

@@ -144,6 +144,7 @@ class AnthropicProvider(SdkDriver):
             if self.auto_ttl is not None
             else (self.cache_ttl, None)
         )
+        path = self.output.rows.resolve(model)
         built = wire.build_request(
             request,
             model=model,
@@ -153,6 +154,8 @@ class AnthropicProvider(SdkDriver):
             thinking=self.thinking,
             stream=stream,
             comparison=comparison(self.output.rows, model, request, opt_in=True),
+            lookback_blocks=path.cache_lookback_blocks if path is not None else None,
+            max_breakpoints=path.cache_max_breakpoints if path is not None else None,
         )
         return built if note is None else attrs.evolve(built, notes=[*built.notes, note])
 

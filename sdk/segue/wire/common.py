@@ -7,7 +7,7 @@ Nothing here imports a vendor SDK.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, get_args
 
 import attrs
@@ -212,14 +212,56 @@ def cache_anchor(anchors: list[Any], messages: list[Message], end: int | None) -
     return None
 
 
-def breakpoint_blocks(fixed: list[Any], anchors: list[Any], request: ProviderRequest) -> list[Any]:
+@attrs.frozen(kw_only=True)
+class LookbackWindow:
+    """A block cache's lookback, for `breakpoint_blocks`: a breakpoint finds an earlier entry only within `blocks`
+    content blocks, its own block being the first; at most `limit` breakpoints per request; `distance(earlier,
+    later)`: content blocks from one wire block to a later one on this request's wire."""
+
+    blocks: int
+    limit: int
+    distance: Callable[[Any, Any], int]
+
+    def beyond(self, earlier: Any, later: Any) -> bool:
+        """Whether a breakpoint on `later` cannot find an entry ending at `earlier`."""
+        return self.distance(earlier, later) >= self.blocks
+
+
+def previous_request_end(messages: list[Message]) -> int | None:
+    """The last message of the request before this one (None: there was none): the message before the last
+    assistant answer, since a request's answer and what follows it (tool results, the next user turn) come after
+    what that request sent."""
+    for i in range(len(messages) - 1, 0, -1):
+        if messages[i].role == ASSISTANT:
+            return i - 1
+    return None
+
+
+def breakpoint_blocks(
+    fixed: list[Any], anchors: list[Any], request: ProviderRequest, window: LookbackWindow | None = None
+) -> list[Any]:
     """Where block-cache vendors put cache_control (at most four): the `fixed` system/stable-head blocks, the last
-    replayed message, the last message (each falling back to the nearest earlier non-fragment anchor)."""
+    replayed message, the last message (each falling back to the nearest earlier non-fragment anchor).
+
+    With a lookback `window`, also the end of the previous request when the last message lies beyond the window
+    from it (a wide parallel tool fan-out adds a tool_use and a tool_result block per call): that breakpoint finds
+    the entry the previous request wrote there, so the request reads the earlier prefix instead of writing it
+    all again. Within the window's breakpoint limit it takes the last replayed message's place, whose entry it
+    reads anyway when the replayed messages end before it."""
+    messages = request.messages
+    replayed = cache_anchor(anchors, messages, request.replay_end)
+    last = cache_anchor(anchors, messages, len(messages) - 1)
+    previous = None
+    if window is not None and last is not None:
+        previous = cache_anchor(anchors, messages, previous_request_end(messages))
+        if previous is None or previous is last or not window.beyond(previous, last):
+            previous = None
     marks = list(fixed)
-    for end in (request.replay_end, len(request.messages) - 1):
-        anchor = cache_anchor(anchors, request.messages, end)
+    for anchor in (replayed, previous, last):
         if anchor is not None and not any(anchor is m for m in marks):
             marks.append(anchor)
+    if window is not None and len(marks) > window.limit and previous is not None:
+        marks = [m for m in marks if m is not replayed or m is previous or m is last]
     return marks
 
 

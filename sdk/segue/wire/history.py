@@ -183,6 +183,7 @@ def _read(item: Mapping[str, Any], where: str, left_out: list[str]) -> tuple[Sid
         if isinstance(item.get("refusal"), str) and item["refusal"]:
             blocks.append(TextBlock(text=item["refusal"]))
         blocks += chat_history.tool_calls(item, model, where)
+        blocks = responses_history.with_phase(item, blocks, where)
     return side, blocks, kind == "message" and side == "assistant"
 
 

@@ -9,7 +9,10 @@ they go. Rules it enforces:
   (before the tool_use they led to), while thinking is on for the request; reasoning of any other vendor is
   dropped, never rendered as text;
 - at most four cache breakpoints: end of system, end of the stable head (a second system text block), the last
-  replayed message and the last message, never on the trailing runtime-state fragment;
+  replayed message and the last message, never on the trailing runtime-state fragment; when the last message lies
+  beyond the lookback (`lookback_blocks` content blocks, each tool_use and tool_result one) from the end of the
+  previous request, as after a wide parallel tool fan-out, the previous request's end too, in the last replayed
+  message's place if all four are taken (segue.wire.common.breakpoint_blocks);
 - with replayed thinking on the wire and thinking enabled, the binding-controls beta is requested with
   `prefix_mismatch_behavior="drop_block"`, so a stale block is dropped (and reported) instead of failing the call;
 - a prewarm request sends `max_tokens: 0` ("Set to `0` to populate the prompt cache without generating a
@@ -24,7 +27,7 @@ they go. Rules it enforces:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from segue._core.contracts import OutputFormat, ProviderNote, ProviderRequest, WirePrefix
@@ -36,6 +39,7 @@ from segue.wire.common import (
     SYSTEM,
     USER,
     Comparison,
+    LookbackWindow,
     ParsedResponse,
     Unknown,
     WireError,
@@ -55,6 +59,9 @@ WIRE = "anthropic"
 #: ReasoningBlock.vendor of the blocks this wire replays.
 REASONING_VENDOR = "anthropic"
 CacheTTL = Literal["5m", "1h"]
+#: "You can define up to 4 cache breakpoints" (prompt caching page); the catalog's llm.cache_max_breakpoints when
+#: it names the path.
+MAX_BREAKPOINTS = 4
 #: The user turn a prewarm ends with when its prefix does not end with one (see build_request).
 PREWARM_TURN = "(cache prewarm: nothing to answer)"
 #: "Cache diagnostics is in beta. Include the beta header `cache-diagnosis-2026-04-07` in your API requests to use
@@ -82,10 +89,14 @@ def build_request(
     stream: bool = False,
     output: OutputFormat | None = None,
     comparison: Comparison | None = None,
+    lookback_blocks: int | None = None,
+    max_breakpoints: int | None = None,
 ) -> WireRequest:
     """The Messages API body (and beta header) for one canonical request; `output`: structured output through
     `output_config.format` (the driver passes it only where the catalog says the model takes it); `comparison`:
-    cache diagnostics against an earlier response (`diagnostics.previous_message_id`, null to opt in)."""
+    cache diagnostics against an earlier response (`diagnostics.previous_message_id`, null to opt in);
+    `lookback_blocks`, `max_breakpoints`: the path's catalog numbers (lookback None: not known, so no breakpoint is
+    added for it; max_breakpoints None: MAX_BREAKPOINTS)."""
     if request.prewarm:
         if cache_ttl is None:
             raise WireError("prewarm needs cache breakpoints, but cache_ttl is None; configure cache_ttl='5m' or '1h'")
@@ -148,7 +159,14 @@ def build_request(
         stream=stream,
     )
     if cache_ttl is not None:
-        for block in breakpoint_blocks(list(system), anchors, request):
+        window = (
+            None
+            if lookback_blocks is None
+            else LookbackWindow(
+                blocks=lookback_blocks, limit=max_breakpoints or MAX_BREAKPOINTS, distance=_distance(messages)
+            )
+        )
+        for block in breakpoint_blocks(list(system), anchors, request, window):
             g.cache_control(writable(messages, system, block), ttl=cache_ttl)
     binding = config is not None and g.parse_thinking_config(config).block_binding is not None
     return WireRequest(
@@ -160,6 +178,25 @@ def build_request(
         binding=binding,
         comparison=comparison,
     )
+
+
+def _distance(messages: list[Any]) -> Callable[[Any, Any], int]:
+    """Content blocks from one wire block of `messages` to a later one (the lookback's unit), counted from the end,
+    where the anchors are: the cost is the blocks after `earlier`."""
+
+    def distance(earlier: Any, later: Any) -> int:
+        count: int | None = None
+        for message in reversed(messages):
+            for block in reversed(g.parse_message(message).content):
+                if block is later:
+                    count = 0
+                elif count is not None:
+                    count += 1
+                if block is earlier:
+                    return count or 0
+        return count or 0  # `earlier` not found: every block before `later`
+
+    return distance
 
 
 #: What the Messages API has no parameter for: the pinned SDK's MessageCreateParams has no temperature, top_p or

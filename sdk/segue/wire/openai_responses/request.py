@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+import attrs
 
 from segue._core.contracts import OutputFormat, ProviderNote, ProviderRequest
 from segue.generated import Message, ModelSettings, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
@@ -49,6 +51,8 @@ if TYPE_CHECKING:
 
 WIRE = "openai_responses"
 REASONING_VENDOR = "openai"
+#: TextBlock.phase: an assistant message's phase (the generated PHASES are its values).
+Phase = Literal["commentary", "final_answer"]
 #: OpenAI rejects longer prompt_cache_key values.
 MAX_CACHE_KEY = 64
 
@@ -295,8 +299,10 @@ def _unknown(message: str) -> ProviderNote:
 
 
 def _message_blocks(item: g.OutputMessage, model: str | None, notes: list[ProviderNote]) -> list[TextBlock]:
+    """The message item's text parts as TextBlocks, each keeping the item's `phase` (see `message_phase`)."""
+    phase = message_phase(item, notes)
     if isinstance(item.content, str):  # an input-style assistant message (as segue sends them)
-        return [TextBlock(text=item.content)]
+        return [TextBlock(text=item.content, phase=phase)]
     if not isinstance(item.content, list):
         raise MalformedResponseError(f"openai message item: content must be a list, got {type(item.content).__name__}")
     blocks = []
@@ -305,8 +311,18 @@ def _message_blocks(item: g.OutputMessage, model: str | None, notes: list[Provid
         if isinstance(block, Unknown):
             notes.append(_unknown(f"openai returned a {block.tag!r} message part segue does not keep; dropped"))
         else:
-            blocks.append(block)
+            blocks.append(block if phase is None else attrs.evolve(block, phase=phase))
     return blocks
+
+
+def message_phase(item: g.OutputMessage, notes: list[ProviderNote]) -> Phase | None:
+    """The assistant message's `phase`, kept so it is resent as received: the pinned SDK's
+    ResponseOutputMessage.phase says "preserve and resend phase on all assistant messages — dropping it can degrade
+    performance". A value the pinned SDK does not know is left off with a note rather than failing the run."""
+    if item.phase is None or item.phase in g.PHASES:
+        return cast("Phase | None", item.phase)
+    notes.append(_unknown(f"openai labelled a message with phase {item.phase!r}, which segue does not know; dropped"))
+    return None
 
 
 #: Usage as canonical Usage, the writes split per TTL (schemas/wire/openai_responses.json).

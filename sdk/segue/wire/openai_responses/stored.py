@@ -6,9 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from segue.generated import TextBlock, ToolResultBlock
 from segue.generated.wire import openai_responses
 from segue.wire.common import ASSISTANT, TOOL, USER, Unknown, as_map
+from segue.wire.openai_responses.request import message_phase
 from segue.wire.stored_message import Block, StoredMessage, image_of, joined, read_blocks
 
 __all__ = ["read_message"]
@@ -25,6 +28,9 @@ def read_message(item: Any) -> StoredMessage:
     if isinstance(it, openai_responses.OutputMessage):
         role = it.role or "?"
         blocks = read_blocks(it.content, _part)
+        phase = message_phase(it, [])  # an assistant message's phase, as it was resent
+        if phase is not None:
+            blocks = [attrs.evolve(b, phase=phase) if isinstance(b, TextBlock) else b for b in blocks]
         return StoredMessage(role=role, kind=openai_responses.STORED_ROLES.get(role), blocks=blocks, raw=item)
     if isinstance(it, openai_responses.FunctionCallOutput):
         content = it.output if isinstance(it.output, str) else joined(read_blocks(it.output, _part))
