@@ -152,6 +152,10 @@ class ProviderRequest:
     #: one's end to this run's start), in order; empty without replayed runs. Drivers configured with
     #: `cache_ttl="auto"` choose the cache lifetime from them (segue.cache.ttl).
     pauses: tuple[float, ...] = ()
+    #: Evaluate the prompt afresh, not from the server's prompt cache: set on the one retry of an answer cut inside
+    #: a tool call, where a cached evaluation gave the cut answer. Drivers send the serving path's catalog
+    #: `llm.fresh_prompt_fields` (llama.cpp: cache_prompt false); a path without them sends the request as usual.
+    fresh: bool = False
 
 
 @attrs.frozen(kw_only=True)

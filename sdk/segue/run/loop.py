@@ -195,6 +195,9 @@ class Loop:
         limit = response.output_limit
         if limit is not None and state.raised_limit is None:
             state.raised_limit = limit * 2
+            # A prompt-caching server answers the retry from the same cached evaluation, cut again or as text
+            # (llama.cpp: cache_prompt "can cause nondeterministic results"): the retry asks for a fresh one.
+            state.fresh_retry = True
             if not calls:  # nothing complete to answer: the empty turn is not sent back
                 state.own.pop()
                 await self.recorder.record(state, state.iteration, interaction, [], served)
@@ -401,6 +404,7 @@ def provider_request(state: RunState, messages: list[Message], *, prewarm: bool 
     settings = state.request.settings
     if state.raised_limit is not None:
         settings = attrs.evolve(settings, max_tokens=state.raised_limit)
+    fresh, state.fresh_retry = state.fresh_retry, False  # only the retry itself
     return ProviderRequest(
         system=plan.config.system,
         stable_head=plan.config.stable_head,
@@ -417,4 +421,5 @@ def provider_request(state: RunState, messages: list[Message], *, prewarm: bool 
         output=state.request.output.format if state.request.output is not None else None,
         settings=settings,
         pauses=plan.pauses,
+        fresh=fresh and not prewarm,
     )

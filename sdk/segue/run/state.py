@@ -67,6 +67,8 @@ class RunState:
     stop_reason: StopReason | None = None
     #: The output limit the run raised to after a tool call was cut at the old one (None: not raised).
     raised_limit: int | None = None
+    #: The next request is that retry, to be evaluated afresh (ProviderRequest.fresh).
+    fresh_retry: bool = False
 
     def stored_messages(self) -> list[Message]:
         """This run's messages as they are stored: with the fragments the layout keeps (appendOnly)."""
