@@ -5,7 +5,7 @@
 # Schema: schemas/prefix.schema.json (sha256:cffcc32caa4c17dbd5ac0819c2d9ac2b85916801e0361607e9861b0510a52e7c)
 # Schema: schemas/protocol.schema.json (sha256:a61a1415be5d9670235a7526d8454826119de974c86ea9c082c9efe1928df153)
 # Schema: schemas/replay.schema.json (sha256:a77be0f27152f57ead6cac2188c3803a460d28ccec7372fe5d26250425a963b6)
-# Schema: schemas/runs.schema.json (sha256:f3673b1dfc13b9877537dce9e45c936752dad2f174a9c544f4b8b3ee39dd8738)
+# Schema: schemas/runs.schema.json (sha256:55f0f34cbc51029d2ccc24bfc2d6fe0e55faba59ecff576ed44fbccebf30595f)
 # Schema: schemas/serve.schema.json (sha256:d0fbc4d8e40fd81b5c2e460aa8719ced785d978a61c9a91d81892105751dee7d)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """Generated types: one module per schema file, re-exported here."""

@@ -72,7 +72,7 @@ class Loop:
                         async for event in self._pause_again(state, message):
                             yield event
                         return
-                    async for event in self.fail(state, message, type(e).__name__):
+                    async for event in self.fail(state, message, type(e).__name__, kind=e.kind):
                         yield event
                     return
                 except Exception as e:  # a driver bug or an unparseable answer: the run must not stay "running"
@@ -361,7 +361,11 @@ class Loop:
             meta={"pending": [], "error_type": "ProviderError"},
         )
 
-    async def fail(self, state: RunState, message: str, error_type: str) -> AsyncIterator[RunEvent]:
+    async def fail(
+        self, state: RunState, message: str, error_type: str, *, kind: str | None = None
+    ) -> AsyncIterator[RunEvent]:
+        """End the run as `error`; `kind`: a ProviderError's kind (rate_limit, server, deterministic, ...), in the
+        RUN_ERROR event's meta beside error_type, so a client tells what failed without parsing the message."""
         await self.recorder.finish(state, "error", None, message, error_type=error_type)
         yield make_event(
             "RUN_ERROR",
@@ -369,7 +373,7 @@ class Loop:
             state.iteration,
             error=message,
             result=state.result("error", error=message),
-            meta={"error_type": error_type},
+            meta={"error_type": error_type, **({"kind": kind} if kind is not None else {})},
         )
 
 

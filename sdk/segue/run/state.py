@@ -60,6 +60,8 @@ class RunState:
     replay_end: int | None = None  # the index of the last replayed message on the wire (set with `prefix`)
     cost: RunCost | None = None  # the calls so far, priced from the catalog (segue.catalog.costs)
     served_by: ServedBy | None = None  # "twin" once segue's twin answered a call of the run (segue.run.serving)
+    #: The model that answered the latest call that named another model than the one asked for (served-model).
+    served_model: str | None = None
     #: ((vendor, model), body) of the run's latest request, for the cache notes of the next one on that path.
     last_request: tuple[tuple[str, str], dict[str, Any]] | None = None
     repairs: int = 0  # structured output: repair turns used so far
