@@ -83,15 +83,17 @@ def responses_body(text: str = "ok") -> Any:
     }
 
 
-def llamacpp(rec: Recorder) -> OpenAIChatProvider:
+def llamacpp(rec: Recorder, vendor: str = "llamacpp") -> OpenAIChatProvider:
     url = "http://127.0.0.1:8080/v1"
-    return OpenAIChatProvider("gemma-3-270m", base_url=url, vendor="llamacpp", client=openai_client(rec, url))
+    return OpenAIChatProvider("gemma-3-270m", base_url=url, vendor=vendor, client=openai_client(rec, url))
 
 
 async def test_chat_completions_take_every_setting_and_the_run_overrides_the_agent_key_by_key() -> None:
+    """On vLLM, which documents named function calling (llama.cpp refuses a named tool_choice: its server runs it
+    as auto, tests/providers/test_self_hosted_paths.py)."""
     rec = Recorder(json_response(chat_completion()))
     agent = Agent(
-        llamacpp(rec),
+        llamacpp(rec, "vllm"),
         tools=[lookup],
         model_settings=ModelSettings(max_tokens=64, temperature=0.0, seed=7, stop=["END"]),
     )

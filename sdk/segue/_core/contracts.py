@@ -171,6 +171,10 @@ class ProviderRequest:
     #: The conversation's latest vendor response (the previous iteration's, or the continued run's last): a
     #: driver names it only when its own vendor answered it. None: nothing to compare with yet.
     previous_response: ResponseRef | None = None
+    #: Evaluate the prompt afresh, not from the server's prompt cache: set on the one retry of an answer cut inside
+    #: a tool call, where a cached evaluation gave the cut answer. Drivers send the serving path's catalog
+    #: `llm.fresh_prompt_fields` (llama.cpp: cache_prompt false); a path without them sends the request as usual.
+    fresh: bool = False
 
 
 @attrs.frozen(kw_only=True)

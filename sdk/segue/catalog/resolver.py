@@ -316,7 +316,9 @@ class Catalog:
             lines.append(r.note)
         if model in self._aliases:
             lines.append(f"{model} is an alias of {r.model}")
-        if r.vendor and r.pricing is None:
+        if r.vendor and r.self_hosted:
+            lines.append("pricing: self-hosted (pricing.self_hosted), so every call on this path costs 0 USD")
+        elif r.vendor and r.pricing is None:
             lines.append("pricing: no input/output price known for this path, so no cost is computed for it")
         rows = [(".".join(k.path), json.dumps(k.value), k.layer, f"{k.file}#{k.pointer}") for k in r.explain()]
         table = [("key", "value", "layer", "source"), *rows]

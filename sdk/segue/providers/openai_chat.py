@@ -29,8 +29,25 @@ class ChatCompletionsDriver(SdkDriver):
     client: AsyncOpenAI
 
     def check_settings(self, settings: ModelSettings) -> None:
-        """Refuse what the Chat Completions wire cannot take (the run asks before anything is written)."""
+        """Refuse what the Chat Completions wire cannot take, and what the driver's serving path would drop (its
+        catalog row's llm.tool_choice_forms); the run asks before anything is written."""
         wire.check_settings(settings)
+        wire.check_path_settings(settings, self._path(self.model))
+
+    def _path(self, model: str) -> wire.ChatPath:
+        """What the model's serving path takes on this wire, from its catalog row (defaults without one)."""
+        resolved = self.output.rows.resolve(model)
+        if resolved is None:
+            return wire.ChatPath(label=f"{self.vendor}/{model}")
+        field = resolved.get("llm", "max_tokens_field")
+        forms = resolved.get("llm", "tool_choice_forms")
+        fresh = resolved.get("llm", "fresh_prompt_fields")
+        return wire.ChatPath(
+            max_tokens_field=field if isinstance(field, str) else None,
+            tool_choice_forms=tuple(forms) if isinstance(forms, list) else None,
+            fresh_fields=dict(fresh) if isinstance(fresh, dict) else {},
+            label=resolved.label,
+        )
 
     _route = "/chat/completions"
 
@@ -118,6 +135,7 @@ class OpenAIChatProvider(ChatCompletionsDriver):
             breakpoints=self.cache.for_model(model),
             stream=stream,
             output=output,
+            path=self._path(model),
         )
 
     def _parse(self, data: Mapping[str, Any], request: ProviderRequest, w: WireRequest) -> ParsedResponse:

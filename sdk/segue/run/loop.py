@@ -74,7 +74,7 @@ class Loop:
                         async for event in self._pause_again(state, message):
                             yield event
                         return
-                    async for event in self.fail(state, message, type(e).__name__):
+                    async for event in self.fail(state, message, type(e).__name__, kind=e.kind):
                         yield event
                     return
                 except Exception as e:  # a driver bug or an unparseable answer: the run must not stay "running"
@@ -199,6 +199,9 @@ class Loop:
         limit = response.output_limit
         if limit is not None and state.raised_limit is None:
             state.raised_limit = limit * 2
+            # A prompt-caching server answers the retry from the same cached evaluation, cut again or as text
+            # (llama.cpp: cache_prompt "can cause nondeterministic results"): the retry asks for a fresh one.
+            state.fresh_retry = True
             if not calls:  # nothing complete to answer: the empty turn is not sent back
                 state.own.pop()
                 await self.recorder.record(state, state.iteration, interaction, [], served)
@@ -362,7 +365,11 @@ class Loop:
             meta={"pending": [], "error_type": "ProviderError"},
         )
 
-    async def fail(self, state: RunState, message: str, error_type: str) -> AsyncIterator[RunEvent]:
+    async def fail(
+        self, state: RunState, message: str, error_type: str, *, kind: str | None = None
+    ) -> AsyncIterator[RunEvent]:
+        """End the run as `error`; `kind`: a ProviderError's kind (rate_limit, server, deterministic, ...), in the
+        RUN_ERROR event's meta beside error_type, so a client tells what failed without parsing the message."""
         await self.recorder.finish(state, "error", None, message, error_type=error_type)
         yield make_event(
             "RUN_ERROR",
@@ -370,7 +377,7 @@ class Loop:
             state.iteration,
             error=message,
             result=state.result("error", error=message),
-            meta={"error_type": error_type},
+            meta={"error_type": error_type, **({"kind": kind} if kind is not None else {})},
         )
 
 
@@ -406,6 +413,7 @@ def provider_request(state: RunState, messages: list[Message], *, prewarm: bool 
     settings = state.request.settings
     if state.raised_limit is not None:
         settings = attrs.evolve(settings, max_tokens=state.raised_limit)
+    fresh, state.fresh_retry = state.fresh_retry, False  # only the retry itself
     return ProviderRequest(
         system=plan.config.system,
         stable_head=plan.config.stable_head,
@@ -424,4 +432,5 @@ def provider_request(state: RunState, messages: list[Message], *, prewarm: bool 
         pauses=plan.pauses,
         diagnose=plan.diagnose,
         previous_response=state.previous_response,
+        fresh=fresh and not prewarm,
     )

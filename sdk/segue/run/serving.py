@@ -111,9 +111,11 @@ def observe(state: RunState, request: ProviderRequest, response: ProviderRespons
         segue_replay=state.replay if state.replay is not replay else None,
         segue_notes=state.notes.as_list() if state.notes.as_list() != notes_before else None,
         segue_served_by=server if server != state.served_by else None,
+        segue_served_model=response.served_model if response.served_model != state.served_model else None,
     )
     state.descriptor = descriptor
     state.served_by = server
+    state.served_model = response.served_model or state.served_model
     return None if updates == RunMeta() else updates
 
 

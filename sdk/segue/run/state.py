@@ -63,6 +63,8 @@ class RunState:
     replay_end: int | None = None  # the index of the last replayed message on the wire (set with `prefix`)
     cost: RunCost | None = None  # the calls so far, priced from the catalog (segue.catalog.costs)
     served_by: ServedBy | None = None  # "twin" once segue's twin answered a call of the run (segue.run.serving)
+    #: The model that answered the latest call that named another model than the one asked for (served-model).
+    served_model: str | None = None
     #: ((vendor, model), body) of the run's latest request, for the cache notes of the next one on that path.
     last_request: tuple[tuple[str, str], dict[str, Any]] | None = None
     repairs: int = 0  # structured output: repair turns used so far
@@ -82,6 +84,8 @@ class RunState:
     def previous_response(self) -> ResponseRef | None:
         """The response the next request continues: this run's latest, else the continued run's last."""
         return self.last_response if self.last_response is not None else self.plan.previous_response
+    #: The next request is that retry, to be evaluated afresh (ProviderRequest.fresh).
+    fresh_retry: bool = False
 
     def stored_messages(self) -> list[Message]:
         """This run's messages as they are stored: with the fragments the layout keeps (appendOnly)."""

@@ -116,8 +116,11 @@ def show_text(run: RunDetail, facts: Sequence[str] = ()) -> str:
     out = [
         f"{style('run', 'bold')} {run.run_id}  {style.status(run.status)}",
         f"tenant {clean(run.tenant_id)} · agent {clean(run.agent_name)} · model {clean(run.model)}"
-        + (f" @ {clean(run.vendor)}" if run.vendor else ""),
-        f"started {run.created_at}" + (f" · finished {run.finished_at}" if run.finished_at else ""),
+        + (f" @ {clean(run.vendor)}" if run.vendor else "")
+        + (f" · answered by {clean(run.served_model)}" if run.served_model else ""),
+        f"started {run.created_at}"
+        + (f" · finished {run.finished_at}" if run.finished_at else "")
+        + (f" · stopped: {run.stop_reason}" if run.stop_reason else ""),
     ]
     for label, value in (("continued from", run.continued_from), ("retry of", run.retry_of)):
         if value:
@@ -130,6 +133,9 @@ def show_text(run: RunDetail, facts: Sequence[str] = ()) -> str:
         f"usage: {_usage_line(run.usage)}",
         *facts,
     ]
+    for note in run.notes or ():
+        times = f", {note.count} times" if note.count > 1 else ""
+        out.append(style(f"note [{note.kind}] (iteration {note.iteration}{times}): {clean(note.message)}", "yellow"))
     layout = run.meta.segue_layout if run.meta is not None else None
     if layout is not None:
         at = f" at iteration {layout.iteration}" if layout.iteration else ""
@@ -253,6 +259,16 @@ LIST_WIDTH = 120
 _RUN_ID = 26  # a ULID
 
 
+def model_shown(run: RunSummary) -> str:
+    """The model asked for, and the one that answered when another did ("asked→served")."""
+    return f"{run.model}→{run.served_model}" if run.served_model else run.model
+
+
+def note_kinds(run: RunSummary) -> str:
+    """The run's note kinds, in the order first reported."""
+    return ", ".join(n.kind for n in run.notes or ())
+
+
 def runs_table(runs: Sequence[RunSummary], price: CostFn, *, wide: bool, width: int | None = None) -> str:
     """`segue runs list`: one line per run. By default the columns a reader scans (the question gets what is left
     of `width`; a turn that continues another run is marked "↳"); agent and tenant appear only when the rows
@@ -264,7 +280,7 @@ def runs_table(runs: Sequence[RunSummary], price: CostFn, *, wide: bool, width: 
     if wide:
         headers = [
             "RUN", "STATUS", "TENANT", "AGENT", "MODEL", "STARTED", "INPUT", "OUTPUT", "CACHE READ", "COST",
-            "CONTINUES", "QUESTION",
+            "STOP", "NOTES", "CONTINUES", "QUESTION",
         ]  # fmt: skip
         rows = [
             [
@@ -272,18 +288,20 @@ def runs_table(runs: Sequence[RunSummary], price: CostFn, *, wide: bool, width: 
                 r.status,
                 clean(r.tenant_id, 20),
                 clean(r.agent_name, 24),
-                clean(r.model, 28),
+                clean(model_shown(r), 40),
                 r.created_at[:19].replace("T", " "),
                 count(r.usage.input_tokens),
                 count(r.usage.output_tokens),
                 share(cache_parts(r.usage).read_share),
                 shown_cost(r, price)[0],
+                r.stop_reason or "",
+                note_kinds(r),
                 r.continued_from or "",
                 clean(r.question or "", 60),
             ]
             for r in runs
         ]
-        return table(headers, rows, [[*s, *([None] * 10)] for s in statuses])
+        return table(headers, rows, [[*s, *([None] * 12)] for s in statuses])
 
     def cost(run: RunSummary) -> str:
         if run.served_by != "twin":
@@ -301,12 +319,17 @@ def runs_table(runs: Sequence[RunSummary], price: CostFn, *, wide: bool, width: 
     if agents:
         columns.append(("AGENT", [clean(r.agent_name, 12) for r in runs]))
     columns += [
-        ("MODEL", [clean(r.model, 16 if agents else 18) for r in runs]),
+        ("MODEL", [clean(model_shown(r), 16 if agents else 18) for r in runs]),
         ("STARTED", [r.created_at[5:16].replace("T", " ") for r in runs]),
         ("INPUT", [count(r.usage.input_tokens) for r in runs]),
         ("CACHED", [share(cache_parts(r.usage).read_share) for r in runs]),
         ("COST", [cost(r) for r in runs]),
     ]
+    # How the runs stopped and what they noted, where any did: a cut answer or another model is worth a column.
+    if any(r.stop_reason not in (None, "end", "tool_use") for r in runs):
+        columns.append(("STOP", [r.stop_reason or "" for r in runs]))
+    if any(r.notes for r in runs):
+        columns.append(("NOTES", [clean(note_kinds(r), 24) for r in runs]))
     used = sum(max(len(h), *(len(v) for v in values)) + 2 for h, values in columns)
     room = max(16, (width or LIST_WIDTH) - used)
     questions = [

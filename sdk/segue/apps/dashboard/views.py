@@ -32,6 +32,7 @@ from segue.generated import (
     ImageBlock,
     LayoutMeta,
     PriceSource,
+    LlmInteraction,
     ReasoningBlock,
     RunCost,
     RunDetail,
@@ -138,6 +139,17 @@ def cost_text(run: RunSummary | RunDetail, usd: float | None) -> str:
     return "$0 (self-hosted)" if usd == 0 and self_hosted(run) else money(usd)
 
 
+def call_cost(run: RunDetail, call: LlmInteraction, cost: CostFn) -> str:
+    """One call's cost as the run's header words it: the twin's, "$0 (self-hosted)" on a self-hosted path, or
+    the price."""
+    usd = _cost(cost, call.usage, call.model, call.vendor)
+    if call.served_by == "twin":
+        return twin_money(usd)
+    recorded = recorded_cost(run)
+    hosted = recorded is not None and any(p.self_hosted and p.vendor == call.vendor for p in recorded.prices)
+    return "$0 (self-hosted)" if usd == 0 and hosted else money(usd)
+
+
 def money(value: float | None) -> str:
     if value is None:
         return "—"
@@ -172,6 +184,11 @@ class RunRow:
     #: The cost in the run list's narrow column: a twin run's "$X emulated" (the twin badge beside it and the
     #: title say the rest), else the cost as shown.
     brief_cost: str = ""
+    #: Why the model stopped in the last response, the model that answered when another did, and the run's notes
+    #: as (kind, message).
+    stop_reason: str | None = None
+    served_model: str | None = None
+    notes: tuple[tuple[str, str], ...] = ()
 
 
 def run_row(run: RunSummary | RunDetail, cost: CostFn) -> RunRow:
@@ -193,6 +210,9 @@ def run_row(run: RunSummary | RunDetail, cost: CostFn) -> RunRow:
         question=question(run.input) if isinstance(run, RunDetail) else run.question or "",
         twin=run.served_by == "twin",
         brief_cost=_brief_cost(run, shown),
+        stop_reason=run.stop_reason,
+        served_model=run.served_model,
+        notes=tuple((n.kind, n.message) for n in run.notes or ()),
     )
 
 
@@ -381,9 +401,7 @@ def run_view(run: RunDetail, previous: RunDetail | None, cost: CostFn) -> RunVie
                 uncached=tokens(parts.uncached),
                 output_tokens=tokens(c.usage.output_tokens),
                 latency=f"{c.latency_ms:,.0f} ms",
-                cost=twin_money(_cost(cost, c.usage, c.model, c.vendor))
-                if c.served_by == "twin"
-                else money(_cost(cost, c.usage, c.model, c.vendor)),
+                cost=call_cost(run, c, cost),
                 twin=c.served_by == "twin",
                 error=c.error,
                 request_json=json.dumps(c.provider_request, indent=2, ensure_ascii=False),

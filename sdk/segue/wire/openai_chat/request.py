@@ -67,6 +67,42 @@ Replay = Callable[[ReasoningBlock], dict[str, Any] | None]
 Reasoning = Callable[[g.ChatMessage, str | None], list[ReasoningBlock]]
 
 
+#: The ModelSettings.tool_choice forms a catalog row's llm.tool_choice_forms names (a tool's name is "named").
+TOOL_CHOICE_FORMS = (*TOOL_CHOICE_MODES, "named")
+
+
+@attrs.frozen
+class ChatPath:
+    """What the serving path takes on this wire, from its catalog row (`llm.max_tokens_field`,
+    `llm.tool_choice_forms`, `llm.fresh_prompt_fields`); the defaults are a path the catalog says nothing of."""
+
+    #: The key that carries max_tokens; None: max_completion_tokens on OpenAI, max_tokens elsewhere.
+    max_tokens_field: str | None = None
+    #: The tool_choice forms the path honours (TOOL_CHOICE_FORMS); None: every form.
+    tool_choice_forms: tuple[str, ...] | None = None
+    #: Body fields that make the server evaluate the prompt afresh (ProviderRequest.fresh).
+    fresh_fields: Mapping[str, Any] = attrs.field(factory=dict)
+    #: Names the path in a refusal ("llamacpp/local-model").
+    label: str = ""
+
+
+def check_path_settings(settings: ModelSettings, path: ChatPath) -> None:
+    """Refuse a tool_choice form the path would drop silently (llama-server runs a named tool_choice as auto)."""
+    choice = settings.tool_choice
+    forms = path.tool_choice_forms
+    if choice is None or forms is None:
+        return
+    form = choice if choice in TOOL_CHOICE_MODES else "named"
+    if form not in forms:
+        taken = ", ".join(f for f in TOOL_CHOICE_FORMS if f in forms)
+        raise WireError(
+            f"model_settings.tool_choice={choice!r} ({form}) is not honoured on {path.label or 'this path'}: the "
+            f"catalog's llm.tool_choice_forms says it takes {taken}, and the server would run the request as if "
+            "tool_choice were unset; use one of those (say which tool to call in the prompt), or serve the run from "
+            "a path that takes a named tool_choice"
+        )
+
+
 def build_request(
     request: ProviderRequest,
     *,
@@ -75,8 +111,10 @@ def build_request(
     breakpoints: BreakpointCache | None = None,
     stream: bool = False,
     output: OutputFormat | None = None,
+    path: ChatPath | None = None,
 ) -> WireRequest:
-    """The Chat Completions body; `output`: structured output as `response_format` (json_schema)."""
+    """The Chat Completions body; `output`: structured output as `response_format` (json_schema); `path`: what
+    the serving path takes (its catalog row), where it differs from the wire's defaults."""
     refuse_prewarm(request, WIRE)
     parts = breakpoints is not None
     messages, anchors = build_messages(
@@ -87,17 +125,21 @@ def build_request(
     if breakpoints is not None:
         mark(messages, fixed, anchors, request, breakpoints, g.prompt_cache_breakpoint)
         options = cache_options(breakpoints)
-    # OpenAI's reasoning models reject max_tokens; open servers (vLLM, llama.cpp) know only max_tokens.
     openai = vendor == "openai"
+    path = path or ChatPath()
+    # OpenAI's reasoning models reject max_tokens; open servers (vLLM, llama.cpp) read max_tokens. The catalog's
+    # llm.max_tokens_field names the key where a path says.
+    field = path.max_tokens_field or ("max_completion_tokens" if openai else "max_tokens")
     settings = request.settings
     check_settings(settings)
+    check_path_settings(settings, path)
     body = g.request(
         model=model,
         messages=messages,
         tools=[g.tool(t) for t in request.tools] or None,
         response_format=response_format(output) if output is not None else None,
-        max_completion_tokens=settings.max_tokens if openai else None,
-        max_tokens=None if openai else settings.max_tokens,
+        max_completion_tokens=settings.max_tokens if field == "max_completion_tokens" else None,
+        max_tokens=settings.max_tokens if field == "max_tokens" else None,
         temperature=settings.temperature,
         top_p=settings.top_p,
         stop=settings.stop,
@@ -110,7 +152,10 @@ def build_request(
         prompt_cache_options=options,
         stream=stream,
     )
-    return WireRequest(body=dict(body), output_limit=settings.max_tokens)
+    out = dict(body)
+    if request.fresh:
+        out.update(path.fresh_fields)  # the path's own keys (llama.cpp's cache_prompt), outside the SDK's types
+    return WireRequest(body=out, output_limit=settings.max_tokens)
 
 
 def check_settings(settings: ModelSettings) -> None:
