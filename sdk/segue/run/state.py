@@ -84,6 +84,7 @@ class RunState:
     def previous_response(self) -> ResponseRef | None:
         """The response the next request continues: this run's latest, else the continued run's last."""
         return self.last_response if self.last_response is not None else self.plan.previous_response
+
     #: The next request is that retry, to be evaluated afresh (ProviderRequest.fresh).
     fresh_retry: bool = False
 

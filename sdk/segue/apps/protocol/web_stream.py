@@ -81,7 +81,9 @@ async def write_stream(
                         await writer.drain()
                 except TimeoutError:
                     # Leaving closes `frames`: a run still going is ended cancelled and its slot freed.
-                    log.warning("closed %s: its client read nothing for %g s (write_timeout_seconds)", what, write_timeout)
+                    log.warning(
+                        "closed %s: its client read nothing for %g s (write_timeout_seconds)", what, write_timeout
+                    )
                     return
         writer.write(head)
     except (asyncio.CancelledError, ConnectionError) as e:
