@@ -20,7 +20,7 @@ from segue import Agent, RunStore
 from segue._core.contracts import ProviderRequest
 from segue.errors import InputError
 from segue.generated import Message, TextBlock, ToolResultBlock, get_converter
-from segue.providers import OpenAIResponsesProvider
+from segue.providers import OpenAIResponsesProvider, StreamDone
 from segue.wire.common import WireRequest
 from segue.wire.history import history_messages
 from segue.wire.openai_responses.request import build_request, parse_response
@@ -187,3 +187,14 @@ async def test_a_replayed_run_resends_every_assistant_messages_phase(model: str,
     assert assistant(bodies[2]) == [("Let me look.", commentary), ("Order 7 has shipped.", final)]
     if not labelled:
         assert all("phase" not in i for b in bodies for i in b["input"])
+
+
+async def test_a_streamed_answer_keeps_its_phase_as_the_plain_one_does() -> None:
+    """The stream's final message is assembled from `response.output_item.done`, which carries the item's phase."""
+    twin = Twin(policy=ScriptedPolicy(["Done.", "Done."]))
+    provider = OpenAIResponsesProvider("gpt-5.4", client=twin.openai_client())
+    request = ProviderRequest(system="s", messages=[Message(role="user", content=[TextBlock(text="hi")])])
+    plain = await provider.complete(request)
+    [done] = [item async for item in provider.stream(request) if isinstance(item, StreamDone)]
+    texts = [b for b in done.response.message.content if isinstance(b, TextBlock)]
+    assert texts == [TextBlock(text="Done.", phase="final_answer")] == plain.message.content[-1:]

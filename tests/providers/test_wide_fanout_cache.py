@@ -153,3 +153,20 @@ async def test_a_request_after_18_parallel_calls_reads_the_earlier_prefix_from_t
     await again.messages.create(**bodies[0])
     alone = (await again.messages.create(**single)).usage
     assert 0 < alone.cache_read_input_tokens < first.input_tokens  # tools and system only: the question is gone
+
+
+def test_a_path_with_fewer_breakpoints_never_gets_more_than_its_limit() -> None:
+    """A catalog row allowing three (llm.cache_max_breakpoints) keeps system, stable head and the last message: the
+    previous request's end gives way rather than make the vendor refuse the request."""
+    request = ProviderRequest(system=SYSTEM, stable_head="Orders ship daily.", messages=fan_out(18))
+    body = build_request(
+        request,
+        model=MODEL,
+        max_tokens=1024,
+        cache_ttl="5m",
+        thinking=None,
+        lookback_blocks=LOOKBACK,
+        max_breakpoints=3,
+    ).body
+    assert len([b for b in body["system"] if "cache_control" in b]) == 2
+    assert marked(body) == [(2, 17)]

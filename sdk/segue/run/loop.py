@@ -422,7 +422,7 @@ def provider_request(state: RunState, messages: list[Message], *, prewarm: bool 
         replay_end=state.replay_end,
         model=state.request.params.model,
         vendor=state.request.params.vendor,
-        cache_key=state.request.tenant_id,
+        cache_key=state.request.cache_key(state.run_id),
         prewarm=prewarm,
         replay_path=plan.path if plan.summaries else None,
         replay_alternatives=alternatives,

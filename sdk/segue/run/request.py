@@ -45,6 +45,8 @@ PYTHON_ONLY = frozenset({"deps"})
 #: RunParams.input of a prewarm's request (RunParams requires one): never sent, recorded or fingerprinted, since a
 #: prewarm stops before the user message.
 PREWARM_INPUT = "(prewarm: no user message)"
+#: The cache key of a conversation without a tenant: this, then the conversation's first run id.
+CONVERSATION_KEY = "conversation-"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$", re.IGNORECASE)
 
@@ -83,6 +85,18 @@ class RunRequest:
     @property
     def tenant_id(self) -> str:
         return self.params.tenant_id or DEFAULT_TENANT
+
+    def cache_key(self, run_id: str) -> str:
+        """The prompt cache routing key of the run's requests (OpenAI's `prompt_cache_key`, OpenRouter's
+        `session_id`): the tenant when the app names one (one customer's requests route together), else the
+        conversation, named by its first run: the first of `runs=` (every turn passes its conversation's runs,
+        oldest first), or this run when it starts one. The same on every request of a run and on every turn of a
+        conversation, so its prefix stays byte-stable; never one key for every user, whose requests would overflow
+        the ~15 requests a minute OpenAI routes to one machine per prefix and key."""
+        if self.tenant_id != DEFAULT_TENANT:
+            return self.tenant_id
+        runs = self.params.runs
+        return f"{CONVERSATION_KEY}{runs[0] if runs else run_id}"
 
     @property
     def history(self) -> list[Message]:

@@ -260,8 +260,10 @@ def breakpoint_blocks(
     for anchor in (replayed, previous, last):
         if anchor is not None and not any(anchor is m for m in marks):
             marks.append(anchor)
-    if window is not None and len(marks) > window.limit and previous is not None:
-        marks = [m for m in marks if m is not replayed or m is previous or m is last]
+    if window is not None and previous is not None:
+        for spare in (replayed, previous):  # over the limit, the replayed end gives way first, then the previous end
+            if len(marks) > window.limit and spare is not None and spare is not last:
+                marks = [m for m in marks if m is not spare]
     return marks
 
 

@@ -7,11 +7,12 @@
   app's own plugins) unless the app configured that plugin itself: account-default plugins apply to any request
   that does not name them, and a compressed middle would silently change the replayed prefix.
 - `provider: {order, allow_fallbacks}` pins routing when the app asks for it.
-- `session_id` is the request's cache key (the run's tenant: per customer, never per run, as `prompt_cache_key`
-  on OpenAI): "When a session_id is present, OpenRouter uses it directly as the sticky routing key instead of
-  deriving one from message hashing", and "sticky routing activates on any successful request — even before cache
-  usage is observed"; without it sticky routing starts only after a request that used the cache and "Sticky
-  sessions expire after 10 minutes of inactivity" (openrouter.ai/docs, prompt caching: provider sticky routing).
+- `session_id` is the request's cache key (the run's tenant, else its conversation; never per run, as
+  `prompt_cache_key` on OpenAI): "When a session_id is present, OpenRouter uses it directly as the sticky routing
+  key instead of deriving one from message hashing", and "sticky routing activates on any successful request —
+  even before cache usage is observed"; without it sticky routing starts only after a request that used the cache
+  and "Sticky sessions expire after 10 minutes of inactivity" (openrouter.ai/docs, prompt caching: provider sticky
+  routing).
   At most 256 characters ("session_id must be at most 256 characters"): a longer key is cut to a stable hash.
 - For `anthropic/*` models content goes as parts with per-block `cache_control`, on the same four positions
   as the Anthropic driver: system, stable head, last replayed message, last non-fragment message.
@@ -99,8 +100,9 @@ def build_request(
 
 
 def session_id(key: str | None) -> str | None:
-    """OpenRouter's sticky routing key for a request's cache key (per customer); a key over OpenRouter's 256
-    characters keeps its head and ends in a stable hash, so it still names the same customer every time."""
+    """OpenRouter's sticky routing key for a request's cache key (per tenant or conversation); a key over
+    OpenRouter's 256 characters keeps its head and ends in a stable hash, so it still names the same one every
+    time."""
     if not key:
         return None
     if len(key) <= MAX_SESSION_ID:
