@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
+from helpers import catalog_layer
 from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 from test_wire_support import Recorder, anthropic_client, assert_typed, json_response, openai_client
@@ -207,10 +208,10 @@ async def test_a_failover_refuses_what_any_member_cannot_take() -> None:
 @pytest.mark.parametrize(
     ("settings", "named"),
     [
-        ({"max_tokens": -5}, "max_tokens must be a whole number >= 1"),
-        ({"max_tokens": 0}, "max_tokens must be a whole number >= 1"),
-        ({"max_tokens": True}, "max_tokens must be a whole number >= 1"),
-        ({"temperature": "hot"}, "temperature must be a number >= 0"),
+        ({"max_tokens": -5}, "max_tokens must be a whole number from 1 to"),
+        ({"max_tokens": 0}, "max_tokens must be a whole number from 1 to"),
+        ({"max_tokens": True}, "max_tokens must be a whole number from 1 to"),
+        ({"temperature": "hot"}, "temperature must be a finite number >= 0"),
         ({"top_p": 1.5}, "top_p must be a number from 0 to 1"),
         ({"stop": "END"}, "stop must be a list of non-empty strings"),
         ({"reasoning_effort": "extreme"}, "reasoning_effort must be one of"),
@@ -322,3 +323,51 @@ def test_runs_explain_compares_anthropics_tool_choice_and_effort() -> None:
         {**base, "output_config": {"effort": "low"}}, {**base, "output_config": {"effort": "high"}}
     )
     assert effort is not None and effort.path == "output_config.effort" and effort.section == "system"
+
+
+HOSTILE = [
+    ({"temperature": float("inf")}, "temperature must be a finite number >= 0, got inf"),
+    ({"temperature": float("-inf")}, "temperature must be a finite number >= 0, got -inf"),
+    ({"temperature": float("nan")}, "temperature must be a finite number >= 0, got nan"),
+    ({"temperature": 10**400}, "temperature must be a finite number >= 0"),
+    ({"top_p": float("inf")}, "top_p must be a number from 0 to 1, got inf"),
+    ({"stop": ["END", "a\ud800"]}, r"stop must be a list of non-empty strings of Unicode text \(a lone surrogate"),
+    ({"max_tokens": 10**30}, "max_tokens must be a whole number from 1 to 9,007,199,254,740,991 .*got 10000"),
+    ({"seed": -(10**30)}, "seed must be a whole number from -9,007,199,254,740,991 to 9,007,199,254,740,991"),
+]
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"), HOSTILE, ids=[next(iter(s)) + str(i) for i, (s, _) in enumerate(HOSTILE)]
+)
+async def test_hostile_values_are_input_errors_naming_them_before_any_row(
+    settings: dict[str, Any], named: str, sqlite_store: RunStore
+) -> None:
+    """Issue 35 R9. On main: an infinite temperature escaped run() and stream() as a raw ValueError (JSON cannot
+    carry it), a lone surrogate in stop as a UnicodeEncodeError, and a max_tokens or seed of 10**30 was sent (a
+    run row written, the call failing at the vendor or in the SDK)."""
+    rec = Recorder(json_response(chat_completion()))
+    for driver in (llamacpp(rec), AnthropicProvider("claude-sonnet-4-6", client=anthropic_client(rec))):
+        agent = Agent(driver, store=sqlite_store)
+        with pytest.raises(InputError, match=f"model_settings: {named}"):
+            await agent.run("hi", model_settings=settings)
+        events = [e async for e in agent.stream("hi", model_settings=settings)]
+        assert [e.type for e in events] == ["RUN_ERROR"] and events[0].error is not None
+        assert isinstance(events[0].error, str) and "must be" in events[0].error
+        with pytest.raises(InputError, match=named):
+            Agent(driver, model_settings=settings)
+    assert sqlite_store.list_runs() == [] and rec.requests == []
+
+
+async def test_a_max_tokens_past_the_context_window_is_named_as_such(sqlite_store: RunStore, tmp_path: Any) -> None:
+    """On main a max_tokens larger than the path's window was reported as "the run's own input does not fit"."""
+    rec = Recorder(json_response(anthropic_message()))
+    catalog = catalog_layer(tmp_path, {"context_window": 100_000}, file="window.json")
+    agent = Agent(
+        AnthropicProvider("claude-sonnet-4-6", client=anthropic_client(rec)), store=sqlite_store, catalog=catalog
+    )
+    with pytest.raises(InputError, match=r"model_settings.max_tokens=200,000 leaves no room for input on "):
+        await agent.run("hi", model_settings={"max_tokens": 200_000})
+    with pytest.raises(InputError, match=r"lower model_settings.max_tokens \(99,990\)"):
+        await agent.run("hi", model_settings={"max_tokens": 99_990})
+    assert sqlite_store.list_runs() == [] and rec.requests == []

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import inspect
 import json
+import subprocess
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 from segue import Agent, RunStore
 from segue.demo import long_chat, run_chat
 from segue.demo import shop_db as sample_db
+from segue.generated import Usage, get_converter
 from segue.providers import AnthropicProvider, OpenAIResponsesProvider
 from segue.store import migrations
 from segue.store.bodies import Splitter, join_all
@@ -155,3 +158,54 @@ async def test_migration_6_turns_stored_bodies_into_skeletons(store: RunStore) -
     skeleton = rows.select(rows.provider_request).order_by(rows.id.desc()).scalar()
     assert json.loads(skeleton)["segue.body"] == 1
     reopened.close()
+
+
+async def test_rows_an_older_writer_adds_after_the_migration_are_read(store: RunStore) -> None:
+    """Issue 35 R6, a rolling upgrade: a process of store schema 4 or 5 kept writing after this segue migrated the
+    store to 6. Its provider calls hold the whole body in `provider_request` (interaction_columns before migration
+    6: `json.dumps(call.provider_request, ensure_ascii=False)`), no `served_by`, no request_parts. On main
+    get_run, `runs show` and `runs explain` failed on them ("not a segue.body v1 skeleton; the row was modified
+    outside segue") while replaying them worked."""
+    agent = Agent(
+        AnthropicProvider("claude-sonnet-4-6", client=Twin().anthropic_client()),
+        "You answer questions about the shop database.",
+        [sample_db.list_tables, sample_db.describe_table, sample_db.run_query],
+        store,
+    )
+    first = await agent.run(long_chat(2)[0])
+    second = await agent.run(long_chat(2)[1], runs=[first.run_id], replay_last="all")
+    sent = store.get_run(second.run_id)
+    assert sent is not None and len(sent.llm_interactions) >= 2
+    # The older writer's rows for the second run: the columns its code wrote, and only those.
+    rows = store.models.LlmInteractionRow
+    rows.delete().where(rows.run_id == second.run_id).execute()
+    for call in sent.llm_interactions:
+        rows.insert(
+            run_id=second.run_id,
+            iteration=call.iteration,
+            error=call.error,
+            vendor=call.vendor,
+            model=call.model,
+            provider_request=json.dumps(call.provider_request, ensure_ascii=False),
+            request_headers=json.dumps(call.request_headers) if call.request_headers else None,
+            provider_response=json.dumps(call.provider_response, ensure_ascii=False),
+            usage=json.dumps(get_converter().unstructure(call.usage, Usage)),
+            latency_ms=call.latency_ms,
+        ).execute()
+    read = store.get_run(second.run_id)
+    assert read is not None
+    assert [c.provider_request for c in read.llm_interactions] == [c.provider_request for c in sent.llm_interactions]
+    assert [c.served_by for c in read.llm_interactions] == [None] * len(sent.llm_interactions)  # not recorded then
+    # The next turn replays both runs and is recorded the current way; both read back.
+    third = await agent.run(long_chat(3)[2], runs=[first.run_id, second.run_id], replay_last="all")
+    assert third.status == "success" and store.get_run(third.run_id) is not None
+    if store.url.startswith("sqlite:"):
+        for command in ("show", "explain"):
+            done = subprocess.run(
+                [sys.executable, "-m", "segue", "runs", command, second.run_id, "--db", store.url, "--admin"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode in (0, 1) and done.stderr == "", (command, done.stderr)
+            assert second.run_id in done.stdout

@@ -1,5 +1,5 @@
 """JSON Schemas that come from outside segue (output_type, tool parameters, MCP input schemas), and the values
-checked against them, held to two rules before anything recurses or reaches the network.
+checked against them, held to three rules before anything recurses or reaches the network.
 
 - `$ref` resolves only inside the document (and to the JSON Schema meta-schemas jsonschema bundles). Validators
   get a `referencing` Registry that retrieves nothing: jsonschema's default registry fetches any `http://` URI it
@@ -171,8 +171,8 @@ def _escape(part: str) -> str:
 
 def errors_of(validator: Validator, value: Any, what: str) -> list[ValidationError] | str:
     """The ways `value` fails the schema, or why it cannot be checked at all (a str naming `what` and the limit):
-    it nests past MAX_NESTING, its validation ran past its budget (a `local_validator`'s keep one), or the schema
-    loops on itself ($ref or allOf cycles) without the value nesting."""
+    it nests past MAX_NESTING, its validation ran past its budget (validators from `local_validator` count their
+    work), or the schema loops on itself ($ref or allOf cycles) without the value nesting."""
     problem = too_deep(value, what)
     if problem is not None:
         return problem

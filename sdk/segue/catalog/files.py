@@ -12,6 +12,7 @@ from typing import Any, Final
 
 import attrs
 
+from segue._core.json_schema import MAX_NESTING, nesting, past_the_limit
 from segue._support.hooks import UNSET
 from segue._support.resources import data_dir
 from segue.catalog.errors import (
@@ -206,6 +207,18 @@ class _Loader:
         except (OSError, UnicodeDecodeError) as e:
             self.errors.append(_error(file, "", "a readable UTF-8 JSON file", hint=str(e)))
             return []
+        except RecursionError:  # nested far past the limit below: the decoder ran out of stack before we could count
+            doc = _TOO_DEEP
+        if doc is _TOO_DEEP or nesting(doc) > MAX_NESTING:  # before anything below recurses into it
+            self.errors.append(
+                CatalogError(
+                    f"{file}: {past_the_limit('the file')}",
+                    file=file,
+                    pointer="",
+                    expected=f"JSON nested at most {MAX_NESTING} levels",
+                )
+            )
+            return []
         if not isinstance(doc, dict):
             self.errors.append(_error(file, "", 'a JSON object with "$schema" and "version"', type(doc).__name__))
             return []
@@ -337,6 +350,8 @@ class _Loader:
 
 #: Valid files already parsed, validated and structured in this process, by `_file_key`: the packaged catalog
 #: is read by every `Catalog.load`, and schema validation is most of a load's time. Rows are never mutated.
+#: What a catalog file nested too deep for the JSON decoder to finish reads as.
+_TOO_DEEP: Final = object()
 _VALID_FILES: dict[tuple[Any, ...], tuple[tuple[tuple[str, _Row], ...], int | None]] = {}
 
 

@@ -8,6 +8,8 @@ take (seed on Anthropic) or a bad value (a negative max_tokens) is one InputErro
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -20,6 +22,10 @@ from segue.wire.common import WireError
 from segue.wire.settings import TOOL_CHOICE_MODES, given
 
 SettingsCheck = Callable[[ModelSettings], None]
+#: The largest whole number JSON carries exactly everywhere (RFC 7493, I-JSON, section 2.2: 2**53 - 1); a
+#: setting past it would reach the vendor, the store and a JavaScript client as a different number.
+JSON_EXACT = 2**53 - 1
+_SURROGATE = re.compile("[\ud800-\udfff]")
 #: reasoning_effort values some wire takes (each wire refuses the ones it does not).
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 _FIELDS = tuple(f.name for f in attrs.fields(ModelSettings))
@@ -49,20 +55,30 @@ def settings_of(value: Any, where: str) -> ModelSettings | None:
 
 
 def _problem(name: str, v: Any) -> str | None:
-    """What `v` must be for setting `name`, or None when it is fine."""
-    number = isinstance(v, int | float) and not isinstance(v, bool)
-    whole = isinstance(v, int) and not isinstance(v, bool)
+    """What `v` must be for setting `name`, or None when it is fine. Numbers are finite (JSON has no inf or NaN,
+    so neither a body nor the store could carry one) and whole numbers within JSON's exact range."""
+    whole = isinstance(v, int) and not isinstance(v, bool) and abs(v) <= JSON_EXACT
+    number = whole or (isinstance(v, float) and math.isfinite(v))
     if name == "max_tokens":
-        return None if whole and v >= 1 else "a whole number >= 1 (the most tokens one response may generate)"
+        return (
+            None
+            if whole and v >= 1
+            else f"a whole number from 1 to {JSON_EXACT:,} (the most tokens one response may generate)"
+        )
     if name == "temperature":
-        return None if number and v >= 0 else "a number >= 0"
+        return None if number and v >= 0 else "a finite number >= 0"
     if name == "top_p":
         return None if number and 0 <= v <= 1 else "a number from 0 to 1"
     if name == "stop":
-        ok = isinstance(v, list | tuple) and all(isinstance(s, str) and s for s in v)
-        return None if ok else "a list of non-empty strings"
+        ok = isinstance(v, list | tuple) and all(isinstance(s, str) and s and not _SURROGATE.search(s) for s in v)
+        return (
+            None
+            if ok
+            else "a list of non-empty strings of Unicode text (a lone surrogate, a JSON \\ud800 escape without its "
+            "pair, is none: no vendor API can take it)"
+        )
     if name == "seed":
-        return None if whole else "a whole number"
+        return None if whole else f"a whole number from {-JSON_EXACT:,} to {JSON_EXACT:,}"
     if name == "tool_choice":
         return None if isinstance(v, str) and v else f"one of {', '.join(TOOL_CHOICE_MODES)} or a tool's name"
     if name == "parallel_tool_calls":

@@ -65,14 +65,26 @@ def replay_room(agent: AgentConfig, request: RunRequest, config: RunConfig) -> R
         output = _output_budget(driver, request, path.model)
         room = Room(tokens=window - output - own, path=f"{path.vendor}/{path.model}", window=window, output=output)
         if room.tokens < 0:
-            raise InputError(
-                f"the run's own input does not fit {room.why()}: its system prompt, tools, history and new input "
-                f"come to about {own:,} tokens; shorten the input or history, or serve it on a model with a larger "
-                "context window"
-            )
+            raise InputError(_no_room(room, own, request.settings.max_tokens))
         if tightest is None or room.tokens < tightest.tokens:
             tightest = room
     return tightest
+
+
+def _no_room(room: Room, own: int, max_tokens: int | None) -> str:
+    """Why nothing fits: the output the run asked for alone (max_tokens), or its own input with that output."""
+    if max_tokens is not None and max_tokens >= room.window:
+        return (
+            f"model_settings.max_tokens={max_tokens:,} leaves no room for input on {room.path}, whose context window "
+            f"holds {room.window:,} tokens of input and output together; lower max_tokens below {room.window:,} "
+            f"less the run's own input (about {own:,} tokens)"
+        )
+    lower = f", lower model_settings.max_tokens ({max_tokens:,})" if max_tokens is not None else ""
+    return (
+        f"the run's own input does not fit {room.why()}: its system prompt, tools, history and new input come to "
+        f"about {own:,} tokens; shorten the input or history{lower}, or serve it on a model with a larger context "
+        "window"
+    )
 
 
 def _output_budget(driver: object, request: RunRequest, model: str) -> int:

@@ -126,13 +126,21 @@ def _nodes(keys: list[str]) -> list[list[str]]:
     return nodes
 
 
-def parse_skeleton(text: str, where: str) -> list[list[Any]]:
+def parse_skeleton(text: str, where: str) -> list[list[Any]] | dict[str, Any]:
+    """The skeleton's fields, or the whole body when the row holds one: segue before store schema 6 stored each
+    body whole, and a process of that version still running after the store was migrated (a rolling upgrade)
+    goes on writing them so."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise StoreError(f"corrupt JSON in {where}: {e}; the row was modified outside segue") from None
+    if isinstance(data, dict) and FORMAT not in data:
+        return data
     if not isinstance(data, dict) or data.get(FORMAT) != VERSION or not isinstance(data.get("fields"), list):
-        raise StoreError(f"{where} is not a segue {FORMAT} v{VERSION} skeleton; the row was modified outside segue")
+        raise StoreError(
+            f"{where} is not a {FORMAT} v{VERSION} skeleton nor a whole request body; the row was modified "
+            "outside segue, or written by a newer segue (upgrade segue to read it)"
+        )
     fields: list[list[Any]] = data["fields"]
     return fields
 
@@ -145,7 +153,8 @@ def _node(texts: Mapping[str, str], key: str) -> list[str]:
 
 def join_all(skeletons: list[tuple[str, str]], fetch: Fetch) -> list[dict[str, Any]]:
     """The bodies of `skeletons` ((text, where) each), fetching parts level by level for all of them at once."""
-    parsed = [parse_skeleton(text, where) for text, where in skeletons]
+    read = [parse_skeleton(text, where) for text, where in skeletons]
+    parsed = [fields for fields in read if isinstance(fields, list)]
     texts: dict[str, str] = {}
 
     def load(keys: set[str]) -> None:
@@ -174,7 +183,10 @@ def join_all(skeletons: list[tuple[str, str]], fetch: Fetch) -> list[dict[str, A
     elements = iter(lists)
 
     bodies: list[dict[str, Any]] = []
-    for fields in parsed:
+    for fields in read:
+        if isinstance(fields, dict):  # a whole body (written before store schema 6)
+            bodies.append(fields)
+            continue
         body: dict[str, Any] = {}
         for field in fields:
             kind = field[1]

@@ -165,6 +165,32 @@ def refuse_if_no_sqlite_store(url: str) -> None:
         raise StoreError(f"{file} is not a SQLite database ({e}); pass a segue run store") from None
 
 
+def refuse_damaged_sqlite_file(url: str) -> None:
+    """For the maintenance commands that write (`segue db migrate`, `segue runs sweep`): SQLite's quick_check over
+    the whole file, before anything is written. Those commands read only the pages they need, so a file damaged
+    elsewhere was migrated or swept and reported fine. StoreError naming the file, SQLite's first finding and what
+    to do; nothing for a file SQLite cannot open at all (the store's own open reports that)."""
+    if urlparse(url).scheme != "sqlite" or (path := sqlite_path(url)) in ("", ":memory:"):
+        return
+    file = Path(path)
+    if not file.is_file():
+        return
+    try:
+        with closing(sqlite3.connect(f"file:{quote(str(file.resolve()))}?mode=ro", uri=True)) as probe:
+            found = [row[0] for row in probe.execute("PRAGMA quick_check(3)").fetchall() if row[0] != "ok"]
+    except sqlite3.OperationalError:
+        return
+    except sqlite3.DatabaseError as e:  # damage where quick_check itself starts (the schema's pages)
+        found = [str(e)]
+    if found:
+        first = " ".join(str(found[0]).split()).removeprefix("*** in database main *** ")
+        raise StoreError(
+            f"{file} has damaged pages (SQLite's quick_check: {first}); nothing was changed. Restore it from a "
+            f"backup, or copy what SQLite can still read into a new file (`sqlite3 {file} .recover | sqlite3 "
+            "recovered.db`) and use that"
+        )
+
+
 def read_only_fallback(db: pw.Database) -> bool:
     """A read-only SQLite file that `mode=ro` cannot open: a WAL file on read-only media, where the -shm file (the
     WAL index other processes share) cannot be created. Switches `db` to a way that reads it; False when this does

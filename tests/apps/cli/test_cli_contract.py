@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -62,21 +63,51 @@ def test_version() -> None:
     assert done.stdout == f"segue {importlib.metadata.version('segue')}\n" == f"segue {package.__version__}\n"
 
 
-def test_damaged_pages_are_one_line(runs: SampleRuns, tmp_path: Path) -> None:
-    """Issue 16 item 9: a file with damaged pages printed a traceback and exited 1."""
-    damaged = tmp_path / "damaged.db"
+PAGE = 4096
+
+
+def damaged_copy(runs: SampleRuns, damaged: Path, pages: range | None = None) -> Path:
+    """A copy of the sample store with `pages` overwritten (0-based; default: the second half of the file)."""
     source, copy = sqlite3.connect(runs.url.removeprefix("sqlite:///")), sqlite3.connect(damaged)
     source.backup(copy)  # a consistent single-file copy (the source is in WAL mode)
     copy.close()
     source.close()
     data = bytearray(damaged.read_bytes())
-    page = 4096
-    for start in range(len(data) // 2 // page * page, len(data), page):  # the second half of the pages
-        data[start : start + page] = bytes(i * 7 % 251 for i in range(page))
+    count = len(data) // PAGE
+    for page in pages if pages is not None else range(count // 2, count):
+        data[page * PAGE : (page + 1) * PAGE] = bytes(i * 7 % 251 for i in range(PAGE))
     damaged.write_bytes(bytes(data))
+    return damaged
+
+
+def test_damaged_pages_are_one_line(runs: SampleRuns, tmp_path: Path) -> None:
+    """Issue 16 item 9: a file with damaged pages printed a traceback and exited 1."""
+    damaged = damaged_copy(runs, tmp_path / "damaged.db")
     for argv in (["runs", "list", "--admin"], ["runs", "show", runs.first], ["dashboard", "--port", "0"]):
         err = one_line(segue(*argv, "--db", f"sqlite:///{damaged}"), 2)
         assert "malformed" in err or "not a database" in err, err
+
+
+def test_the_writers_check_a_sqlite_file_for_damaged_pages_before_writing(runs: SampleRuns, tmp_path: Path) -> None:
+    """Issue 35 R11: `db migrate` and `runs sweep` exited 0 on a file with damaged pages (they read only the pages
+    they needed). Now SQLite's quick_check runs first: one line naming the file and what to do, exit 2, and the
+    file unchanged."""
+    with sqlite3.connect(runs.url.removeprefix("sqlite:///")) as source:
+        (root,) = source.execute("SELECT rootpage FROM sqlite_master WHERE name = 'react_traces'").fetchone()
+    damaged = damaged_copy(runs, tmp_path / "damaged.db", range(root - 1, root))  # the traces' first page only
+    before = damaged.read_bytes()
+    for argv in (["db", "migrate"], ["runs", "sweep"], ["runs", "sweep", "--json"]):
+        err = one_line(segue(*argv, "--db", f"sqlite:///{damaged}"), 2)
+        assert f"{damaged} has damaged pages (SQLite's quick_check:" in err, err
+        assert "nothing was changed" in err and ".recover" in err, err
+    assert damaged.read_bytes() == before
+    intact = tmp_path / "intact.db"
+    copy = sqlite3.connect(intact)
+    with sqlite3.connect(runs.url.removeprefix("sqlite:///")) as source:
+        source.backup(copy)
+    copy.close()
+    assert segue("db", "migrate", "--db", f"sqlite:///{intact}").returncode == 0
+    assert segue("runs", "sweep", "--db", f"sqlite:///{intact}").returncode == 0
 
 
 def test_a_bad_catalog_path_is_one_line(runs: SampleRuns, tmp_path: Path) -> None:
@@ -295,3 +326,18 @@ def test_the_writers_never_create_a_store_by_accident(tmp_path: Path) -> None:
     assert done.returncode == 0 and done.stdout.strip().endswith(f"created a run store (schema version {LATEST})")
     done = segue("runs", "sweep", "--db", f"sqlite:///{typo}")
     assert done.returncode == 0 and "no abandoned runs" in done.stdout
+
+
+@pytest.mark.parametrize("levels", [100, 5_000], ids=["past-the-limit", "past-the-decoder"])
+def test_a_catalog_nested_too_deep_is_one_line_naming_the_file_and_the_limit(tmp_path: Path, levels: int) -> None:
+    """Issue 35 R11: a catalog file nested 5,000 deep was "internal error: RecursionError" naming no file."""
+    from segue.catalog import Catalog, CatalogError
+
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"a":' * levels + "1" + "}" * levels)
+    expected = "deep.json: the file nests deeper than 64 levels of objects and arrays (segue's limit for JSON it"
+    with pytest.raises(CatalogError, match=re.escape(expected)):
+        Catalog.load(extra_dirs=[tmp_path], env=False)
+    done = segue("catalog", "explain", "claude-sonnet-4-6", env={"SEGUE_CATALOG_PATH": str(tmp_path)})
+    err = one_line(done, 2)
+    assert str(deep) in err and "64 levels" in err and "RecursionError" not in err, err

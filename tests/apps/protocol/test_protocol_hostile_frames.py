@@ -83,3 +83,26 @@ def test_schemas_and_answers_past_the_limit_are_clear_errors_without_tracebacks(
         assert result["status"] == "error" and f"nests deeper than {MAX_NESTING} levels" in result["error"], reply
         assert client.close() == 0
     assert "Traceback" not in "".join(client.stderr), client.stderr
+
+
+def test_hostile_model_settings_are_refused_naming_them_without_tracebacks(tmp_path: Path) -> None:
+    """Issue 35 R9 over the protocol: Python's JSON reader takes `Infinity` and `NaN`, so `"temperature": Infinity`
+    reached the run and came back as -32603 with a traceback on stderr, NaN as a ClassValidationError naming no
+    field; 10**30 as max_tokens or seed was sent."""
+    agent = scripted_agent([answer("never sent")], [], name="settings")
+    config = write_config(tmp_path / "agents.json", [agent])
+    not_json = "is not a JSON number (RFC 8259 has no NaN or Infinity); send a finite number"
+    hostile = {
+        f"/model_settings/temperature: Infinity {not_json}": (-32602, {"temperature": float("inf")}),
+        f"/model_settings/temperature: NaN {not_json}": (-32602, {"temperature": float("nan")}),
+        "max_tokens must be a whole number from 1 to 9,007,199,254,740,991": (-32003, {"max_tokens": 10**30}),
+        "seed must be a whole number from": (-32003, {"seed": 10**30}),
+    }
+    with stdio_server(config) as client:
+        for message, (code, settings) in hostile.items():
+            reply = client.call("run", {"agent": "settings", "input": "hi", "model_settings": settings})
+            assert reply["error"]["code"] == code and message in reply["error"]["message"], reply
+        client.send({**LIST, "id": 99})
+        assert client.next_message()["result"]["runs"] == []  # nothing written
+        assert client.close() == 0
+    assert "Traceback" not in "".join(client.stderr), client.stderr

@@ -64,13 +64,15 @@ def _db_url(args: argparse.Namespace) -> str:
 @contextmanager
 def _store(args: argparse.Namespace, *, write: bool = False, create: bool = False) -> Iterator[RunStore]:
     """The run store of `--db`: read-only unless the command writes (then migrated; created only with `create`)."""
-    from segue.store.connection import sqlite_path
+    from segue.store.connection import refuse_damaged_sqlite_file, sqlite_path
     from segue.store.run_store import RunStore
 
     url = _db_url(args)
     path = sqlite_path(url) if urlparse(url).scheme == "sqlite" else ":memory:"
     if not write and path != ":memory:" and not Path(path).is_file():
         raise CommandError(f"no run store at {path} ({url}); pass --db URL or set {DB_ENV}")
+    if write:
+        refuse_damaged_sqlite_file(url)  # before anything is migrated or swept
     store = RunStore(url, read_only=not write, create=create)
     try:
         yield store

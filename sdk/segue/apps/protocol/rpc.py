@@ -16,6 +16,7 @@ import functools
 import itertools
 import json
 import logging
+import math
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
@@ -407,9 +408,13 @@ def parse_params(spec: Method, raw: Any) -> Any:
 
 def _surrogates(value: Any, pointer: str) -> list[ParamError]:
     """Strings holding a lone surrogate (a JSON `\\ud800` escape with no partner): not Unicode text, so no vendor,
-    database or reply can carry them. Each is named by its pointer."""
+    database or reply can carry them; and NaN or Infinity, which Python's JSON reader takes but JSON has not (RFC
+    8259, section 6), so no body or row can carry them either. Each is named by its pointer."""
     found: list[ParamError] = []
-    if isinstance(value, str):
+    if isinstance(value, float) and not math.isfinite(value):
+        message = f"{json.dumps(value)} is not a JSON number (RFC 8259 has no NaN or Infinity); send a finite number"
+        found.append(ParamError(pointer=pointer, message=message))
+    elif isinstance(value, str):
         hit = None if value.isascii() else _SURROGATE.search(value)
         if hit is not None:
             message = f"holds a lone surrogate (U+{ord(hit.group()):04X}) at index {hit.start()}: not valid Unicode"
