@@ -1,6 +1,7 @@
 """`python -m codegen`: regenerate (and the generated sections of docs, codegen/docs.py), `--check` for staleness,
 `--export DIR` for the cross-language bundle, `--update-golden` to rewrite the golden records under
-tests/codegen_golden/."""
+tests/codegen_golden/, `--write-golden DIR` to write each golden case as its package (golden_<case>) for mypy
+(a step of .ci/run)."""
 
 from __future__ import annotations
 
@@ -26,12 +27,23 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="regenerate the expected output of the golden-record cases in tests/codegen_golden/",
     )
+    mode.add_argument(
+        "--write-golden",
+        type=Path,
+        metavar="DIR",
+        help="write each golden case's generated package (DIR/golden_<case>), to type-check it with mypy",
+    )
     args = parser.parse_args(argv)
 
     try:
         if args.update_golden:
             changed = golden.update()
             print(f"codegen: {len(golden.cases())} golden cases, {len(changed)} files changed" + _lines(changed))
+            return 0
+        if args.write_golden:
+            for case in golden.cases():
+                write(golden.generate_case(case), args.write_golden / golden.package(case))
+            print(f"codegen: wrote {len(golden.cases())} golden packages to {args.write_golden}")
             return 0
         files = generate(args.schemas)
         if args.export:

@@ -73,3 +73,21 @@ def test_the_readme_examples_second_turn_reads_from_the_cache(tmp_path: Path) ->
     assert "below" not in done.stderr, "no turn warns that its prompt is below the minimum cacheable length"
     printed = re.search(r"^turn 2: .*$", done.stdout, re.M)
     assert printed is not None and f"`{printed.group(0)}`" in (REPO / "README.md").read_text(), "the README quotes it"
+
+
+def test_checks_ci_runs_as_steps_run_once_and_pytest_shows_its_slowest_tests() -> None:
+    """Issue 40 item 7: `python -m codegen --check` and mypy over the golden records ran both as CI steps and as
+    tests that spawned them, twice per CI run; the README did not say how long its test command takes."""
+    import tomllib
+
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    assert ".venv/bin/python -m codegen --check" in ci
+    assert any("python -m codegen --write-golden" in line for line in ci)
+    assert any(line.startswith('MYPYPATH="$GOLDEN_OUT" .venv/bin/python -m mypy') for line in ci)
+    spawns = re.compile(r"""sys\.executable,\s*["']-m["'],\s*["'](mypy["']|codegen["'],\s*["']--check)""")
+    for test in (REPO / "tests").rglob("*.py"):
+        if "node_modules" not in test.parts:
+            assert not spawns.search(test.read_text(encoding="utf-8")), f"{test} spawns a check CI runs as a step"
+    addopts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
+    assert "--durations=15" in addopts.split()
+    assert "The tests take under 6 minutes on two idle cores" in (REPO / "README.md").read_text()

@@ -26,7 +26,8 @@ def bundle_schema(model: Model, f: SchemaFile) -> dict[str, Any]:
     """The schema with every external `$ref` resolved: referenced types are copied into its own `$defs`.
 
     Only JSON Schema keywords stay at the root: a validator in strict mode (ajv's default) refuses others, so the
-    method table of the `protocol` keyword is bundled as a document of its own (the protocol plugin)."""
+    method table of the `protocol` keyword is bundled as a document of its own (the protocol plugin), and codegen's
+    `x-repr` annotation is left out."""
     by_id = {s.id: s for s in model.files}
     result = {k: copy.deepcopy(v) for k, v in f.raw.items() if k in _SCHEMA_ROOT_KEYWORDS}
     defs: dict[str, Any] = result.setdefault("$defs", {})
@@ -48,6 +49,9 @@ def bundle_schema(model: Model, f: SchemaFile) -> dict[str, Any]:
                     if isinstance(inner_ref, str) and inner_ref.startswith("#"):
                         inner["$ref"] = base + inner_ref
                 pending.append(defs[name])
+    for node in _walk(result):  # codegen's own annotations (`x-repr`) are no JSON Schema keyword for a validator
+        if isinstance(node.get("x-repr"), bool):
+            del node["x-repr"]
     return result
 
 

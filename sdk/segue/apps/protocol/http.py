@@ -174,9 +174,8 @@ class HttpServer:
         except OSError as e:
             raise ServeError(f"cannot listen on {self.host}:{self.port}: {e.strerror or e}") from None
         host, port = server.sockets[0].getsockname()[:2]
-        shown = f"[{host}]" if ":" in host else host
+        base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
         auth = "bearer tokens required" if self.tokens else "no tokens: any local process may connect"
-        base = f"http://{shown}:{port}"
         print(
             f"segue serve: {base}/rpc (events: GET {base}/events?session=NAME; web pages: POST {base}/ag-ui/AGENT "
             f"and {base}/ai-sdk/AGENT; {auth})",
