@@ -4,6 +4,7 @@ instead of "segue recorded no cause" (issue 40 item 7)."""
 
 from __future__ import annotations
 
+import html
 import json
 
 import attrs
@@ -114,3 +115,16 @@ async def test_runs_explain_text_and_json_lead_with_the_vendor(
     main(["runs", "show", second.run_id, "--db", url])
     shown = capsys.readouterr().out
     assert "VENDOR SAYS" in shown and "system_changed" in shown
+
+    # The dashboard's run page: the vendor's verdict first in the request's row, segue's reasoning after it.
+    from test_dashboard import get
+
+    from segue.apps.dashboard import create_app
+
+    store = RunStore(url)
+    try:
+        page = html.unescape(get(create_app(store), f"/runs/{second.run_id}").text)
+    finally:
+        store.close()
+    said = page.index("the vendor says: system_changed")
+    assert said < page.index("system prompt changed at", said)
