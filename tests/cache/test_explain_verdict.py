@@ -128,3 +128,26 @@ async def test_runs_explain_text_and_json_lead_with_the_vendor(
         store.close()
     said = page.index("the vendor says: system_changed")
     assert said < page.index("system prompt changed at", said)
+
+
+async def test_a_request_after_one_below_the_minimum_says_so_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40 item 7 on the twin: a prompt that crosses claude-sonnet-4-6's 1,024-token minimum only at its third
+    request reads nothing there, because the second (below it) wrote nothing; `runs explain` says that."""
+    store = RunStore("sqlite:///:memory:")
+    agent = Agent(
+        AnthropicProvider("claude-sonnet-4-6", client=Twin().anthropic_client()),
+        "You answer questions about the shop database. " * 60,
+        TOOLS,
+        store,
+    )
+    result = await agent.run("How many customers are in each country?")
+    run = store.get_run(result.run_id)
+    assert run is not None
+    calls = run.llm_interactions
+    crossing = next(i for i, c in enumerate(calls) if c.usage.input_tokens >= 1_024)
+    assert crossing >= 1 and calls[crossing].usage.cache_read_tokens == 0, "nothing was written before it"
+    it = explain_run(run).iterations[crossing]
+    assert it.cause == "extends" and it.note is not None
+    before = calls[crossing - 1].usage.input_tokens
+    assert it.note.startswith(f"nothing to read: the previous request ({before:,} tokens) was below the 1,024-token")
+    assert "recorded no cause" not in it.note
