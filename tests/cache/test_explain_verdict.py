@@ -4,6 +4,7 @@ instead of "segue recorded no cause" (issue 40 item 7)."""
 
 from __future__ import annotations
 
+import html
 import json
 
 import attrs
@@ -114,3 +115,39 @@ async def test_runs_explain_text_and_json_lead_with_the_vendor(
     main(["runs", "show", second.run_id, "--db", url])
     shown = capsys.readouterr().out
     assert "VENDOR SAYS" in shown and "system_changed" in shown
+
+    # The dashboard's run page: the vendor's verdict first in the request's row, segue's reasoning after it.
+    from test_dashboard import get
+
+    from segue.apps.dashboard import create_app
+
+    store = RunStore(url)
+    try:
+        page = html.unescape(get(create_app(store), f"/runs/{second.run_id}").text)
+    finally:
+        store.close()
+    said = page.index("the vendor says: system_changed")
+    assert said < page.index("system prompt changed at", said)
+
+
+async def test_a_request_after_one_below_the_minimum_says_so_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40 item 7 on the twin: a prompt that crosses claude-sonnet-4-6's 1,024-token minimum only at its third
+    request reads nothing there, because the second (below it) wrote nothing; `runs explain` says that."""
+    store = RunStore("sqlite:///:memory:")
+    agent = Agent(
+        AnthropicProvider("claude-sonnet-4-6", client=Twin().anthropic_client()),
+        "You answer questions about the shop database. " * 60,
+        TOOLS,
+        store,
+    )
+    result = await agent.run("How many customers are in each country?")
+    run = store.get_run(result.run_id)
+    assert run is not None
+    calls = run.llm_interactions
+    crossing = next(i for i, c in enumerate(calls) if c.usage.input_tokens >= 1_024)
+    assert crossing >= 1 and calls[crossing].usage.cache_read_tokens == 0, "nothing was written before it"
+    it = explain_run(run).iterations[crossing]
+    assert it.cause == "extends" and it.note is not None
+    before = calls[crossing - 1].usage.input_tokens
+    assert it.note.startswith(f"nothing to read: the previous request ({before:,} tokens) was below the 1,024-token")
+    assert "recorded no cause" not in it.note

@@ -237,7 +237,8 @@ async def test_api_keys_never_reach_the_store_or_the_logs(store: RunStore, caplo
             assert not set(headers) & set(CREDENTIAL_HEADERS)
             assert_no_credentials(json.dumps([interaction.provider_request, headers]), "an llm_interaction")
             recorded_headers.append(headers)
-    assert {"anthropic-beta": "thinking-binding-controls-2026-08-01"} in recorded_headers
+    # The betas segue asked for (block binding, cache diagnostics) are recorded; credentials never are.
+    assert {"anthropic-beta": "thinking-binding-controls-2026-08-01,cache-diagnosis-2026-04-07"} in recorded_headers
 
     if store.is_sqlite:
         raw = database_files(store)

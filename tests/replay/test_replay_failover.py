@@ -148,7 +148,9 @@ async def test_the_primary_serving_replays_its_thinking_and_the_vendor_accepts_i
     assert second.replay.warnings == [] and second.notes is None
     replayed = [b for m in run.llm_interactions[0].provider_request["messages"] for b in m["content"]]
     assert any(b["type"] == "thinking" for b in replayed)
-    assert run.llm_interactions[0].request_headers == {"anthropic-beta": "thinking-binding-controls-2026-08-01"}
+    assert run.llm_interactions[0].request_headers == {
+        "anthropic-beta": "thinking-binding-controls-2026-08-01,cache-diagnosis-2026-04-07"
+    }
     assert vendor_drops(run) == [], "the twin verified every replayed signature against its prefix"
 
 

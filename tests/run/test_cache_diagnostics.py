@@ -199,3 +199,29 @@ async def test_the_verdict_survives_the_store_and_an_unknown_shape_is_recorded_a
     assert verdicts[1] is not None and verdicts[1].status == "unknown"
     assert verdicts[1].raw == {"cache_miss_reason": {"type": "prompt_mood_changed", "cache_missed_input_tokens": 3}}
     assert result.cache_verdict is not None and result.cache_verdict.status == "unknown"
+
+
+async def test_a_resumed_run_names_the_paused_runs_last_response() -> None:
+    """The first request after a resume continues the paused run's last response (its meta
+    `segue.last_response`), so it names that response, not the run it continued from."""
+    from segue import tool
+
+    @tool(requires_approval=True)
+    def list_tables() -> str:
+        """List the shop database's tables."""
+        return "customers, orders"
+
+    twin, store = Twin(), RunStore("sqlite:///:memory:")
+    agent = Agent(AnthropicProvider("claude-sonnet-4-6", client=twin.anthropic_client()), PROMPT, [list_tables], store)
+    paused = await agent.run("Which tables are there?")
+    assert paused.status == "waiting_approval"
+    before = store.get_run(paused.run_id)
+    assert before is not None and before.meta is not None and before.meta.segue_last_response is not None
+    done = await agent.resume(paused.run_id, approved=True)
+    assert done.status == "success"
+    run = store.get_run(paused.run_id)
+    assert run is not None
+    resumed = run.llm_interactions[len(before.llm_interactions)]
+    named = before.meta.segue_last_response.id
+    assert resumed.provider_request["diagnostics"] == {"previous_message_id": named}
+    assert resumed.cache_verdict is not None and resumed.cache_verdict.compared_with == named

@@ -9,7 +9,9 @@ from anthropic.types import CacheMissReason
 from openai.types.responses.response import PromptCacheDiagnosticsCacheMiss
 
 from segue.generated import CacheVerdict
-from segue.wire.cache_verdict import ANTHROPIC_CHANGED, OPENAI_REASONS, anthropic_verdict, openai_verdict
+from segue.generated.wire import anthropic as a
+from segue.generated.wire import openai_responses as o
+from segue.wire.cache_verdict import anthropic_verdict, openai_verdict
 from segue.wire.common import Comparison
 
 ASKED = Comparison(previous_id="msg_1")
@@ -19,8 +21,10 @@ def test_the_reasons_are_the_pinned_sdks() -> None:
     """Anthropic's CacheMissReason union and OpenAI's PromptCacheDiagnosticsCacheMiss.reason literal."""
     members = typing.get_args(typing.get_args(CacheMissReason)[0])
     kinds = {typing.get_args(m.model_fields["type"].annotation)[0] for m in members}
-    assert kinds == ANTHROPIC_CHANGED | {"previous_message_not_found", "unavailable"}
-    assert set(typing.get_args(PromptCacheDiagnosticsCacheMiss.model_fields["reason"].annotation)) == OPENAI_REASONS
+    assert kinds == a.CACHE_CHANGED | set(a.CACHE_VERDICTS)
+    assert (
+        set(typing.get_args(PromptCacheDiagnosticsCacheMiss.model_fields["reason"].annotation)) == o.CACHE_MISS_REASONS
+    )
 
 
 def test_anthropic() -> None:
@@ -45,7 +49,7 @@ def test_anthropic() -> None:
     )
     bad_tokens = {"cache_miss_reason": {"type": "system_changed", "cache_missed_input_tokens": "many"}}
     found = anthropic_verdict(bad_tokens, ASKED)
-    assert found is not None and (found.status, found.missed_tokens) == ("changed", None)
+    assert found is not None and (found.status, found.raw) == ("unknown", bad_tokens)
 
 
 def test_openai() -> None:

@@ -219,12 +219,12 @@ async def test_a_replayed_run_serializes_and_hashes_its_replayed_region_once_how
     for module in (segue.replay.planner, segue.replay.prefix_rule, segue.store.rows):
         monkeypatch.setattr(module, "message_json", counting_hash(module.message_json))
     monkeypatch.setattr(g_anthropic, "content_block", counting_block)
-    built: list[tuple[ProviderRequest, dict[str, Any]]] = []
+    built: list[tuple[ProviderRequest, dict[str, Any], Any]] = []
     wire = AnthropicProvider._wire
 
     def recording(self: AnthropicProvider, request: ProviderRequest, *, stream: bool) -> Any:
         out = wire(self, request, stream=stream)
-        built.append((request, out.body))
+        built.append((request, out.body, out.comparison))
         return out
 
     monkeypatch.setattr(AnthropicProvider, "_wire", recording)
@@ -241,13 +241,14 @@ async def test_a_replayed_run_serializes_and_hashes_its_replayed_region_once_how
     # Byte-identical to building each request from scratch, including what was sent over HTTP.
     assert len(built) == 3
     sent = [json.loads(r.content) for r in rec.requests[sent_before:]]
-    for (request, body), on_the_wire in zip(built, sent, strict=True):
+    for (request, body, comparison), on_the_wire in zip(built, sent, strict=True):
         fresh = anthropic.build_request(
             ProviderRequest(**{**vars_of(request), "prefix": None}),
             model=MODEL,
             max_tokens=4096,
             cache_ttl="5m",
             thinking={"type": "enabled", "budget_tokens": 1024},
+            comparison=comparison,  # the cache-diagnostics ask the driver made (segue.providers._cache.comparison)
         ).body
         assert json.dumps(body) == json.dumps(fresh)
         assert on_the_wire == json.loads(json.dumps(fresh))

@@ -49,6 +49,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("providers/anthropic.py", "enabled"): "the anthropic client's open_telemetry option (traces.enabled), not wire",
     ("providers/_common.py", "enabled"): "the anthropic client's open_telemetry option (traces.enabled), not wire",
     ("wire/openai_chat/request.py", "max_tokens"): "segue's stop reason for a response cut at the output limit",
+    ("wire/cache_verdict.py", "unavailable"): "CacheVerdictStatus, segue's word for a vendor that could not say (a "
+    "Responses request that asked and got no prompt_cache_diagnostics back)",
 }
 
 

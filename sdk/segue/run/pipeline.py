@@ -258,6 +258,9 @@ class Pipeline:
             served_by=stored.meta.segue_served_by,
             persisted=list(own),
             trace=trace,
+            # Cache diagnostics continue from the paused run's last response; its collapse was said already.
+            last_response=stored.meta.segue_last_response,
+            collapsed=stored.meta.segue_cache_collapse is not None,
         )
 
     def _trace(self, request: RunRequest) -> RunTrace:

@@ -11,8 +11,11 @@ A request that names an earlier response gets the vendor's comparison of the two
   PromptCacheDiagnostics is `cache_hit`, `cache_miss` (`reason`, `cache_missed_tokens`,
   `comparison_reusable_tokens`), `comparison_response_not_found` or `unavailable`.
 
-An answer of any other shape is an `unknown` verdict carrying what came, never an error: diagnostics explain a
-call, they never fail it. A pending Anthropic comparison stays `pending`, never read as unchanged.
+The shapes are read through the generated wire parsers (schemas/wire/anthropic.json `diagnostics`,
+`cache_miss_reason`, CACHE_CHANGED, CACHE_VERDICTS; schemas/wire/openai_responses.json `prompt_cache_diagnostics`,
+CACHE_MISS, CACHE_MISS_REASONS, CACHE_VERDICTS). An answer of any other shape is an `unknown` verdict carrying what
+came, never an error: diagnostics explain a call, they never fail it. A pending Anthropic comparison stays
+`pending`, never read as unchanged.
 """
 
 from __future__ import annotations
@@ -20,44 +23,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from segue.generated import CacheVerdict, CacheVerdictStatus
-from segue.wire.common import Comparison
+from segue.generated import CacheVerdict
+from segue.generated.wire import anthropic as a
+from segue.generated.wire import openai_responses as o
+from segue.wire.common import Comparison, MalformedResponseError
 
-__all__ = ["ANTHROPIC_CHANGED", "OPENAI_REASONS", "anthropic_verdict", "openai_verdict"]
-
-#: Anthropic's reasons that name a change, each with `cache_missed_input_tokens` (the pinned SDK's CacheMiss* types).
-ANTHROPIC_CHANGED = frozenset({"model_changed", "system_changed", "tools_changed", "messages_changed"})
-_ANTHROPIC_OTHER: dict[str, CacheVerdictStatus] = {
-    "previous_message_not_found": "not_found",
-    "unavailable": "unavailable",
-}
-#: OpenAI's cache_miss reasons (the pinned SDK's PromptCacheDiagnosticsCacheMiss.reason literal).
-OPENAI_REASONS = frozenset(
-    {
-        "model_changed",
-        "prompt_cache_key_changed",
-        "tools_changed",
-        "text_format_changed",
-        "reasoning_effort_changed",
-        "verbosity_changed",
-        "context_compacted",
-        "input_changed",
-        "service_tier_changed",
-    }
-)
-_OPENAI_OTHER: dict[str, CacheVerdictStatus] = {
-    "cache_hit": "unchanged",
-    "comparison_response_not_found": "not_found",
-    "unavailable": "unavailable",
-}
+__all__ = ["anthropic_verdict", "openai_verdict"]
 
 
-def _tokens(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
-
-
-def _unknown(raw: Any, compared: str | None) -> CacheVerdict:
-    return CacheVerdict(status="unknown", compared_with=compared, raw=raw if isinstance(raw, dict) else {"value": raw})
+def _unknown(raw: Any, compared: str) -> CacheVerdict:
+    return CacheVerdict(
+        status="unknown", compared_with=compared, raw=dict(raw) if isinstance(raw, Mapping) else {"value": raw}
+    )
 
 
 def anthropic_verdict(raw: Any, comparison: Comparison | None) -> CacheVerdict | None:
@@ -68,19 +45,22 @@ def anthropic_verdict(raw: Any, comparison: Comparison | None) -> CacheVerdict |
     compared = comparison.previous_id
     if raw is None:
         return CacheVerdict(status="unchanged", compared_with=compared)
-    if not isinstance(raw, Mapping) or "cache_miss_reason" not in raw:
+    try:
+        diagnostics = a.parse_diagnostics(raw) if isinstance(raw, Mapping) else None
+        reason = a.parse_cache_miss_reason(diagnostics.reason) if diagnostics and diagnostics.reason else None
+    except MalformedResponseError:
         return _unknown(raw, compared)
-    reason = raw["cache_miss_reason"]
+    if diagnostics is None:
+        return _unknown(raw, compared)
     if reason is None:
         return CacheVerdict(status="pending", compared_with=compared)
-    kind = reason.get("type") if isinstance(reason, Mapping) else None
-    if kind in _ANTHROPIC_OTHER:
-        return CacheVerdict(status=_ANTHROPIC_OTHER[kind], compared_with=compared)
-    if kind in ANTHROPIC_CHANGED:
-        assert isinstance(reason, Mapping)
-        missed = _tokens(reason.get("cache_missed_input_tokens"))
+    kind = reason.kind or ""
+    if kind in a.CACHE_VERDICTS:
+        return CacheVerdict(status=a.CACHE_VERDICTS[kind], compared_with=compared)
+    if kind in a.CACHE_CHANGED:
+        missed = _tokens(reason.missed_tokens)
         return CacheVerdict(status="changed", reason=kind, missed_tokens=missed, compared_with=compared)
-    return _unknown(dict(raw), compared)
+    return _unknown(raw, compared)
 
 
 def openai_verdict(raw: Any, comparison: Comparison | None) -> CacheVerdict | None:
@@ -92,15 +72,24 @@ def openai_verdict(raw: Any, comparison: Comparison | None) -> CacheVerdict | No
     compared = comparison.previous_id
     if raw is None:
         return CacheVerdict(status="unavailable", compared_with=compared)
-    kind = raw.get("type") if isinstance(raw, Mapping) else None
-    if kind in _OPENAI_OTHER:
-        return CacheVerdict(status=_OPENAI_OTHER[kind], compared_with=compared)
-    if kind == "cache_miss" and isinstance(raw, Mapping) and raw.get("reason") in OPENAI_REASONS:
+    try:
+        found = o.parse_prompt_cache_diagnostics(raw) if isinstance(raw, Mapping) else None
+    except MalformedResponseError:
+        return _unknown(raw, compared)
+    if found is None or found.kind is None:
+        return _unknown(raw, compared)
+    if found.kind in o.CACHE_VERDICTS:
+        return CacheVerdict(status=o.CACHE_VERDICTS[found.kind], compared_with=compared)
+    if found.kind == o.CACHE_MISS and found.reason in o.CACHE_MISS_REASONS:
         return CacheVerdict(
             status="changed",
-            reason=str(raw["reason"]),
-            missed_tokens=_tokens(raw.get("cache_missed_tokens")),
-            reusable_tokens=_tokens(raw.get("comparison_reusable_tokens")),
+            reason=found.reason,
+            missed_tokens=_tokens(found.missed_tokens),
+            reusable_tokens=_tokens(found.reusable_tokens),
             compared_with=compared,
         )
-    return _unknown(dict(raw) if isinstance(raw, Mapping) else raw, compared)
+    return _unknown(raw, compared)
+
+
+def _tokens(value: int | None) -> int | None:
+    return value if value is not None and value >= 0 else None

@@ -101,7 +101,7 @@ def build_request(
             mode=breakpoints.mode, ttl=breakpoints.ttl, prewarm=request.prewarm, comparison_response_id=compared
         )
     elif compared is not None:
-        options = {"comparison_response_id": compared}
+        options = g.prompt_cache_options(prewarm=False, comparison_response_id=compared)
     body = g.request(
         model=model,
         instructions=instructions,
