@@ -68,7 +68,7 @@ async def write_stream(
 ) -> None:
     """Write the response head with the first frame, then each frame, until the stream ends or its reader goes.
     Closing `frames` (here, in this task) ends the run and releases its slot."""
-    task = asyncio.current_task()
+    task, limit = asyncio.current_task(), write_timeout
     assert task is not None
     watcher = asyncio.create_task(_watch(reader, task))
     try:
@@ -77,21 +77,18 @@ async def write_stream(
                 writer.write(head + frame)
                 head = b""
                 try:
-                    async with asyncio.timeout(write_timeout):
+                    async with asyncio.timeout(limit):
                         await writer.drain()
                 except TimeoutError:
-                    log.warning(
-                        "closed %s: its client read nothing for %g s (write_timeout_seconds); its run is cancelled",
-                        what,
-                        write_timeout,
-                    )
+                    # Leaving closes `frames`: a run still going is ended cancelled and its slot freed.
+                    log.warning("closed %s: its client read nothing for %g s (write_timeout_seconds)", what, limit)
                     return
         writer.write(head)
     except (asyncio.CancelledError, ConnectionError) as e:
         gone = watcher.done() and not watcher.cancelled()
         if isinstance(e, asyncio.CancelledError) and (not gone or task.uncancel() > 0):
             raise  # cancelled by someone else (the server stopping): that goes on
-        log.info("%s ended: %s; its run is cancelled", what, CLIENT_GONE)
+        log.info("%s ended: %s", what, CLIENT_GONE if gone else e)  # a run still going is ended cancelled
     finally:
         watcher.cancel()
 
