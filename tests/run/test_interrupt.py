@@ -224,7 +224,7 @@ async def test_a_stream_closed_by_its_reader_ends_the_run_cancelled(sqlite_store
             seen.append(event.type)
             if event.type == "TEXT_DELTA":
                 break
-        for _ in range(100):
+        for _ in range(1000):  # a few event-loop turns and one store write; up to 10 s on a loaded machine
             if _only_run(sqlite_store)[1] != "running":
                 break
             await asyncio.sleep(0.01)

@@ -68,7 +68,7 @@ async def write_stream(
 ) -> None:
     """Write the response head with the first frame, then each frame, until the stream ends or its reader goes.
     Closing `frames` (here, in this task) ends the run and releases its slot."""
-    task = asyncio.current_task()
+    task, limit = asyncio.current_task(), write_timeout
     assert task is not None
     watcher = asyncio.create_task(_watch(reader, task))
     try:
@@ -77,13 +77,11 @@ async def write_stream(
                 writer.write(head + frame)
                 head = b""
                 try:
-                    async with asyncio.timeout(write_timeout):
+                    async with asyncio.timeout(limit):
                         await writer.drain()
                 except TimeoutError:
                     # Leaving closes `frames`: a run still going is ended cancelled and its slot freed.
-                    log.warning(
-                        "closed %s: its client read nothing for %g s (write_timeout_seconds)", what, write_timeout
-                    )
+                    log.warning("closed %s: its client read nothing for %g s (write_timeout_seconds)", what, limit)
                     return
         writer.write(head)
     except (asyncio.CancelledError, ConnectionError) as e:
