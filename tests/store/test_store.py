@@ -235,7 +235,7 @@ def test_version_one_databases_are_migrated(tmp_path: Path) -> None:
     reopened = RunStore(url)
     from segue.store import migrations
 
-    assert migrations.current_version(reopened.db, reopened.models) == migrations.LATEST == 6
+    assert migrations.current_version(reopened.db, reopened.models) == migrations.LATEST == 7
 
 
 def test_version_three_databases_get_the_prewarms_table(tmp_path: Path) -> None:

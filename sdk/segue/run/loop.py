@@ -38,6 +38,7 @@ from segue.run.recorder import Recorder, RunEndNotStored, interaction_of
 from segue.run.serving import fit, observe
 from segue.run.state import RunState, cut_note, make_event, stop_reason_of, truncated_message
 from segue.run.tool_calls import ToolRunner
+from segue.store.leases import LeaseLost
 from segue.telemetry import ChatTrace, attached, response_id, traced
 
 
@@ -101,6 +102,8 @@ class Loop:
             # reason. When an `error` cannot be stored either, RunEndNotStored reaches the caller: the store
             # still holds `running`, and the caller is never told another status.
             if isinstance(e, RunEndNotStored) and e.status == "error":
+                raise
+            if isinstance(e, LeaseLost):  # the run is no longer this process's: nothing more is written for it
                 raise
             cause = e.cause if isinstance(e, RunEndNotStored) else e
             async for event in self.fail(state, str(cause), type(cause).__name__):

@@ -44,6 +44,7 @@ from segue.run.request import RunRequest, validate, validate_prewarm
 from segue.run.resume import arguments_of, decisions_for, load_own_run, pending_calls, still_sent
 from segue.run.state import RunState, make_event
 from segue.run.tool_calls import ToolRunner
+from segue.store.leases import new_owner
 from segue.store.records import TERMINAL, IdempotencyKeyTaken, StoredRun
 from segue.store.run_store import RunStore
 from segue.telemetry import RunTrace, attached
@@ -164,8 +165,13 @@ class Pipeline:
         store, tenant_id = self._store(), stored.tenant_id
         with attached(trace):
             state = await self._resumed_state(stored, request, iteration, trace)
+        state.lease_owner = new_owner()
         claimed = await asyncio.to_thread(
-            store.claim_paused, stored.run_id, tenant_id, lease_seconds=self.agent.lease_seconds
+            store.claim_paused,
+            stored.run_id,
+            tenant_id,
+            lease_seconds=self.agent.lease_seconds,
+            owner=state.lease_owner,
         )
         if not claimed:
             raise RunStateError(
@@ -173,7 +179,7 @@ class Pipeline:
                 run_id=stored.run_id,
                 reason="already_resumed",
             )
-        unfinished.opened(store, state.run_id, state.usage, state.iteration)
+        unfinished.opened(store, state.run_id, state.usage, state.iteration, state.lease_owner)
         self._started(state)
         calls = [c for c in tool_calls(state.own[-1]) if c.id in waiting]
         if calls:

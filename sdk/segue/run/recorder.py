@@ -25,6 +25,7 @@ from segue.generated import (
 from segue.run import unfinished
 from segue.run.config import AgentConfig
 from segue.run.state import RunState
+from segue.store.leases import LeaseLost, new_owner
 from segue.store.records import NewRun
 
 
@@ -88,6 +89,7 @@ class Recorder:
         state.persisted = state.stored_messages()
         if self.store is None:
             return
+        state.lease_owner = new_owner()
         new_run = NewRun(
             run_id=state.run_id,
             tenant_id=request.tenant_id,
@@ -103,9 +105,10 @@ class Recorder:
             continued_from=plan.continued_from,
             private={"pii": state.pii} if state.pii else None,
             lease_seconds=self.agent.lease_seconds,
+            lease_owner=state.lease_owner,
         )
         await asyncio.to_thread(self.store.create_run, new_run, state.persisted)
-        unfinished.opened(self.store, state.run_id, state.usage, state.iteration)
+        unfinished.opened(self.store, state.run_id, state.usage, state.iteration, state.lease_owner)
 
     async def record(
         self,
@@ -139,8 +142,9 @@ class Recorder:
             meta_updates=meta,
             model=interaction.model if interaction else None,
             vendor=interaction.vendor if interaction else None,
+            owner=state.lease_owner,
         )
-        unfinished.opened(self.store, state.run_id, state.usage, iteration)
+        unfinished.opened(self.store, state.run_id, state.usage, iteration, state.lease_owner)
 
     async def finish(
         self,
@@ -176,7 +180,11 @@ class Recorder:
                 iterations=state.iteration,
                 meta_updates=updates,
                 private={"pii": state.pii} if state.pii else None,
+                owner=state.lease_owner,
             )
+        except LeaseLost:
+            unfinished.closed(state.run_id)  # not this process's run any more: nothing to end at exit
+            raise
         except StoreError as e:
             raise RunEndNotStored(state.run_id, status, e) from e
         unfinished.closed(state.run_id)

@@ -67,6 +67,8 @@ class RunState:
     stop_reason: StopReason | None = None
     #: The output limit the run raised to after a tool call was cut at the old one (None: not raised).
     raised_limit: int | None = None
+    #: This process's lease token on the run (segue.store.leases): every write of the run names it.
+    lease_owner: str | None = None
 
     def stored_messages(self) -> list[Message]:
         """This run's messages as they are stored: with the fragments the layout keeps (appendOnly)."""

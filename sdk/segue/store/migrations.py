@@ -92,6 +92,14 @@ def _v6(db: pw.Database, models: Bound) -> None:
             last = rows[-1][0]
 
 
+def _v7(db: pw.Database, models: Bound) -> None:
+    """`agent_runs.lease_owner`: the token of the process holding a running run's lease, so that a run's status
+    changes only from a state that allows it and only by its holder (a compare-and-set on every write). Older rows
+    keep NULL: no holder to check (they were written before holders were named)."""
+    if all(column.name != "lease_owner" for column in db.get_columns("agent_runs")):
+        db.execute_sql('ALTER TABLE "agent_runs" ADD COLUMN "lease_owner" VARCHAR(32)')  # type: ignore[no-untyped-call]
+
+
 #: version -> migration that produces it, in order.
 MIGRATIONS: list[tuple[int, Callable[[pw.Database, Bound], None]]] = [
     (1, _v1),
@@ -100,6 +108,7 @@ MIGRATIONS: list[tuple[int, Callable[[pw.Database, Bound], None]]] = [
     (4, _v4),
     (5, _v5),
     (6, _v6),
+    (7, _v7),
 ]
 LATEST = MIGRATIONS[-1][0]
 MIGRATION_LOCK = int.from_bytes(b"segue-db")  # the PostgreSQL advisory lock key migrations hold

@@ -39,6 +39,8 @@ class NewRun:
     continued_from: str | None = None
     private: dict[str, Any] | None = None
     lease_seconds: float | None = None
+    #: The lease holder's token (segue.store.leases); every later write of the running run names it.
+    lease_owner: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -38,6 +37,7 @@ from segue.generated import (
 from segue.store import migrations
 from segue.store.bodies import Bodies
 from segue.store.connection import DEFAULT_RECONNECT_SECONDS, Units, open_database, read_only_fallback, redact
+from segue.store.leases import LeaseLost, db_now
 from segue.store.models import Bound
 from segue.store.prewarms import Prewarms
 from segue.store.records import DEFAULT_TENANT, MAX_OFFSET, TERMINAL, IdempotencyKeyTaken, NewRun, StoredRun, utc_now
@@ -153,7 +153,8 @@ class RunStore:
                 retry_of=run.retry_of,
                 continued_from=run.continued_from,
                 created_at=now,
-                lease_expires_at=time.time() + run.lease_seconds if run.lease_seconds else None,
+                lease_expires_at=self._deadline(run.lease_seconds),
+                lease_owner=run.lease_owner,
             ).execute()
             if run.metadata:
                 self.models.RunTag.insert_many(
@@ -168,6 +169,10 @@ class RunStore:
             if run.idempotency_key is not None:
                 raise IdempotencyKeyTaken(run.idempotency_key) from e
             raise
+
+    def _deadline(self, lease_seconds: float | None) -> Any:
+        """A lease deadline `lease_seconds` from now on the database's clock (segue.store.leases)."""
+        return db_now(self.db) + float(lease_seconds) if lease_seconds else None
 
     def _insert_traces(self, run_id: str, first_index: int, iteration: int, traces: Sequence[Message]) -> None:
         if not traces:
@@ -202,16 +207,26 @@ class RunStore:
         meta_updates: RunMeta | None = None,
         model: str | None = None,
         vendor: str | None = None,
+        owner: str | None = None,
     ) -> None:
         """One loop iteration's traces, provider call and tool calls, plus the running totals, atomically.
 
         `traces` are the run's new messages, stored from index `first_index` on (a run's traces only ever grow at
         the end). `meta_updates` merge into the run's segue.* meta and `model` / `vendor` name who served, in the
-        same transaction."""
+        same transaction. The run must be `running` and held by `owner` (when given), else LeaseLost and nothing
+        is written."""
         conv = get_converter()
         skeleton, parts = self.bodies.prepare(interaction.provider_request) if interaction else ("", {})
 
         def work() -> None:
+            update: dict[Any, Any] = {
+                self.models.AgentRun.usage: json.dumps(conv.unstructure(usage, Usage)),
+                self.models.AgentRun.iterations: iteration,
+            }
+            if lease_seconds:
+                update[self.models.AgentRun.lease_expires_at] = self._deadline(lease_seconds)
+            # The run row first: a run this process no longer holds gets nothing written.
+            self._update_run(run_id, update, meta_updates, model, vendor, owner=owner, running=True)
             self._insert_traces(run_id, first_index, iteration, traces)
             if interaction is not None:
                 self.bodies.insert(parts)
@@ -235,13 +250,6 @@ class RunStore:
                         for c in tool_calls
                     ]
                 ).execute()
-            update: dict[Any, Any] = {
-                self.models.AgentRun.usage: json.dumps(conv.unstructure(usage, Usage)),
-                self.models.AgentRun.iterations: iteration,
-            }
-            if lease_seconds:
-                update[self.models.AgentRun.lease_expires_at] = time.time() + lease_seconds
-            self._update_run(run_id, update, meta_updates, model, vendor)
 
         self._units.write(work, idempotent=False)
         self.bodies.written(parts)
@@ -253,16 +261,32 @@ class RunStore:
         meta_updates: RunMeta | None,
         model: str | None,
         vendor: str | None,
-    ) -> None:
-        """Inside a write: set `update` on the run row, plus who served and the merged segue.* meta."""
+        *,
+        owner: str | None = None,
+        running: bool = False,
+    ) -> int:
+        """Inside a write: set `update` on the run row, plus who served and the merged segue.* meta. `running`:
+        only while the run is `running` and held by `owner` (when given); otherwise LeaseLost, and the caller's
+        transaction rolls back."""
+        runs = self.models.AgentRun
         if model:
-            update[self.models.AgentRun.model] = model
+            update[runs.model] = model
         if vendor:
-            update[self.models.AgentRun.vendor] = vendor
+            update[runs.vendor] = vendor
         if meta_updates is not None:
-            row = self.models.AgentRun.select(self.models.AgentRun.meta).where(self.models.AgentRun.id == run_id).get()
-            update[self.models.AgentRun.meta] = canonical_json({**json.loads(row.meta), **write_meta(meta_updates)})
-        self.models.AgentRun.update(update).where(self.models.AgentRun.id == run_id).execute()
+            row = runs.select(runs.meta).where(runs.id == run_id).first()
+            if row is not None:
+                update[runs.meta] = canonical_json({**json.loads(row.meta), **write_meta(meta_updates)})
+        where = runs.id == run_id
+        if running:
+            where &= runs.status == "running"
+            if owner is not None:
+                where &= runs.lease_owner == owner
+        changed = int(runs.update(update).where(where).execute())
+        if running and not changed:
+            held = runs.select(runs.status, runs.error).where(runs.id == run_id).first()
+            raise LeaseLost(run_id, held.status if held else None, held.error if held else None)
+        return changed
 
     def finish_run(
         self,
@@ -277,9 +301,15 @@ class RunStore:
         model: str | None = None,
         vendor: str | None = None,
         private: dict[str, Any] | None = None,
+        owner: str | None = None,
     ) -> None:
-        """Set the final (or paused) state; meta_updates merge into the run's segue.* meta."""
+        """Set the final (or paused) state; meta_updates merge into the run's segue.* meta.
+
+        A compare-and-set: only a `running` run held by `owner` (when given) ends; otherwise LeaseLost names what
+        the store holds, and nothing changes. The same end by the same holder again (the retry of a write after a
+        lost connection) writes the same values: the status does not change."""
         conv = get_converter()
+        runs = self.models.AgentRun
 
         def work() -> None:
             update: dict[Any, Any] = {
@@ -293,19 +323,31 @@ class RunStore:
             }
             if private:
                 update[self.models.AgentRun.private] = canonical_json(private)
-            self._update_run(run_id, update, meta_updates, model, vendor)
+            try:
+                self._update_run(run_id, update, meta_updates, model, vendor, owner=owner, running=True)
+            except LeaseLost:
+                held = runs.select(runs.status, runs.lease_owner).where(runs.id == run_id).first()
+                same_holder = owner is None or (held is not None and held.lease_owner == owner)
+                if held is None or held.status != status or status == "running" or not same_holder:
+                    raise
+                # The same end by the same holder (the retry of a write that committed): the same values again.
+                self._update_run(run_id, update, meta_updates, model, vendor)
 
-        # Idempotent: it sets the same final values however often it runs.
+        # Idempotent: once it committed, running it again finds its end recorded and changes nothing.
         self._units.write(work, idempotent=True)
 
-    def claim_paused(self, run_id: str, tenant_id: str, *, lease_seconds: float | None = None) -> bool:
-        """Move a waiting_approval run back to running; False when it was not waiting (e.g. resumed twice)."""
+    def claim_paused(
+        self, run_id: str, tenant_id: str, *, lease_seconds: float | None = None, owner: str | None = None
+    ) -> bool:
+        """Move a waiting_approval run back to running, held by `owner`; False when it was not waiting (e.g.
+        resumed twice)."""
 
         def work() -> int:
             return int(
                 self.models.AgentRun.update(
                     status="running",
-                    lease_expires_at=time.time() + lease_seconds if lease_seconds else None,
+                    lease_expires_at=self._deadline(lease_seconds),
+                    lease_owner=owner,
                 )
                 .where(
                     (self.models.AgentRun.id == run_id)
@@ -317,24 +359,42 @@ class RunStore:
 
         return bool(self._units.write(work, idempotent=False))
 
-    def sweep(self, *, now: float | None = None, reason: str = "abandoned: the run's lease expired") -> list[str]:
-        """Mark running runs whose lease lapsed as `error`; their traces stay readable and replayable."""
-        moment = time.time() if now is None else now
+    def sweep(
+        self,
+        *,
+        now: float | None = None,
+        grace: float = 0.0,
+        reason: str = "abandoned: the run's lease expired",
+    ) -> list[str]:
+        """Mark running runs whose lease lapsed more than `grace` seconds ago as `error`; their traces stay
+        readable and replayable.
+
+        Lapsed is judged on the database's clock (segue.store.leases), not this process's; `now` (epoch seconds)
+        replaces that clock for a caller that means a moment of its own (tests, tools). Each run is ended only if
+        its lease is still the one the sweep read: a run that renewed it meanwhile is left running."""
+        runs = self.models.AgentRun
+        moment: Any = db_now(self.db) if now is None else now
 
         def work() -> list[str]:
-            stale = [
-                r.id
-                for r in self.models.AgentRun.select(self.models.AgentRun.id).where(
-                    (self.models.AgentRun.status == "running")
-                    & self.models.AgentRun.lease_expires_at.is_null(False)
-                    & (self.models.AgentRun.lease_expires_at < moment)
+            stale = list(
+                runs.select(runs.id, runs.lease_expires_at)
+                .where(
+                    (runs.status == "running")
+                    & runs.lease_expires_at.is_null(False)
+                    & (runs.lease_expires_at < moment - float(grace))
                 )
-            ]
-            if stale:
-                self.models.AgentRun.update(
-                    status="error", error=reason, finished_at=utc_now(), lease_expires_at=None
-                ).where(self.models.AgentRun.id.in_(stale)).execute()
-            return stale
+                .tuples()
+            )
+            ended = []
+            for run_id, deadline in stale:
+                changed = (
+                    runs.update(status="error", error=reason, finished_at=utc_now(), lease_expires_at=None)
+                    .where((runs.id == run_id) & (runs.status == "running") & (runs.lease_expires_at == deadline))
+                    .execute()
+                )
+                if changed:
+                    ended.append(run_id)
+            return ended
 
         return self._units.write(work, idempotent=True)
 
