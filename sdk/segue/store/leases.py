@@ -14,10 +14,14 @@ renewed between the sweep's read and its write keeps running.
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 import peewee as pw
 
 from segue.errors import StoreError
+from segue.store.connection import Units
+from segue.store.models import Bound
+from segue.store.records import utc_now
 
 
 def new_owner() -> str:
@@ -50,3 +54,78 @@ class LeaseLost(StoreError):
         )
         self.run_id = run_id
         self.status = status
+
+
+class Leases:
+    """The leases of one RunStore's runs (`store.leases`): claims and sweeps."""
+
+    def __init__(self, db: pw.Database, models: Bound, units: Units) -> None:
+        self.db = db
+        self._runs = models.AgentRun
+        self._units = units
+
+    def deadline(self, lease_seconds: float | None) -> Any:
+        """A lease deadline `lease_seconds` from now on the database's clock, as an SQL expression."""
+        return db_now(self.db) + float(lease_seconds) if lease_seconds else None
+
+    def claim_paused(
+        self, run_id: str, tenant_id: str, *, lease_seconds: float | None = None, owner: str | None = None
+    ) -> bool:
+        """Move a waiting_approval run back to running, held by `owner`; False when it was not waiting (e.g.
+        resumed twice)."""
+
+        def work() -> int:
+            return int(
+                self._runs.update(
+                    status="running",
+                    lease_expires_at=self.deadline(lease_seconds),
+                    lease_owner=owner,
+                )
+                .where(
+                    (self._runs.id == run_id)
+                    & (self._runs.tenant_id == tenant_id)
+                    & (self._runs.status == "waiting_approval")
+                )
+                .execute()
+            )
+
+        return bool(self._units.write(work, idempotent=False))
+
+    def sweep(
+        self,
+        *,
+        now: float | None = None,
+        grace: float = 0.0,
+        reason: str = "abandoned: the run's lease expired",
+    ) -> list[str]:
+        """Mark running runs whose lease lapsed more than `grace` seconds ago as `error`; their traces stay
+        readable and replayable.
+
+        Lapsed is judged on the database's clock (segue.store.leases), not this process's; `now` (epoch seconds)
+        replaces that clock for a caller that means a moment of its own (tests, tools). Each run is ended only if
+        its lease is still the one the sweep read: a run that renewed it meanwhile is left running."""
+        runs = self._runs
+        moment: Any = db_now(self.db) if now is None else now
+
+        def work() -> list[str]:
+            stale = list(
+                runs.select(runs.id, runs.lease_expires_at)
+                .where(
+                    (runs.status == "running")
+                    & runs.lease_expires_at.is_null(False)
+                    & (runs.lease_expires_at < moment - float(grace))
+                )
+                .tuples()
+            )
+            ended = []
+            for run_id, deadline in stale:
+                changed = (
+                    runs.update(status="error", error=reason, finished_at=utc_now(), lease_expires_at=None)
+                    .where((runs.id == run_id) & (runs.status == "running") & (runs.lease_expires_at == deadline))
+                    .execute()
+                )
+                if changed:
+                    ended.append(run_id)
+            return ended
+
+        return self._units.write(work, idempotent=True)

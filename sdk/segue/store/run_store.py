@@ -37,7 +37,7 @@ from segue.generated import (
 from segue.store import migrations
 from segue.store.bodies import Bodies
 from segue.store.connection import DEFAULT_RECONNECT_SECONDS, Units, open_database, read_only_fallback, redact
-from segue.store.leases import LeaseLost, db_now
+from segue.store.leases import LeaseLost, Leases
 from segue.store.models import Bound
 from segue.store.prewarms import Prewarms
 from segue.store.records import DEFAULT_TENANT, MAX_OFFSET, TERMINAL, IdempotencyKeyTaken, NewRun, StoredRun, utc_now
@@ -85,6 +85,7 @@ class RunStore:
         self._units = Units(self.db, self.url, reconnect_seconds=reconnect_seconds)
         self.bodies = Bodies(self.models.RequestPart)
         self.prewarms = Prewarms(self.models, self._units, self.bodies)
+        self.leases = Leases(self.db, self.models, self._units)
         shown = redact(self.url)
         #: The schema version found when a writer opened the store (before migrating); None for readers.
         self.migrated_from: int | None = None
@@ -153,7 +154,7 @@ class RunStore:
                 retry_of=run.retry_of,
                 continued_from=run.continued_from,
                 created_at=now,
-                lease_expires_at=self._deadline(run.lease_seconds),
+                lease_expires_at=self.leases.deadline(run.lease_seconds),
                 lease_owner=run.lease_owner,
             ).execute()
             if run.metadata:
@@ -169,10 +170,6 @@ class RunStore:
             if run.idempotency_key is not None:
                 raise IdempotencyKeyTaken(run.idempotency_key) from e
             raise
-
-    def _deadline(self, lease_seconds: float | None) -> Any:
-        """A lease deadline `lease_seconds` from now on the database's clock (segue.store.leases)."""
-        return db_now(self.db) + float(lease_seconds) if lease_seconds else None
 
     def _insert_traces(self, run_id: str, first_index: int, iteration: int, traces: Sequence[Message]) -> None:
         if not traces:
@@ -224,7 +221,7 @@ class RunStore:
                 self.models.AgentRun.iterations: iteration,
             }
             if lease_seconds:
-                update[self.models.AgentRun.lease_expires_at] = self._deadline(lease_seconds)
+                update[self.models.AgentRun.lease_expires_at] = self.leases.deadline(lease_seconds)
             # The run row first: a run this process no longer holds gets nothing written.
             self._update_run(run_id, update, meta_updates, model, vendor, owner=owner, running=True)
             self._insert_traces(run_id, first_index, iteration, traces)
@@ -339,64 +336,14 @@ class RunStore:
     def claim_paused(
         self, run_id: str, tenant_id: str, *, lease_seconds: float | None = None, owner: str | None = None
     ) -> bool:
-        """Move a waiting_approval run back to running, held by `owner`; False when it was not waiting (e.g.
-        resumed twice)."""
-
-        def work() -> int:
-            return int(
-                self.models.AgentRun.update(
-                    status="running",
-                    lease_expires_at=self._deadline(lease_seconds),
-                    lease_owner=owner,
-                )
-                .where(
-                    (self.models.AgentRun.id == run_id)
-                    & (self.models.AgentRun.tenant_id == tenant_id)
-                    & (self.models.AgentRun.status == "waiting_approval")
-                )
-                .execute()
-            )
-
-        return bool(self._units.write(work, idempotent=False))
+        """Move a waiting_approval run back to running, held by `owner` (segue.store.leases)."""
+        return self.leases.claim_paused(run_id, tenant_id, lease_seconds=lease_seconds, owner=owner)
 
     def sweep(
-        self,
-        *,
-        now: float | None = None,
-        grace: float = 0.0,
-        reason: str = "abandoned: the run's lease expired",
+        self, *, now: float | None = None, grace: float = 0.0, reason: str = "abandoned: the run's lease expired"
     ) -> list[str]:
-        """Mark running runs whose lease lapsed more than `grace` seconds ago as `error`; their traces stay
-        readable and replayable.
-
-        Lapsed is judged on the database's clock (segue.store.leases), not this process's; `now` (epoch seconds)
-        replaces that clock for a caller that means a moment of its own (tests, tools). Each run is ended only if
-        its lease is still the one the sweep read: a run that renewed it meanwhile is left running."""
-        runs = self.models.AgentRun
-        moment: Any = db_now(self.db) if now is None else now
-
-        def work() -> list[str]:
-            stale = list(
-                runs.select(runs.id, runs.lease_expires_at)
-                .where(
-                    (runs.status == "running")
-                    & runs.lease_expires_at.is_null(False)
-                    & (runs.lease_expires_at < moment - float(grace))
-                )
-                .tuples()
-            )
-            ended = []
-            for run_id, deadline in stale:
-                changed = (
-                    runs.update(status="error", error=reason, finished_at=utc_now(), lease_expires_at=None)
-                    .where((runs.id == run_id) & (runs.status == "running") & (runs.lease_expires_at == deadline))
-                    .execute()
-                )
-                if changed:
-                    ended.append(run_id)
-            return ended
-
-        return self._units.write(work, idempotent=True)
+        """End running runs whose lease lapsed more than `grace` seconds ago as `error` (segue.store.leases)."""
+        return self.leases.sweep(now=now, grace=grace, reason=reason)
 
     # -- reads ------------------------------------------------------------------------------------------------
 
