@@ -185,11 +185,12 @@ class Pipeline:
         if calls:
             for call in calls:  # before the tools run, as in the loop
                 yield make_event("TOOL_CALL", state.run_id, state.iteration, tool_call=call)
-            done = await self.tools.run(state, state.iteration, calls, decisions, tool_results)
+            done = await self.tools.run(
+                state, state.iteration, calls, decisions, tool_results, record=self.recorder.record_tool
+            )
             for event in done.events:
                 yield event
-            state.own.append(done.message)
-            await self.recorder.record(state, state.iteration, None, done.records)
+
         async for event in self.loop.run(state, streaming=streaming, resumed=True):
             yield event
 

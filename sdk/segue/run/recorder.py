@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 
+import attrs
+
 from segue._core.contracts import ProviderResponse
-from segue.catalog import CatalogError
 from segue.errors import StoreError
 from segue.generated import (
     LlmInteraction,
+    Message,
     PendingCalls,
     RunMeta,
     RunStatus,
@@ -110,6 +112,29 @@ class Recorder:
         await asyncio.to_thread(self.store.create_run, new_run, state.persisted)
         unfinished.opened(self.store, state.run_id, state.usage, state.iteration, state.lease_owner)
 
+    async def record_response(self, state: RunState, interaction: LlmInteraction, served: RunMeta | None) -> None:
+        """A model step: its response (and the messages before it not yet stored), who served, the run's cost so
+        far and the meta that changed with it, in one transaction, before any of its tools runs."""
+        meta = attrs.evolve(served or RunMeta(), segue_cost=state.cost)
+        await self.record(state, interaction.iteration, interaction, [], meta)
+
+    async def record_tool(self, state: RunState, record: ToolCallRecord, message: Message | None) -> None:
+        """A tool step: its result, as it completes, renewing the lease. The round's last result brings its tool
+        `message`, which joins the run's messages and is stored in the same transaction."""
+        if message is not None:
+            state.own.append(message)
+            await self.record(state, record.iteration, None, [record])
+            return
+        if self.store is None:
+            return
+        await asyncio.to_thread(
+            self.store.record_tool_call,
+            state.run_id,
+            record,
+            lease_seconds=self.agent.lease_seconds,
+            owner=state.lease_owner,
+        )
+
     async def record(
         self,
         state: RunState,
@@ -120,21 +145,15 @@ class Recorder:
     ) -> None:
         """The run's messages since the last write, the call and tool records, who served (`interaction`) and the
         run meta that changed with it (`meta`), in one transaction."""
-        stored = state.stored_messages()
-        written = state.persisted
-        if len(stored) < len(written) or any(a is not b for a, b in zip(stored, written, strict=False)):
-            # The layout restores iteration 1's fragment before that iteration is recorded (segue.run.serving):
-            # what was written is never rewritten. Reaching this is a bug in segue, not in the app.
-            raise RuntimeError(f"run {state.run_id}: recorded messages changed after they were written")
-        state.persisted = stored
+        written, new = self._unwritten(state)
         if self.store is None:
             return
         await asyncio.to_thread(
             self.store.record_iteration,
             state.run_id,
             iteration=iteration,
-            first_index=len(written),
-            traces=stored[len(written) :],
+            first_index=written,
+            traces=new,
             interaction=interaction,
             tool_calls=records,
             usage=state.usage,
@@ -145,6 +164,18 @@ class Recorder:
             owner=state.lease_owner,
         )
         unfinished.opened(self.store, state.run_id, state.usage, iteration, state.lease_owner)
+
+    @staticmethod
+    def _unwritten(state: RunState) -> tuple[int, list[Message]]:
+        """(how many of the run's messages are stored, the ones not yet), marking them stored."""
+        stored = state.stored_messages()
+        written = state.persisted
+        if len(stored) < len(written) or any(a is not b for a, b in zip(stored, written, strict=False)):
+            # The layout restores iteration 1's fragment before that iteration is recorded (segue.run.serving):
+            # what was written is never rewritten. Reaching this is a bug in segue, not in the app.
+            raise RuntimeError(f"run {state.run_id}: recorded messages changed after they were written")
+        state.persisted = stored
+        return len(written), stored[len(written) :]
 
     async def finish(
         self,
@@ -158,6 +189,7 @@ class Recorder:
         """The run's final (or paused) state, with its notes, replay summary and layout decision."""
         layout = state.plan.layout
         self._end_trace(state, status, error, error_type)
+        written, new = self._unwritten(state)  # a tool message the run's end follows, a repair turn
         if self.store is None:
             return
         updates = RunMeta(
@@ -181,6 +213,8 @@ class Recorder:
                 meta_updates=updates,
                 private={"pii": state.pii} if state.pii else None,
                 owner=state.lease_owner,
+                first_index=written,
+                traces=new,
             )
         except LeaseLost:
             unfinished.closed(state.run_id)  # not this process's run any more: nothing to end at exit
@@ -194,13 +228,9 @@ class Recorder:
         if not trace.recording:
             return
         layout = state.plan.layout
-        cost = None
-        # A twin run cost nothing: its price at the vendor's rates (RunCost.twin_usd) is no cost to report.
-        if trace.response_model is not None and state.served_by != "twin":
-            try:
-                cost = self.agent.catalog().cost(state.usage, trace.response_model, trace.response_vendor)
-            except (CatalogError, ValueError):
-                cost = None  # the catalog has no price for this path: no cost attribute rather than a wrong one
+        # The run's cost is the sum of its calls, each priced once on the path that served it (Loop._priced); a
+        # twin run cost nothing (its price at the vendor's rates, RunCost.twin_usd, is no cost to report).
+        cost = state.cost.usd if state.cost is not None and state.served_by != "twin" else None
         trace.finish(
             status=status,
             usage=state.usage,

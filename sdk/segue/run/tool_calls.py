@@ -11,7 +11,7 @@ results in the same tool message (every vendor takes images there). Each call ha
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import attrs
 
@@ -48,18 +48,36 @@ class ToolRunner:
         calls: Sequence[ToolCallBlock],
         decisions: Mapping[str, bool],
         supplied: Mapping[str, str] | None,
+        *,
+        record: Callable[[RunState, ToolCallRecord, Message | None], Awaitable[None]],
     ) -> ToolRound:
-        """Execute (or deny) each call, concurrently. `decisions` approve calls that need it; `supplied` holds
-        results the client computed itself (client-side tools)."""
+        """Execute (or deny) each call, concurrently (one tool step each). `decisions` approve calls that need it;
+        `supplied` holds results the client computed itself (client-side tools). `record` stores each result as
+        its call completes; the last to complete brings the round's tool message, stored in the same write."""
         tools = state.plan.config.tools.by_name
+        completed: dict[str, tuple[ToolOutcome, ToolResultBlock, ToolCallRecord]] = {}
 
-        async def one(call: ToolCallBlock) -> ToolOutcome:
+        async def one(call: ToolCallBlock) -> tuple[ToolOutcome, ToolResultBlock, ToolCallRecord]:
             tool = tools.get(call.name)
             span = state.trace.tool(call, source=tool.source if tool is not None else None)
             with attached(span):  # an MCP client's own spans nest in execute_tool
                 outcome = await run(call, tool)
             span.finish(outcome.result, images=len(outcome.images))
-            return outcome
+            content = self.guard.protect(outcome.result.content, state.pii)
+            result = ToolResultBlock(tool_call_id=call.id, content=content, is_error=outcome.result.is_error)
+            done = ToolCallRecord(
+                call_id=call.id,
+                iteration=iteration,
+                name=call.name,
+                arguments=call.arguments,
+                result=content,
+                is_error=bool(result.is_error),
+                duration_ms=outcome.duration_ms,
+            )
+            completed[call.id] = (outcome, result, done)
+            last = len(completed) == len(calls)
+            await record(state, done, tool_message([completed[c.id] for c in calls]) if last else None)
+            return outcome, result, done
 
         async def run(call: ToolCallBlock, tool: Tool | None) -> ToolOutcome:
             if supplied is not None and call.id in supplied:
@@ -80,30 +98,15 @@ class ToolRunner:
             )
             return await tool.invoke(call.id, arguments, context)
 
-        outcomes = await asyncio.gather(*(one(c) for c in calls))
-        results: list[ToolResultBlock] = []
-        images: list[ImageBlock] = []
-        records: list[ToolCallRecord] = []
-        events: list[RunEvent] = []
-        for call, outcome in zip(calls, outcomes, strict=True):
-            result, duration = outcome.result, outcome.duration_ms
-            images.extend(outcome.images)
-            content = self.guard.protect(result.content, state.pii)
-            result = ToolResultBlock(tool_call_id=call.id, content=content, is_error=result.is_error)
-            results.append(result)
-            records.append(
-                ToolCallRecord(
-                    call_id=call.id,
-                    iteration=iteration,
-                    name=call.name,
-                    arguments=call.arguments,
-                    result=content,
-                    is_error=bool(result.is_error),
-                    duration_ms=duration,
-                )
-            )
-            events.append(make_event("TOOL_RESULT", state.run_id, iteration, tool_result=result))
-        return ToolRound(message=Message(role="tool", content=[*results, *images]), records=records, events=events)
+        finished = await asyncio.gather(*(one(c) for c in calls))
+        events = [make_event("TOOL_RESULT", state.run_id, iteration, tool_result=r) for _, r, _ in finished]
+        return ToolRound(message=tool_message(finished), records=[d for _, _, d in finished], events=events)
+
+
+def tool_message(finished: Sequence[tuple[ToolOutcome, ToolResultBlock, ToolCallRecord]]) -> Message:
+    """The tool message of one round: its results in the calls' order, then the images the tools returned."""
+    images: list[ImageBlock] = [image for outcome, _, _ in finished for image in outcome.images]
+    return Message(role="tool", content=[*(r for _, r, _ in finished), *images])
 
 
 def _given(call: ToolCallBlock, text: str, *, is_error: bool) -> ToolOutcome:

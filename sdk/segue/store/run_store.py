@@ -49,6 +49,7 @@ from segue.store.rows import (
     replay_sql,
     stored_runs,
     summary_from_row,
+    tool_row,
     write_meta,
 )
 from segue.store.text import decode
@@ -232,24 +233,27 @@ class RunStore:
                     **interaction_columns(interaction, skeleton),
                 ).execute()  # fmt: skip
             if tool_calls:
-                self.models.ToolCallRow.insert_many(
-                    [
-                        {
-                            "run_id": run_id,
-                            "iteration": c.iteration,
-                            "call_id": c.call_id,
-                            "name": c.name,
-                            "arguments": json.dumps(c.arguments, ensure_ascii=False),
-                            "result": c.result,
-                            "is_error": c.is_error,
-                            "duration_ms": c.duration_ms,
-                        }
-                        for c in tool_calls
-                    ]
-                ).execute()
+                self.models.ToolCallRow.insert_many([tool_row(run_id, c) for c in tool_calls]).execute()
 
         self._units.write(work, idempotent=False)
         self.bodies.written(parts)
+
+    def record_tool_call(
+        self, run_id: str, call: ToolCallRecord, *, lease_seconds: float | None = None, owner: str | None = None
+    ) -> None:
+        """One tool call's result as it completes, renewing the run's lease; LeaseLost (nothing written) unless
+        the run is `running` and held by `owner` (when given)."""
+
+        def work() -> None:
+            update: dict[Any, Any] = {}
+            if lease_seconds:
+                update[self.models.AgentRun.lease_expires_at] = self.leases.deadline(lease_seconds)
+            else:
+                update[self.models.AgentRun.status] = "running"  # an update with nothing else to set
+            self._update_run(run_id, update, None, None, None, owner=owner, running=True)
+            self.models.ToolCallRow.insert(tool_row(run_id, call)).execute()
+
+        self._units.write(work, idempotent=False)
 
     def _update_run(
         self,
@@ -299,8 +303,11 @@ class RunStore:
         vendor: str | None = None,
         private: dict[str, Any] | None = None,
         owner: str | None = None,
+        first_index: int = 0,
+        traces: Sequence[Message] = (),
     ) -> None:
-        """Set the final (or paused) state; meta_updates merge into the run's segue.* meta.
+        """Set the final (or paused) state, with the run's `traces` not yet stored (from `first_index` on);
+        meta_updates merge into the run's segue.* meta.
 
         A compare-and-set: only a `running` run held by `owner` (when given) ends; otherwise LeaseLost names what
         the store holds, and nothing changes. The same end by the same holder again (the retry of a write after a
@@ -329,6 +336,8 @@ class RunStore:
                     raise
                 # The same end by the same holder (the retry of a write that committed): the same values again.
                 self._update_run(run_id, update, meta_updates, model, vendor)
+                return
+            self._insert_traces(run_id, first_index, iterations, traces)
 
         # Idempotent: once it committed, running it again finds its end recorded and changes nothing.
         self._units.write(work, idempotent=True)
