@@ -3,7 +3,7 @@
 # Schema: schemas/explain.schema.json (sha256:d806b842adad90405597c6c0b45ad77a0c4dcb8c316d83942da96432d2565972)
 # Schema: schemas/message.schema.json (sha256:07dd248007aaa465fb814da4ce48d4f0e914b89391f4e6859b00ced197e7b95f)
 # Schema: schemas/prefix.schema.json (sha256:cffcc32caa4c17dbd5ac0819c2d9ac2b85916801e0361607e9861b0510a52e7c)
-# Schema: schemas/protocol.schema.json (sha256:a61a1415be5d9670235a7526d8454826119de974c86ea9c082c9efe1928df153)
+# Schema: schemas/protocol.schema.json (sha256:92531ddefac4cfe271c587902e04a6dca929afbc364afc20e5c8f4725dc607f9)
 # Schema: schemas/replay.schema.json (sha256:a77be0f27152f57ead6cac2188c3803a460d28ccec7372fe5d26250425a963b6)
 # Schema: schemas/runs.schema.json (sha256:f3673b1dfc13b9877537dce9e45c936752dad2f174a9c544f4b8b3ee39dd8738)
 # Schema: schemas/serve.schema.json (sha256:d0fbc4d8e40fd81b5c2e460aa8719ced785d978a61c9a91d81892105751dee7d)
@@ -84,6 +84,7 @@ from segue.generated.protocol import (
     ProtocolVersion,
     ProviderFailedData,
     ProviderInfo,
+    RecoverParams,
     ReplayErrorReason,
     ReplayRunErrorData,
     RequestId,
@@ -238,6 +239,7 @@ __all__ = [
     "ProviderInfo",
     "ProviderKind",
     "ReasoningBlock",
+    "RecoverParams",
     "ReplayErrorReason",
     "ReplayKnobs",
     "ReplayLast",

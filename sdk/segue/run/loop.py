@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection, Mapping
 from typing import Any
 
 import attrs
@@ -31,6 +31,7 @@ from segue.generated import (
     RunEvent,
     RunStatus,
     ToolCallBlock,
+    ToolCallRecord,
 )
 from segue.run.config import AgentConfig
 from segue.run.conversation import add_usage, answer_text, tool_calls
@@ -146,26 +147,79 @@ class Loop:
             async for event in self._truncated(state, response):
                 yield event
             return
+        async for event in self._next(state, assistant, answers=not ask_again):
+            yield event
+
+    async def _next(
+        self,
+        state: RunState,
+        assistant: Message,
+        *,
+        answers: bool = True,
+        finished: Mapping[str, ToolCallRecord] | None = None,
+        interrupted: Collection[str] = (),
+    ) -> AsyncIterator[RunEvent]:
+        """What a recorded response leads to: the run's end (an answer, a checked output), a pause for approval,
+        or its tool steps. `answers`: a response without calls is the answer (not when it is asked again).
+        Recovery (segue.run.recovery) continues here from the journal: `finished` results are not run again,
+        `interrupted` calls get an error result instead of running."""
+        calls = tool_calls(assistant)
         final = final_call(state.request.output, calls)
-        if final is not None or (state.request.output is not None and not calls and not ask_again):
+        if final is not None or (state.request.output is not None and not calls and answers):
             async for event in self._output(state, assistant, calls, final):
                 yield event
             return
-        if calls and any(self.tools.needs_approval(state, c) for c in calls):
+        if finished is None and calls and any(self.tools.needs_approval(state, c) for c in calls):
             async for event in self._pause(state, calls):
                 yield event
             return
         if not calls:
-            if not ask_again:
+            if answers:
                 answer = self.guard.restore(answer_text(assistant), state.pii)
                 async for event in self._end(state, "success", answer, None):
                     yield event
             return
         for call in calls:  # before the tools run, so a client can show "calling X..."
-            yield make_event("TOOL_CALL", state.run_id, iteration, tool_call=call)
-        done = await self.tools.run(state, iteration, calls, {}, None, record=self.recorder.record_tool)
+            if finished is None or call.id not in finished:
+                yield make_event("TOOL_CALL", state.run_id, state.iteration, tool_call=call)
+        done = await self.tools.run(
+            state,
+            state.iteration,
+            calls,
+            {},
+            None,
+            record=self.recorder.record_tool,
+            started=self.recorder.record_tool_start,
+            finished=finished or {},
+            interrupted=interrupted,
+        )
         for event in done.events:
             yield event
+
+    async def recovered(
+        self,
+        state: RunState,
+        *,
+        streaming: bool,
+        finished: Mapping[str, ToolCallRecord],
+        interrupted: Collection[str],
+    ) -> AsyncIterator[RunEvent]:
+        """Continue a recovered run from its journal (segue.run.recovery): the last recorded response's next step
+        when it has not happened (its tools, or its end), then the loop as usual."""
+        last = state.own[-1] if state.own else None
+        try:
+            if last is not None and last.role == "assistant":
+                async for event in self._next(state, last, finished=finished, interrupted=interrupted):
+                    yield event
+        except SegueError as e:
+            if isinstance(e, LeaseLost):
+                raise
+            async for event in self.fail(state, str(e), type(e).__name__):
+                yield event
+            return
+        if not state.ended:
+            async for event in self.run(state, streaming=streaming):
+                yield event
 
     async def _end(
         self,

@@ -40,6 +40,7 @@ from segue.run.loop import Loop
 from segue.run.plan import Planner
 from segue.run.prewarm import Prewarmer
 from segue.run.recorder import Recorder
+from segue.run.recovery import recover
 from segue.run.request import RunRequest, validate, validate_prewarm
 from segue.run.resume import arguments_of, decisions_for, load_own_run, pending_calls, still_sent
 from segue.run.state import RunState, make_event
@@ -78,7 +79,7 @@ class Pipeline:
         if existing is not None:
             yield replayed_event(existing)
             return
-        trace = self._trace(request)
+        trace = self.trace(request)
         try:
             async for event in self._run(request, fingerprint, trace, streaming=streaming):
                 yield event
@@ -105,7 +106,7 @@ class Pipeline:
             trace.fail(taken)  # this run never started: its span ends here
             yield replayed_event(existing)
             return
-        self._started(state)
+        self.started(state)
         started: dict[str, Any] = {"model": plan.path.model, "vendor": plan.path.vendor}
         if state.replay is not None:
             started["replay"] = get_converter().unstructure(state.replay)
@@ -115,7 +116,7 @@ class Pipeline:
 
     async def retry_request(self, run_id: Any, tenant_id: str, deps: Any = None) -> RunRequest:
         """The request of a finished run, to run again as a new run (retry_of = its id)."""
-        stored = await load_own_run(self._store(), run_id, tenant_id, self.agent.name, "retry")
+        stored = await load_own_run(self.store(), run_id, tenant_id, self.agent.name, "retry")
         if stored.status not in TERMINAL:
             raise RunStateError(
                 f"run {stored.run_id} is {stored.status}; retry a finished run (resume a paused one)",
@@ -136,12 +137,12 @@ class Pipeline:
     ) -> AsyncIterator[RunEvent]:
         """Continue a paused run. Everything is checked and planned before the run is claimed: a refusal changes
         nothing."""
-        store = self._store()
+        store = self.store()
         stored = await load_own_run(store, run_id, tenant_id, self.agent.name, "resume")
         iteration, waiting = pending_calls(stored)
         decisions = decisions_for(waiting, approved, tool_results)
         request = self.validate(arguments_of(stored), deps=deps)
-        trace = self._trace(request)
+        trace = self.trace(request)
         try:
             async for event in self._resume(
                 stored, request, trace, iteration, waiting, decisions, tool_results, streaming
@@ -162,9 +163,9 @@ class Pipeline:
         tool_results: Mapping[str, str] | None,
         streaming: bool,
     ) -> AsyncIterator[RunEvent]:
-        store, tenant_id = self._store(), stored.tenant_id
+        store, tenant_id = self.store(), stored.tenant_id
         with attached(trace):
-            state = await self._resumed_state(stored, request, iteration, trace)
+            state = await self.resumed_state(stored, request, iteration, trace)
         state.lease_owner = new_owner()
         claimed = await asyncio.to_thread(
             store.claim_paused,
@@ -180,13 +181,19 @@ class Pipeline:
                 reason="already_resumed",
             )
         unfinished.opened(store, state.run_id, state.usage, state.iteration, state.lease_owner)
-        self._started(state)
+        self.started(state)
         calls = [c for c in tool_calls(state.own[-1]) if c.id in waiting]
         if calls:
             for call in calls:  # before the tools run, as in the loop
                 yield make_event("TOOL_CALL", state.run_id, state.iteration, tool_call=call)
             done = await self.tools.run(
-                state, state.iteration, calls, decisions, tool_results, record=self.recorder.record_tool
+                state,
+                state.iteration,
+                calls,
+                decisions,
+                tool_results,
+                record=self.recorder.record_tool,
+                started=self.recorder.record_tool_start,
             )
             for event in done.events:
                 yield event
@@ -194,7 +201,7 @@ class Pipeline:
         async for event in self.loop.run(state, streaming=streaming, resumed=True):
             yield event
 
-    async def _resumed_state(self, stored: StoredRun, request: RunRequest, iteration: int, trace: RunTrace) -> RunState:
+    async def resumed_state(self, stored: StoredRun, request: RunRequest, iteration: int, trace: RunTrace) -> RunState:
         """A paused run's state, re-planned the way its earlier requests were (reads only)."""
         plan = await self.planner.plan(request)
         if plan.layout is not None and stored.meta.segue_layout is not None:
@@ -221,13 +228,20 @@ class Pipeline:
             trace=trace,
         )
 
-    def _trace(self, request: RunRequest) -> RunTrace:
+    async def recover(
+        self, run_id: Any, tenant_id: str, *, streaming: bool, deps: Any = None
+    ) -> AsyncIterator[RunEvent]:
+        """Continue a run whose lease lapsed, from its journal (segue.run.recovery)."""
+        async for event in recover(self, run_id, tenant_id, streaming=streaming, deps=deps):
+            yield event
+
+    def trace(self, request: RunRequest) -> RunTrace:
         """The run's invoke_agent span, on the path the run is aimed at (a no-op trace when tracing is off)."""
         path = serving_path(self.agent.provider, model=request.params.model, vendor=request.params.vendor)
         return self.agent.telemetry.run(agent=self.agent.name, vendor=path.vendor, model=path.model)
 
     @staticmethod
-    def _started(state: RunState) -> None:
+    def started(state: RunState) -> None:
         """The run row exists (or was claimed): who the run is, its conversation (the first replayed run) and replay."""
         request = state.request
         state.trace.started(
@@ -238,7 +252,7 @@ class Pipeline:
             continued_from=state.plan.continued_from,
         )
 
-    def _store(self) -> RunStore:
+    def store(self) -> RunStore:
         if self.agent.store is None:
             raise InputError("this needs a store: create the agent with store=RunStore(...)")
         return self.agent.store

@@ -115,7 +115,11 @@ class Recorder:
     async def record_response(self, state: RunState, interaction: LlmInteraction, served: RunMeta | None) -> None:
         """A model step: its response (and the messages before it not yet stored), who served, the run's cost so
         far and the meta that changed with it, in one transaction, before any of its tools runs."""
-        meta = attrs.evolve(served or RunMeta(), segue_cost=state.cost)
+        layout = state.plan.layout
+        # What a recovered run reads back (segue.run.recovery): the cost so far and the layout's decision.
+        meta = attrs.evolve(
+            served or RunMeta(), segue_cost=state.cost, segue_layout=layout.meta() if layout is not None else None
+        )
         await self.record(state, interaction.iteration, interaction, [], meta)
 
     async def record_tool(self, state: RunState, record: ToolCallRecord, message: Message | None) -> None:
@@ -134,6 +138,13 @@ class Recorder:
             lease_seconds=self.agent.lease_seconds,
             owner=state.lease_owner,
         )
+
+    async def record_tool_start(self, state: RunState, call: ToolCallRecord) -> None:
+        """A call of a tool that is not retry_safe is about to run: journaled first, so that recovery never runs
+        it twice (segue.run.recovery)."""
+        if self.store is None:
+            return
+        await asyncio.to_thread(self.store.record_tool_start, state.run_id, call, owner=state.lease_owner)
 
     async def record(
         self,

@@ -11,7 +11,7 @@ results in the same tool message (every vendor takes images there). Each call ha
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
 import attrs
 
@@ -50,14 +50,34 @@ class ToolRunner:
         supplied: Mapping[str, str] | None,
         *,
         record: Callable[[RunState, ToolCallRecord, Message | None], Awaitable[None]],
+        started: Callable[[RunState, ToolCallRecord], Awaitable[None]] | None = None,
+        finished: Mapping[str, ToolCallRecord] | None = None,
+        interrupted: Collection[str] = (),
     ) -> ToolRound:
         """Execute (or deny) each call, concurrently (one tool step each). `decisions` approve calls that need it;
-        `supplied` holds results the client computed itself (client-side tools). `record` stores each result as
-        its call completes; the last to complete brings the round's tool message, stored in the same write."""
+        `supplied` holds results the client computed itself (client-side tools). `started` journals the start of
+        each call whose tool is not retry_safe; `record` stores each result as its call completes; the last to
+        complete brings the round's tool message, stored in the same write.
+
+        A recovered run (segue.run.recovery) passes the results its journal holds (`finished`: read back, neither
+        run nor recorded again) and the calls that were in flight when its process died and may not run twice
+        (`interrupted`: an error result says so)."""
         tools = state.plan.config.tools.by_name
         completed: dict[str, tuple[ToolOutcome, ToolResultBlock, ToolCallRecord]] = {}
 
+        journal = finished or {}
+        for call in calls:
+            if call.id in journal:
+                stored = journal[call.id]
+                outcome = ToolOutcome(
+                    result=ToolResultBlock(tool_call_id=call.id, content=stored.result or "", is_error=stored.is_error),
+                    duration_ms=stored.duration_ms,
+                )
+                completed[call.id] = (outcome, _protected(outcome.result), stored)
+
         async def one(call: ToolCallBlock) -> tuple[ToolOutcome, ToolResultBlock, ToolCallRecord]:
+            if call.id in completed:
+                return completed[call.id]
             tool = tools.get(call.name)
             span = state.trace.tool(call, source=tool.source if tool is not None else None)
             with attached(span):  # an MCP client's own spans nest in execute_tool
@@ -82,12 +102,29 @@ class ToolRunner:
         async def run(call: ToolCallBlock, tool: Tool | None) -> ToolOutcome:
             if supplied is not None and call.id in supplied:
                 return _given(call, supplied[call.id], is_error=False)
+            if call.id in interrupted:
+                text = (
+                    f"the call to {call.name} was interrupted (the process running it stopped) and was not repeated, "
+                    "because the tool is not marked retry_safe; its effect is unknown: check before calling it again"
+                )
+                return _given(call, text, is_error=True)
             if tool is None:
                 known = ", ".join(sorted(tools)) or "none"
                 return _given(call, f"unknown tool {call.name!r}; the tools available are: {known}", is_error=True)
             if tool.requires_approval and not decisions.get(call.id, False):
                 text = f"the user did not approve calling {call.name}; do not retry it without asking"
                 return _given(call, text, is_error=True)
+            if started is not None and not tool.retry_safe:
+                # Journaled before it runs: if the process dies during it, recovery knows not to run it again.
+                start = ToolCallRecord(
+                    call_id=call.id,
+                    iteration=iteration,
+                    name=call.name,
+                    arguments=call.arguments,
+                    is_error=False,
+                    duration_ms=0.0,
+                )
+                await started(state, start)
             arguments = self.guard.restore_arguments(call.arguments, state.pii)
             context = RunContext(
                 run_id=state.run_id,
@@ -98,15 +135,21 @@ class ToolRunner:
             )
             return await tool.invoke(call.id, arguments, context)
 
-        finished = await asyncio.gather(*(one(c) for c in calls))
-        events = [make_event("TOOL_RESULT", state.run_id, iteration, tool_result=r) for _, r, _ in finished]
-        return ToolRound(message=tool_message(finished), records=[d for _, _, d in finished], events=events)
+        rounds = await asyncio.gather(*(one(c) for c in calls))
+        events = [make_event("TOOL_RESULT", state.run_id, iteration, tool_result=r) for _, r, _ in rounds]
+        return ToolRound(message=tool_message(rounds), records=[d for _, _, d in rounds], events=events)
 
 
 def tool_message(finished: Sequence[tuple[ToolOutcome, ToolResultBlock, ToolCallRecord]]) -> Message:
     """The tool message of one round: its results in the calls' order, then the images the tools returned."""
     images: list[ImageBlock] = [image for outcome, _, _ in finished for image in outcome.images]
     return Message(role="tool", content=[*(r for _, r, _ in finished), *images])
+
+
+def _protected(result: ToolResultBlock) -> ToolResultBlock:
+    """A journaled result as the model saw it (stored after the guardrails, so as is; is_error False reads as
+    unset, as a fresh result's)."""
+    return ToolResultBlock(tool_call_id=result.tool_call_id, content=result.content, is_error=result.is_error or None)
 
 
 def _given(call: ToolCallBlock, text: str, *, is_error: bool) -> ToolOutcome:

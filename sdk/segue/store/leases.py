@@ -16,6 +16,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+import attrs
 import peewee as pw
 
 from segue.errors import StoreError
@@ -56,6 +57,16 @@ class LeaseLost(StoreError):
         self.status = status
 
 
+@attrs.frozen(kw_only=True)
+class Held:
+    """Who holds a run, as recovery checks it."""
+
+    status: str
+    tenant_id: str
+    fingerprint: str | None
+    lapsed: bool
+
+
 class Leases:
     """The leases of one RunStore's runs (`store.leases`): claims and sweeps."""
 
@@ -67,6 +78,51 @@ class Leases:
     def deadline(self, lease_seconds: float | None) -> Any:
         """A lease deadline `lease_seconds` from now on the database's clock, as an SQL expression."""
         return db_now(self.db) + float(lease_seconds) if lease_seconds else None
+
+    def held(self, run_id: str) -> Held | None:
+        """The run's status, tenant, fingerprint and whether its lease lapsed (on the database's clock)."""
+        runs = self._runs
+        lapsed = runs.lease_expires_at.is_null(False) & (runs.lease_expires_at < db_now(self.db))
+        query = runs.select(runs.status, runs.tenant_id, runs.fingerprint, pw.Case(None, [(lapsed, 1)], 0))
+
+        def work() -> Any:
+            return query.where(runs.id == run_id).tuples().first()
+
+        row = self._units.read(work)
+        return Held(status=row[0], tenant_id=row[1], fingerprint=row[2], lapsed=bool(row[3])) if row else None
+
+    def claim_lapsed(self, run_id: str, tenant_id: str, *, owner: str, lease_seconds: float | None) -> bool:
+        """Take over a running run whose lease lapsed, as `owner` (recovery): one claimer wins; False for the
+        others (the lease is no longer lapsed once claimed), and for a run that is not running and lapsed."""
+        runs = self._runs
+
+        def work() -> int:
+            return int(
+                runs.update(lease_owner=owner, lease_expires_at=self.deadline(lease_seconds or 300.0))
+                .where(
+                    (runs.id == run_id)
+                    & (runs.tenant_id == tenant_id)
+                    & (runs.status == "running")
+                    & runs.lease_expires_at.is_null(False)
+                    & (runs.lease_expires_at < db_now(self.db))
+                )
+                .execute()
+            )
+
+        return bool(self._units.write(work, idempotent=False))
+
+    def lapsed(self, agent_name: str, tenant_id: str | None) -> list[tuple[str, str]]:
+        """(run id, tenant) of the agent's running runs whose lease lapsed, oldest first."""
+        runs = self._runs
+        query = runs.select(runs.id, runs.tenant_id).where(
+            (runs.agent_name == agent_name)
+            & (runs.status == "running")
+            & runs.lease_expires_at.is_null(False)
+            & (runs.lease_expires_at < db_now(self.db))
+        )
+        if tenant_id is not None:
+            query = query.where(runs.tenant_id == tenant_id)
+        return self._units.read(lambda: [(r[0], r[1]) for r in query.order_by(runs.id).tuples()])
 
     def claim_paused(
         self, run_id: str, tenant_id: str, *, lease_seconds: float | None = None, owner: str | None = None

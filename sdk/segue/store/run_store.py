@@ -232,8 +232,8 @@ class RunStore:
                     run_id=run_id, iteration=interaction.iteration, error=interaction.error,
                     **interaction_columns(interaction, skeleton),
                 ).execute()  # fmt: skip
-            if tool_calls:
-                self.models.ToolCallRow.insert_many([tool_row(run_id, c) for c in tool_calls]).execute()
+            for call in tool_calls:
+                self._write_tool(run_id, call)
 
         self._units.write(work, idempotent=False)
         self.bodies.written(parts)
@@ -251,9 +251,33 @@ class RunStore:
             else:
                 update[self.models.AgentRun.status] = "running"  # an update with nothing else to set
             self._update_run(run_id, update, None, None, None, owner=owner, running=True)
-            self.models.ToolCallRow.insert(tool_row(run_id, call)).execute()
+            self._write_tool(run_id, call)
 
         self._units.write(work, idempotent=False)
+
+    def record_tool_start(self, run_id: str, call: ToolCallRecord, *, owner: str | None = None) -> None:
+        """A tool call that may not run twice is starting: its row without a result, so that a recovered run
+        knows it was in flight (segue.run.recovery). LeaseLost (nothing written) unless the run is this holder's."""
+
+        def work() -> None:
+            update = {self.models.AgentRun.status: "running"}  # the compare-and-set on the holder, nothing else
+            self._update_run(run_id, update, None, None, None, owner=owner, running=True)
+            self.models.ToolCallRow.insert({**tool_row(run_id, call), "result": None}).execute()
+
+        self._units.write(work, idempotent=False)
+
+    def _write_tool(self, run_id: str, call: ToolCallRecord) -> None:
+        """Inside a write: a call's result, into the row its start wrote (record_tool_start), or a new row."""
+        rows = self.models.ToolCallRow
+        row = tool_row(run_id, call)
+        started = (
+            (rows.run_id == run_id)
+            & (rows.iteration == call.iteration)
+            & (rows.call_id == call.call_id)
+            & rows.result.is_null()
+        )
+        if not rows.update(row).where(started).execute():
+            rows.insert(row).execute()
 
     def _update_run(
         self,
