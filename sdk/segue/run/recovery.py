@@ -17,21 +17,36 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from segue.errors import RunStateError
 from segue.generated import RunDetail, RunEvent, ToolCallRecord
 from segue.run import unfinished
+from segue.run.config import AgentConfig
 from segue.run.idempotency import fingerprint_of
+from segue.run.loop import Loop
 from segue.run.request import RunRequest
 from segue.run.resume import arguments_of, load_own_run
 from segue.run.state import RunState, make_event
 from segue.store.leases import new_owner
 from segue.store.records import StoredRun
-from segue.telemetry import attached
+from segue.store.run_store import RunStore
+from segue.telemetry import RunTrace, attached
 
-if TYPE_CHECKING:
-    from segue.run.pipeline import Pipeline
+
+class Pipeline(Protocol):
+    """What recovery uses of the run pipeline (segue.run.pipeline.Pipeline): the steps it shares with resume."""
+
+    agent: AgentConfig
+    loop: Loop
+
+    def store(self) -> RunStore: ...
+    def validate(self, arguments: Mapping[str, Any], *, deps: Any = None) -> RunRequest: ...
+    def trace(self, request: RunRequest) -> RunTrace: ...
+    async def resumed_state(
+        self, stored: StoredRun, request: RunRequest, iteration: int, trace: RunTrace
+    ) -> RunState: ...
+    def started(self, state: RunState) -> None: ...
 
 
 async def recover(

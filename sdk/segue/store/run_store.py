@@ -36,8 +36,9 @@ from segue.generated import (
 )
 from segue.store import migrations
 from segue.store.bodies import Bodies
-from segue.store.connection import DEFAULT_RECONNECT_SECONDS, Units, open_database, read_only_fallback, redact
+from segue.store.connection import DEFAULT_RECONNECT_SECONDS, Units, open_database, redact
 from segue.store.leases import LeaseLost, Leases
+from segue.store.migrations import check_schema
 from segue.store.models import Bound
 from segue.store.prewarms import Prewarms
 from segue.store.records import DEFAULT_TENANT, MAX_OFFSET, TERMINAL, IdempotencyKeyTaken, NewRun, StoredRun, utc_now
@@ -93,7 +94,7 @@ class RunStore:
         try:
             self.db.connect(reuse_if_open=True)
             if read_only:
-                self._check_schema(shown)
+                check_schema(self.db, self.models, shown)
             else:
                 self.migrated_from = migrations.migrate(self.db, self.models, shown, create=create)
         except pw.ImproperlyConfigured as e:
@@ -107,24 +108,6 @@ class RunStore:
             if "file is not a database" in message:
                 raise StoreError(f"{shown} is not a SQLite database ({message}); pass a segue run store") from None
             raise StoreError(f"cannot open the run store at {shown}: {message}") from None
-
-    def _check_schema(self, shown: str) -> None:
-        try:
-            migrations.check(self.db, self.models, shown)
-        except pw.OperationalError as e:
-            # A WAL file on read-only media: `mode=ro` needs a -shm file it cannot create; immutable reads it.
-            cannot_share = any(m in str(e) for m in ("unable to open database file", "readonly database"))
-            if not cannot_share or not read_only_fallback(self.db):
-                raise
-            try:
-                self.db.connect()
-                migrations.check(self.db, self.models, shown)
-            except pw.OperationalError as still:
-                raise StoreError(
-                    f"cannot read the run store at {shown} on read-only media ({' '.join(str(still).split())}): "
-                    f"SQLite cannot create the -shm file it needs to read the database's -wal file there; copy "
-                    f"the database and its -wal file to a writable folder and read the copy"
-                ) from None
 
     def close(self) -> None:
         self._units.close()
