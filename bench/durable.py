@@ -3,8 +3,10 @@
 segue journals a run's steps in its own store (segue.run.loop): a model step's response (its request body, answer,
 usage and meta) in one transaction before any tool runs, a non-retry_safe tool's start, and each tool result as it
 completes. Here each "turn" is one model step and one tool step, written through RunStore exactly as the recorder
-writes them (record_iteration, record_tool_start, record_tool_call). DBOS (the `dbos` package, pinned in the dev
-extra) journals a workflow's steps in its system database: the same turn is a workflow with two @DBOS.step calls
+writes them (record_iteration, record_tool_start, record_tool_call). DBOS (`pip install dbos==3.4.0`; not in the
+dev extra, because it brings psycopg 3, which Peewee then picks when psycopg2 is missing, and
+tests/project/test_missing_driver.py expects the psycopg2 message) journals a workflow's steps in its system
+database: the same turn is a workflow with two @DBOS.step calls
 returning a small reference, which is what a segue adapter would store there (the history stays in segue's store).
 
 Both on SQLite files in one temporary folder, on this machine, measured back to back; the printed ratio is segue's
@@ -96,7 +98,10 @@ def segue_steps(folder: Path, turns: int) -> float:
 
 def dbos_steps(folder: Path, turns: int) -> tuple[float, int]:
     """Seconds per DBOS step, and the system database's size, for `turns` turns of two steps each."""
-    from dbos import DBOS
+    try:
+        from dbos import DBOS
+    except ImportError:
+        raise SystemExit("bench/durable.py compares with DBOS: pip install dbos==3.4.0") from None
 
     database = folder / "dbos.sqlite"
     DBOS(config={"name": "segue-bench", "system_database_url": f"sqlite:///{database}"})
