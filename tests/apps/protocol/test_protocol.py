@@ -197,7 +197,9 @@ def test_a_tool_needing_approval_pauses_and_resumes_over_stdio(tmp_path: Path) -
         assert both["error"]["code"] == -32602 and both["error"]["data"]["errors"][0]["pointer"] == "/decisions"
         not_paused = client.call("resume", {"agent": "analyst", "run_id": paused.result.run_id})
         assert not_paused["error"]["code"] == -32003 and "not waiting_approval" in not_paused["error"]["message"]
-        # Issue 36: run/recover continues only a running run whose lease lapsed; a finished one is refused.
+        # Issue 36: run/recover (protocol 1.2: a session that initialized with it) continues only a running run
+        # whose lease lapsed; a finished one is refused.
+        assert "result" in client.call("initialize", {"protocol_version": "1.2"})
         finished = client.call("run/recover", {"agent": "analyst", "run_id": paused.result.run_id})
         assert finished["error"]["code"] == -32003 and finished["error"]["data"]["reason"] == "not_lapsed"
         assert f"run {paused.result.run_id} is success, not running" in finished["error"]["message"]
