@@ -3,7 +3,7 @@
 segue journals a run's steps in its own store (segue.run.loop): a model step's response (its request body, answer,
 usage and meta) in one transaction before any tool runs, a non-retry_safe tool's start, and each tool result as it
 completes. Here each "turn" is one model step and one tool step, written through RunStore exactly as the recorder
-writes them (record_iteration, record_tool_start, record_tool_call). DBOS (`pip install dbos==3.4.0`; not in the
+writes them (record_iteration, record_tool_starts, record_tool_call). DBOS (`pip install dbos==3.4.0`; not in the
 dev extra, because it brings psycopg 3, which Peewee then picks when psycopg2 is missing, and
 tests/project/test_missing_driver.py expects the psycopg2 message) journals a workflow's steps in its system
 database: the same turn is a workflow with two @DBOS.step calls
@@ -80,7 +80,7 @@ def segue_steps(folder: Path, turns: int) -> float:
         record = ToolCallRecord(
             call_id=call.id, iteration=turn, name="lookup", arguments=call.arguments, is_error=False, duration_ms=0.0
         )
-        store.record_tool_start(run_id, record, owner=owner)
+        store.record_tool_starts(run_id, [record], owner=owner)
         done = ToolCallRecord(
             call_id=call.id,
             iteration=turn,

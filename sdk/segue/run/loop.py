@@ -179,6 +179,8 @@ class Loop:
                 async for event in self._end(state, "success", answer, None):
                     yield event
             return
+        skip = {*(finished or {}), *interrupted}
+        await self.recorder.record_tool_starts(state, self.tools.starts(state, state.iteration, calls, {}, None, skip))
         for call in calls:  # before the tools run, so a client can show "calling X..."
             if finished is None or call.id not in finished:
                 yield make_event("TOOL_CALL", state.run_id, state.iteration, tool_call=call)
@@ -189,7 +191,6 @@ class Loop:
             {},
             None,
             record=self.recorder.record_tool,
-            started=self.recorder.record_tool_start,
             finished=finished or {},
             interrupted=interrupted,
         )

@@ -184,6 +184,8 @@ class Pipeline:
         self.started(state)
         calls = [c for c in tool_calls(state.own[-1]) if c.id in waiting]
         if calls:
+            starting = self.tools.starts(state, state.iteration, calls, decisions, tool_results)
+            await self.recorder.record_tool_starts(state, starting)
             for call in calls:  # before the tools run, as in the loop
                 yield make_event("TOOL_CALL", state.run_id, state.iteration, tool_call=call)
             done = await self.tools.run(
@@ -193,7 +195,6 @@ class Pipeline:
                 decisions,
                 tool_results,
                 record=self.recorder.record_tool,
-                started=self.recorder.record_tool_start,
             )
             for event in done.events:
                 yield event

@@ -139,12 +139,12 @@ class Recorder:
             owner=state.lease_owner,
         )
 
-    async def record_tool_start(self, state: RunState, call: ToolCallRecord) -> None:
-        """A call of a tool that is not retry_safe is about to run: journaled first, so that recovery never runs
-        it twice (segue.run.recovery)."""
-        if self.store is None:
+    async def record_tool_starts(self, state: RunState, calls: list[ToolCallRecord]) -> None:
+        """The calls of tools that are not retry_safe a round is about to make, in one transaction, before they
+        are announced and run: recovery never runs them twice (segue.run.recovery)."""
+        if self.store is None or not calls:
             return
-        await asyncio.to_thread(self.store.record_tool_start, state.run_id, call, owner=state.lease_owner)
+        await asyncio.to_thread(self.store.record_tool_starts, state.run_id, calls, owner=state.lease_owner)
 
     async def record(
         self,

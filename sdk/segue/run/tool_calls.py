@@ -41,6 +41,38 @@ class ToolRunner:
         tool = state.plan.config.tools.by_name.get(call.name)
         return tool is not None and tool.requires_approval
 
+    def starts(
+        self,
+        state: RunState,
+        iteration: int,
+        calls: Sequence[ToolCallBlock],
+        decisions: Mapping[str, bool],
+        supplied: Mapping[str, str] | None,
+        skip: Collection[str] = (),
+    ) -> list[ToolCallRecord]:
+        """The calls `run` will make of tools that are not retry_safe: their start is journaled (in one write,
+        before they are announced) so that a recovered run never makes them twice. `skip`: calls recovery does
+        not run (finished, or interrupted)."""
+        tools = state.plan.config.tools.by_name
+        starting = []
+        for call in calls:
+            tool = tools.get(call.name)
+            if call.id in skip or tool is None or tool.retry_safe or (supplied is not None and call.id in supplied):
+                continue
+            if tool.requires_approval and not decisions.get(call.id, False):
+                continue
+            starting.append(
+                ToolCallRecord(
+                    call_id=call.id,
+                    iteration=iteration,
+                    name=call.name,
+                    arguments=call.arguments,
+                    is_error=False,
+                    duration_ms=0.0,
+                )
+            )
+        return starting
+
     async def run(
         self,
         state: RunState,
@@ -50,13 +82,12 @@ class ToolRunner:
         supplied: Mapping[str, str] | None,
         *,
         record: Callable[[RunState, ToolCallRecord, Message | None], Awaitable[None]],
-        started: Callable[[RunState, ToolCallRecord], Awaitable[None]] | None = None,
         finished: Mapping[str, ToolCallRecord] | None = None,
         interrupted: Collection[str] = (),
     ) -> ToolRound:
         """Execute (or deny) each call, concurrently (one tool step each). `decisions` approve calls that need it;
-        `supplied` holds results the client computed itself (client-side tools). `started` journals the start of
-        each call whose tool is not retry_safe; `record` stores each result as its call completes; the last to
+        `supplied` holds results the client computed itself (client-side tools). (`starts` names the calls whose
+        start must be journaled first); `record` stores each result as its call completes; the last to
         complete brings the round's tool message, stored in the same write.
 
         A recovered run (segue.run.recovery) passes the results its journal holds (`finished`: read back, neither
@@ -114,17 +145,6 @@ class ToolRunner:
             if tool.requires_approval and not decisions.get(call.id, False):
                 text = f"the user did not approve calling {call.name}; do not retry it without asking"
                 return _given(call, text, is_error=True)
-            if started is not None and not tool.retry_safe:
-                # Journaled before it runs: if the process dies during it, recovery knows not to run it again.
-                start = ToolCallRecord(
-                    call_id=call.id,
-                    iteration=iteration,
-                    name=call.name,
-                    arguments=call.arguments,
-                    is_error=False,
-                    duration_ms=0.0,
-                )
-                await started(state, start)
             arguments = self.guard.restore_arguments(call.arguments, state.pii)
             context = RunContext(
                 run_id=state.run_id,

@@ -238,19 +238,20 @@ class RunStore:
 
         self._units.write(work, idempotent=False)
 
-    def record_tool_start(self, run_id: str, call: ToolCallRecord, *, owner: str | None = None) -> None:
-        """A tool call that may not run twice is starting: its row without a result, so that a recovered run
-        knows it was in flight (segue.run.recovery). LeaseLost (nothing written) unless the run is this holder's."""
+    def record_tool_starts(self, run_id: str, calls: Sequence[ToolCallRecord], *, owner: str | None = None) -> None:
+        """Tool calls that may not run twice are starting: their rows without a result, so that a recovered run
+        knows they were in flight (segue.run.recovery). LeaseLost (nothing written) unless the run is this
+        holder's."""
 
         def work() -> None:
             update = {self.models.AgentRun.status: "running"}  # the compare-and-set on the holder, nothing else
             self._update_run(run_id, update, None, None, None, owner=owner, running=True)
-            self.models.ToolCallRow.insert({**tool_row(run_id, call), "result": None}).execute()
+            self.models.ToolCallRow.insert_many([{**tool_row(run_id, c), "result": None} for c in calls]).execute()
 
         self._units.write(work, idempotent=False)
 
     def _write_tool(self, run_id: str, call: ToolCallRecord) -> None:
-        """Inside a write: a call's result, into the row its start wrote (record_tool_start), or a new row."""
+        """Inside a write: a call's result, into the row its start wrote (record_tool_starts), or a new row."""
         rows = self.models.ToolCallRow
         row = tool_row(run_id, call)
         started = (
