@@ -377,6 +377,37 @@ class Agent:
         except _VALIDATION_ERRORS as e:
             yield _validation_event(e)
 
+    async def recover(self, run_id: str, *, tenant_id: str = DEFAULT_TENANT, deps: Any = None) -> RunResult:
+        """Continue a run whose process died (its lease lapsed), as the same run, from what the store journaled:
+        finished model calls are not sent again and finished tool calls not run again; a call in flight runs again
+        only if its tool is `retry_safe` (docs/durability.md). RunStateError, with nothing written, for a run that
+        is not lapsed (still leased, finished, paused), unknown, another tenant's or agent's, another
+        configuration's, or recovered by another process first. `deps`: the tools' RunContext.deps."""
+        return await _last_result(self._pipeline.recover(run_id, tenant_id, streaming=False, deps=deps))
+
+    async def recover_stream(
+        self, run_id: str, *, tenant_id: str = DEFAULT_TENANT, deps: Any = None
+    ) -> AsyncIterator[RunEvent]:
+        """`recover`, as events."""
+        try:
+            async for event in self._pipeline.recover(run_id, tenant_id, streaming=True, deps=deps):
+                yield event
+        except _VALIDATION_ERRORS as e:
+            yield _validation_event(e)
+
+    async def recover_lapsed(self, *, tenant_id: str | None = None, deps: Any = None) -> list[RunResult]:
+        """Recover every run of this agent whose lease lapsed (of `tenant_id`, or of every tenant), one after
+        another; a run another process recovers first is left to it. What `segue serve` does at start."""
+        store = self._pipeline.store()
+        results = []
+        for run_id, tenant in await asyncio.to_thread(store.leases.lapsed, self.name, tenant_id):
+            try:
+                results.append(await self.recover(run_id, tenant_id=tenant, deps=deps))
+            except RunStateError as e:
+                if e.reason not in ("already_recovered", "not_lapsed"):
+                    raise
+        return results
+
 
 class SingleCall(Agent):
     """One LLM call, no tools. Replays earlier runs only as question + answer (replay_last=0)."""

@@ -49,7 +49,16 @@ class InputError(SegueError, ValueError):
     """Bad arguments to run / stream / retry / resume, rejected before any row is written."""
 
 
-RunRefusalReason = Literal["not_found", "agent_mismatch", "not_paused", "not_terminal", "already_resumed"]
+RunRefusalReason = Literal[
+    "not_found",
+    "agent_mismatch",
+    "not_paused",
+    "not_terminal",
+    "already_resumed",
+    "not_lapsed",
+    "config_changed",
+    "already_recovered",
+]
 
 
 class RunStateError(InputError):
@@ -57,7 +66,9 @@ class RunStateError(InputError):
 
     `.reason`: not_found (no such run for this tenant; another tenant's runs are never revealed), agent_mismatch
     (the run belongs to another agent, named in `.agent`), not_paused (resume of a run not waiting_approval),
-    not_terminal (retry of a run still running or paused), already_resumed (another request resumed it first).
+    not_terminal (retry of a run still running or paused), already_resumed (another request resumed it first),
+    not_lapsed (recover of a run that is not running with a lapsed lease), config_changed (recover by an agent
+    whose prompt, tools or provider differ from the run's), already_recovered (another process recovered it first).
     """
 
     def __init__(self, message: str, *, run_id: str, reason: RunRefusalReason, agent: str | None = None) -> None:

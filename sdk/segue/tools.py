@@ -83,6 +83,9 @@ class Tool:
     timeout: float | None = 60.0
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
     strict: bool | None = None
+    #: Safe to call again with the same arguments (idempotent, or read-only): a recovered run re-runs such a call
+    #: when its process died during it; any other interrupted call is not repeated (docs/durability.md).
+    retry_safe: bool = False
     #: The ToolSource the tool came from (its name), e.g. an MCP server; None for the app's own tools.
     source: str | None = None
     #: The Python type of each argument (`@tool` reads them from the signature): the model's JSON arguments are
@@ -210,6 +213,7 @@ def tool(
     timeout: float | None = 60.0,
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
     strict: bool | None = None,
+    retry_safe: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -223,8 +227,10 @@ def tool(
     timeout: float | None = 60.0,
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
     strict: bool | None = None,
+    retry_safe: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Make a function a tool: `@tool` or `@tool(requires_approval=True, timeout=10)`."""
+    """Make a function a tool: `@tool` or `@tool(requires_approval=True, timeout=10)`; `retry_safe=True` when
+    calling it twice with the same arguments does no harm (a recovered run may repeat an interrupted call)."""
 
     def build(f: Callable[..., Any]) -> Tool:
         summary, arg_docs = _parse_docstring(inspect.getdoc(f) or "")
@@ -241,6 +247,7 @@ def tool(
             timeout=timeout,
             max_result_chars=max_result_chars,
             strict=strict,
+            retry_safe=retry_safe,
         )
 
     return build(fn) if fn is not None else build

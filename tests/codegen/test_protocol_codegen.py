@@ -42,6 +42,7 @@ def test_the_dispatch_table_is_the_schemas_method_table() -> None:
             "run",
             "retry",
             "resume",
+            "run/recover",
             "prewarm",
             "runs/list",
             "runs/get",

@@ -61,12 +61,14 @@ async def test_every_argument_is_checked_before_the_store_is_read(
 
 
 async def test_the_steps_run_in_order(sqlite_store: RunStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    """idempotency lookup -> the replay's one read -> the run row -> one write per iteration -> the end."""
+    """idempotency lookup -> the replay's one read -> the run row -> one write per step (the response before its
+    tools, the tool round's result with its tool message, the next response) -> the end."""
     agent = Agent(policy_provider(), "p", [lookup], sqlite_store)
     (first,) = await converse(agent, ["first"])
     calls = spy(sqlite_store, monkeypatch)
     await agent.run("second", runs=[first.run_id], replay_last="all", idempotency_key="k2")
-    assert calls == ["find_idempotent", "load_runs", "create_run", "record_iteration", "record_iteration", "finish_run"]
+    writes = ["record_iteration"] * 3
+    assert calls == ["find_idempotent", "load_runs", "create_run", *writes, "finish_run"]
 
 
 async def test_recording_only_appends_when_the_layout_restores_iteration_one(
@@ -88,7 +90,8 @@ async def test_recording_only_appends_when_the_layout_restores_iteration_one(
     detail = sqlite_store.get_run(result.run_id)
     assert detail is not None and detail.meta is not None and detail.meta.segue_layout is not None
     assert detail.meta.segue_layout.restored_iteration == 1
-    assert writes == [(1, 3), (4, 3), (7, 2)]  # after the user message: fragment, assistant, tool results, ...
+    # After the user message: the fragment and the assistant (before its tools), the tool message, ...
+    assert writes == [(1, 2), (3, 1), (4, 2), (6, 1), (7, 2)]
     assert [t.iteration for t in detail.traces] == [0, 1, 1, 1, 2, 2, 2, 3, 3]
 
 

@@ -117,6 +117,8 @@ def test_segue_keeps_keys_it_does_not_name_when_it_updates_the_meta(old_run: tup
         detail = store.get_run(run_id)
         assert detail is not None
         layout = LayoutMeta(configured="replace", mode="replace", reason="configured", iteration=0, basis="configured")
+        # An old row's run still going: only a running run's end is written (a compare-and-set, issue 35 R5).
+        store.db.execute_sql("UPDATE agent_runs SET status = 'running' WHERE id = ?", (run_id,))
         store.finish_run(
             run_id, status="success", answer=detail.answer, error=None, usage=detail.usage, iterations=2,
             meta_updates=RunMeta(segue_layout=layout),

@@ -151,7 +151,7 @@ async def test_migration_6_turns_stored_bodies_into_skeletons(store: RunStore) -
     url = store.url
     store.close()
     reopened = RunStore(url)
-    assert reopened.migrated_from == 5 and migrations.current_version(reopened.db, reopened.models) == 6
+    assert reopened.migrated_from == 5 and migrations.current_version(reopened.db, reopened.models) == migrations.LATEST
     after = [c.provider_request for r in (first, second) for c in reopened.get_run(r.run_id).llm_interactions]  # type: ignore[union-attr]
     assert after == before and [json.dumps(b) for b in after] == [json.dumps(b) for b in before]
     rows = reopened.models.LlmInteractionRow

@@ -3,7 +3,7 @@
 # Schema: schemas/explain.schema.json (sha256:000302839e53eba4c49b2272006382b350992cc432026f8e10d1dc3872f78f4f)
 # Schema: schemas/message.schema.json (sha256:4c80bd55466caf1b0f0107d23deef75d8f872382b5a29ebb7ce931d3aab303c2)
 # Schema: schemas/prefix.schema.json (sha256:cffcc32caa4c17dbd5ac0819c2d9ac2b85916801e0361607e9861b0510a52e7c)
-# Schema: schemas/protocol.schema.json (sha256:a61a1415be5d9670235a7526d8454826119de974c86ea9c082c9efe1928df153)
+# Schema: schemas/protocol.schema.json (sha256:48fd8ae9248f72252639c45094475ff21f6018a8c98f20e9a49126c9290040d0)
 # Schema: schemas/replay.schema.json (sha256:a77be0f27152f57ead6cac2188c3803a460d28ccec7372fe5d26250425a963b6)
 # Schema: schemas/runs.schema.json (sha256:09233f3dbeaaa6dddaec4afd72a203ebfd051dc7f1b53e7e38aa0a1f87031a38)
 # Schema: schemas/serve.schema.json (sha256:c8ec2ba8f1f0895c4af6f80cc0b778d6ee03e5da1d424c3da27f0bca0802397d)
@@ -85,6 +85,7 @@ from segue.generated.protocol import (
     ProtocolVersion,
     ProviderFailedData,
     ProviderInfo,
+    RecoverParams,
     ReplayErrorReason,
     ReplayRunErrorData,
     RequestId,
@@ -246,6 +247,7 @@ __all__ = [
     "ProviderInfo",
     "ProviderKind",
     "ReasoningBlock",
+    "RecoverParams",
     "ReplayErrorReason",
     "ReplayKnobs",
     "ReplayLast",

@@ -1,16 +1,19 @@
-"""Steps 4 to 6 of a run, once per iteration: lay out the request, call the provider, record, run the tools.
+"""Step 5 of a run: its steps. A model step lays out the request, calls the provider, prices the call and records
+the response (one transaction, before any of its tools runs); it ends the run (an answer, a checked output, a cut
+call), pauses it for approval, or leads to one tool step per call (segue.run.tool_calls: run concurrently, each
+result recorded as it completes), which lead to the next model step. The run's end is recorded once.
 
-Each iteration's request is the plan's prefix (replayed runs and history, fitted to each serving path once)
-followed by the run's own messages, laid out by the trailing-state layout. The response says who served
-(segue.run.serving), the iteration is recorded in one transaction (segue.run.recorder), and the tools run
-(segue.run.tool_calls) unless a call waits for approval, which pauses the run. Every step yields RunEvents.
+Each request is the plan's prefix (replayed runs and history, fitted to each serving path once) followed by the
+run's own messages, laid out by the trailing-state layout; the response says who served (segue.run.serving).
+Every step yields RunEvents.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection, Mapping
+from typing import Any
 
 import attrs
 
@@ -22,14 +25,14 @@ from segue.catalog import CatalogError
 from segue.catalog.costs import add_call
 from segue.errors import ProviderError, SegueError
 from segue.generated import (
-    LlmInteraction,
     Message,
     PendingApproval,
     PendingCalls,
     RunCost,
     RunEvent,
-    RunMeta,
+    RunStatus,
     ToolCallBlock,
+    ToolCallRecord,
 )
 from segue.run.cache_watch import watch
 from segue.run.config import AgentConfig
@@ -40,6 +43,7 @@ from segue.run.recorder import Recorder, RunEndNotStored, interaction_of
 from segue.run.serving import fit, observe
 from segue.run.state import RunState, cut_note, failed_tool_note, make_event, stop_reason_of, truncated_message
 from segue.run.tool_calls import ToolRunner
+from segue.store.leases import LeaseLost
 from segue.telemetry import ChatTrace, attached, response_id, traced
 
 
@@ -101,6 +105,8 @@ class Loop:
             # still holds `running`, and the caller is never told another status.
             if isinstance(e, RunEndNotStored) and e.status == "error":
                 raise
+            if isinstance(e, LeaseLost):  # the run is no longer this process's: nothing more is written for it
+                raise
             cause = e.cause if isinstance(e, RunEndNotStored) else e
             async for event in self.fail(state, str(cause), type(cause).__name__):
                 yield event
@@ -115,7 +121,8 @@ class Loop:
     async def _after(
         self, state: RunState, request: ProviderRequest, response: ProviderResponse, started: float
     ) -> AsyncIterator[RunEvent]:
-        """Record one response, then answer, pause for approval, or run the tools."""
+        """The model step's end: its response recorded (before any of its tools runs), then the run's end, a pause
+        for approval, or its tool steps."""
         iteration = state.iteration
         latency = (time.perf_counter() - started) * 1000
         assistant = Message(role="assistant", content=list(response.message.content))
@@ -132,92 +139,148 @@ class Loop:
         for event in watched:
             yield event
         state.own.append(assistant)
-        interaction = interaction_of(response, iteration, latency)
-        if response.truncated_calls:
-            async for event in self._truncated(state, response, interaction, served, calls):
-                yield event
-            if state.ended or not calls:
-                return
-        final = final_call(state.request.output, calls)
-        if final is not None or (state.request.output is not None and not calls):
-            async for event in self._output(state, interaction, served, assistant, calls, final):
-                yield event
-            return
-        if calls and any(self.tools.needs_approval(state, c) for c in calls):
-            await self.recorder.record(state, iteration, interaction, [], served)
-            pending = PendingCalls(
-                iteration=iteration, calls=[c.id for c in calls], names={c.id: c.name for c in calls}
-            )
-            await self.recorder.finish(state, "waiting_approval", None, None, pending)
-            state.ended = True
-            for c in calls:
-                yield make_event(
-                    "TOOL_CALL",
-                    state.run_id,
-                    iteration,
-                    tool_call=c,
-                    meta={"requires_approval": self.tools.needs_approval(state, c)},
-                )
-            yield make_event(
-                "RUN_PAUSED",
-                state.run_id,
-                iteration,
-                result=state.result(
-                    "waiting_approval", pending=[PendingApproval(call_id=c.id, name=c.name) for c in calls]
-                ),
-                meta={"pending": pending.calls},
-            )
-            return
-        if not calls:
-            await self.recorder.record(state, iteration, interaction, [], served)
-            answer = self.guard.restore(answer_text(assistant), state.pii)
-            await self.recorder.finish(state, "success", answer, None)
-            state.ended = True
-            yield make_event("RUN_COMPLETED", state.run_id, iteration, result=state.result("success", answer))
-            return
-        for call in calls:  # before the tools run, so a client can show "calling X..."
-            yield make_event("TOOL_CALL", state.run_id, iteration, tool_call=call)
-        done = await self.tools.run(state, iteration, calls, {}, None)
-        state.own.append(done.message)
-        for event in done.events:
-            yield event
-        await self.recorder.record(state, iteration, interaction, done.records, served)
-
-    async def _truncated(
-        self,
-        state: RunState,
-        response: ProviderResponse,
-        interaction: LlmInteraction,
-        served: RunMeta | None,
-        calls: list[ToolCallBlock],
-    ) -> AsyncIterator[RunEvent]:
-        """A response with a tool call cut at the output limit (its complete calls kept by the driver). Once per
-        run, when the request sent a limit (the run's max_tokens, or the driver's default where the vendor requires
-        one), the model is asked again with twice that limit (the complete calls run first, as usual); otherwise
-        (no limit sent: the server's own cut it, or it was raised already) the run ends with an
-        OutputTruncatedError naming the limit."""
-        limit = response.output_limit
-        if limit is not None and state.raised_limit is None:
-            state.raised_limit = limit * 2
+        # A call cut at the output limit is asked again once with twice the limit the request sent; a turn with
+        # nothing complete in it is not sent back.
+        ask_again = bool(response.truncated_calls) and response.output_limit is not None and state.raised_limit is None
+        if ask_again:
+            state.raised_limit = 2 * (response.output_limit or 0)
             # A prompt-caching server answers the retry from the same cached evaluation, cut again or as text
             # (llama.cpp: cache_prompt "can cause nondeterministic results"): the retry asks for a fresh one.
             state.fresh_retry = True
-            if not calls:  # nothing complete to answer: the empty turn is not sent back
+            if not calls:
                 state.own.pop()
-                await self.recorder.record(state, state.iteration, interaction, [], served)
+        await self.recorder.record_response(state, interaction_of(response, iteration, latency), served)
+        if response.truncated_calls and not ask_again:
+            async for event in self._truncated(state, response):
+                yield event
             return
-        await self.recorder.record(state, state.iteration, interaction, [], served)
-        message = truncated_message(response, state.raised_limit)
-        await self.recorder.finish(state, "error", None, message, error_type="OutputTruncatedError")
-        state.ended = True
-        yield make_event(
-            "RUN_ERROR",
-            state.run_id,
+        async for event in self._next(state, assistant, answers=not ask_again):
+            yield event
+
+    async def _next(
+        self,
+        state: RunState,
+        assistant: Message,
+        *,
+        answers: bool = True,
+        finished: Mapping[str, ToolCallRecord] | None = None,
+        interrupted: Collection[str] = (),
+    ) -> AsyncIterator[RunEvent]:
+        """What a recorded response leads to: the run's end (an answer, a checked output), a pause for approval,
+        or its tool steps. `answers`: a response without calls is the answer (not when it is asked again).
+        Recovery (segue.run.recovery) continues here from the journal: `finished` results are not run again,
+        `interrupted` calls get an error result instead of running."""
+        calls = tool_calls(assistant)
+        final = final_call(state.request.output, calls)
+        if final is not None or (state.request.output is not None and not calls and answers):
+            async for event in self._output(state, assistant, calls, final):
+                yield event
+            return
+        if finished is None and calls and any(self.tools.needs_approval(state, c) for c in calls):
+            async for event in self._pause(state, calls):
+                yield event
+            return
+        if not calls:
+            if answers:
+                answer = self.guard.restore(answer_text(assistant), state.pii)
+                async for event in self._end(state, "success", answer, None):
+                    yield event
+            return
+        skip = {*(finished or {}), *interrupted}
+        await self.recorder.record_tool_starts(state, self.tools.starts(state, state.iteration, calls, {}, None, skip))
+        for call in calls:  # before the tools run, so a client can show "calling X..."
+            if finished is None or call.id not in finished:
+                yield make_event("TOOL_CALL", state.run_id, state.iteration, tool_call=call)
+        done = await self.tools.run(
+            state,
             state.iteration,
-            error=message,
-            result=state.result("error", error=message),
-            meta={"error_type": "OutputTruncatedError", "limit": limit, "calls": list(response.truncated_calls)},
+            calls,
+            {},
+            None,
+            record=self.recorder.record_tool,
+            finished=finished or {},
+            interrupted=interrupted,
         )
+        for event in done.events:
+            yield event
+
+    async def recovered(
+        self,
+        state: RunState,
+        *,
+        streaming: bool,
+        finished: Mapping[str, ToolCallRecord],
+        interrupted: Collection[str],
+    ) -> AsyncIterator[RunEvent]:
+        """Continue a recovered run from its journal (segue.run.recovery): the last recorded response's next step
+        when it has not happened (its tools, or its end), then the loop as usual."""
+        last = state.own[-1] if state.own else None
+        try:
+            if last is not None and last.role == "assistant":
+                async for event in self._next(state, last, finished=finished, interrupted=interrupted):
+                    yield event
+        except SegueError as e:
+            if isinstance(e, LeaseLost):
+                raise
+            async for event in self.fail(state, str(e), type(e).__name__):
+                yield event
+            return
+        if not state.ended:
+            async for event in self.run(state, streaming=streaming):
+                yield event
+
+    async def _end(
+        self,
+        state: RunState,
+        status: RunStatus,
+        answer: str | None,
+        error: str | None,
+        *,
+        output: Any = None,
+        error_type: str | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> AsyncIterator[RunEvent]:
+        """The run's end, recorded once, and its event."""
+        await self.recorder.finish(state, status, answer, error, error_type=error_type)
+        state.ended = True
+        result = state.result(status, answer, error=error, output=output)
+        if status == "success":
+            yield make_event("RUN_COMPLETED", state.run_id, state.iteration, result=result)
+            return
+        event_meta = {"error_type": error_type, **(meta or {})} if error_type else meta
+        yield make_event("RUN_ERROR", state.run_id, state.iteration, error=error, result=result, meta=event_meta)
+
+    async def _pause(self, state: RunState, calls: list[ToolCallBlock]) -> AsyncIterator[RunEvent]:
+        """A call waits for approval: the run pauses with every call of the response pending."""
+        iteration = state.iteration
+        pending = PendingCalls(iteration=iteration, calls=[c.id for c in calls], names={c.id: c.name for c in calls})
+        await self.recorder.finish(state, "waiting_approval", None, None, pending)
+        state.ended = True
+        for c in calls:
+            yield make_event(
+                "TOOL_CALL",
+                state.run_id,
+                iteration,
+                tool_call=c,
+                meta={"requires_approval": self.tools.needs_approval(state, c)},
+            )
+        yield make_event(
+            "RUN_PAUSED",
+            state.run_id,
+            iteration,
+            result=state.result(
+                "waiting_approval", pending=[PendingApproval(call_id=c.id, name=c.name) for c in calls]
+            ),
+            meta={"pending": pending.calls},
+        )
+
+    async def _truncated(self, state: RunState, response: ProviderResponse) -> AsyncIterator[RunEvent]:
+        """A tool call cut at the output limit when it cannot be asked again (no limit was sent: the server's own
+        cut it, or it was raised already): the run ends with an OutputTruncatedError naming the limit."""
+        message = truncated_message(response, state.raised_limit)
+        meta = {"limit": response.output_limit, "calls": list(response.truncated_calls)}
+        async for event in self._end(state, "error", None, message, error_type="OutputTruncatedError", meta=meta):
+            yield event
 
     async def _call(
         self, state: RunState, request: ProviderRequest, *, streaming: bool
@@ -270,19 +333,12 @@ class Loop:
         return attrs.evolve(response, notes=[*response.notes, *found]) if found else response
 
     async def _output(
-        self,
-        state: RunState,
-        interaction: LlmInteraction,
-        served: RunMeta | None,
-        assistant: Message,
-        calls: list[ToolCallBlock],
-        final: ToolCallBlock | None,
+        self, state: RunState, assistant: Message, calls: list[ToolCallBlock], final: ToolCallBlock | None
     ) -> AsyncIterator[RunEvent]:
         """A final answer when the run asked for structured output: success with the value, a repair turn, or an
         error result naming the JSON path (segue.run.output)."""
         spec = state.request.output
         assert spec is not None
-        iteration = state.iteration
         # Checked on the validation threads: a large answer, or a schema that makes validation slow, never stalls
         # the event loop (the other runs) nor the store's calls, and the validator starts on a fresh stack.
         if final is not None:
@@ -292,30 +348,17 @@ class Loop:
             checked = await validating(check_text, spec, text)
         state.own.extend(checked.messages)
         if checked.error is None:
-            await self.recorder.record(state, iteration, interaction, [], served)
-            await self.recorder.finish(state, "success", checked.answer, None)
-            state.ended = True
-            result = state.result("success", checked.answer, output=checked.value)
-            yield make_event("RUN_COMPLETED", state.run_id, iteration, result=result)
+            async for event in self._end(state, "success", checked.answer, None, output=checked.value):
+                yield event
             return
-        if state.repairs < state.request.repairs and iteration < self.max_iterations:
+        if state.repairs < state.request.repairs and state.iteration < self.max_iterations:
             state.repairs += 1
             if final is None:
                 state.own.append(repair_message(checked.error))
-            await self.recorder.record(state, iteration, interaction, [], served)
             return
-        await self.recorder.record(state, iteration, interaction, [], served)
         message = failure(spec, checked.error, state.repairs)
-        await self.recorder.finish(state, "error", checked.answer, message)
-        state.ended = True
-        yield make_event(
-            "RUN_ERROR",
-            state.run_id,
-            iteration,
-            error=message,
-            result=state.result("error", checked.answer, error=message),
-            meta={"error_type": "OutputValidationError"},
-        )
+        async for event in self._end(state, "error", checked.answer, message, error_type="OutputValidationError"):
+            yield event
 
     async def _stream(self, state: RunState, request: ProviderRequest) -> AsyncIterator[RunEvent | ProviderResponse]:
         """The streamed call: its text and reasoning deltas as events, then the response."""

@@ -41,10 +41,12 @@ from segue.run.loop import Loop
 from segue.run.plan import Planner
 from segue.run.prewarm import Prewarmer
 from segue.run.recorder import Recorder
+from segue.run.recovery import recover
 from segue.run.request import RunRequest, validate, validate_prewarm
 from segue.run.resume import arguments_of, decisions_for, load_own_run, pending_calls, still_sent
 from segue.run.state import RunState, make_event
 from segue.run.tool_calls import ToolRunner
+from segue.store.leases import new_owner
 from segue.store.records import TERMINAL, IdempotencyKeyTaken, StoredRun
 from segue.store.run_store import RunStore
 from segue.telemetry import RunTrace, attached
@@ -78,7 +80,7 @@ class Pipeline:
         if existing is not None:
             yield replayed_event(existing)
             return
-        trace = self._trace(request)
+        trace = self.trace(request)
         try:
             async with contextlib.aclosing(self._run(request, fingerprint, trace, streaming=streaming)) as events:
                 async for event in events:
@@ -109,19 +111,19 @@ class Pipeline:
         except asyncio.CancelledError as stop:  # cancelled while its row was written: end the row it wrote
             await self.recorder.stopped(state, stop)
             raise
-        self._started(state)
+        self.started(state)
         started: dict[str, Any] = {"model": plan.path.model, "vendor": plan.path.vendor}
         if state.replay is not None:
             started["replay"] = get_converter().unstructure(state.replay)
         first = make_event("RUN_STARTED", state.run_id, 0, meta=started)
-        events = self._until_stopped(state, self.loop.run(state, streaming=streaming), first=first)
+        events = self.until_stopped(state, self.loop.run(state, streaming=streaming), first=first)
         async with contextlib.aclosing(events):
             async for event in events:
                 yield event
 
     async def retry_request(self, run_id: Any, tenant_id: str, deps: Any = None) -> RunRequest:
         """The request of a finished run, to run again as a new run (retry_of = its id)."""
-        stored = await load_own_run(self._store(), run_id, tenant_id, self.agent.name, "retry")
+        stored = await load_own_run(self.store(), run_id, tenant_id, self.agent.name, "retry")
         if stored.status not in TERMINAL:
             raise RunStateError(
                 f"run {stored.run_id} is {stored.status}; retry a finished run (resume a paused one)",
@@ -142,12 +144,12 @@ class Pipeline:
     ) -> AsyncGenerator[RunEvent, None]:
         """Continue a paused run. Everything is checked and planned before the run is claimed: a refusal changes
         nothing."""
-        store = self._store()
+        store = self.store()
         stored = await load_own_run(store, run_id, tenant_id, self.agent.name, "resume")
         iteration, waiting = pending_calls(stored)
         decisions = decisions_for(waiting, approved, tool_results)
         request = self.validate(arguments_of(stored), deps=deps)
-        trace = self._trace(request)
+        trace = self.trace(request)
         resumed = self._resume(stored, request, trace, iteration, waiting, decisions, tool_results, streaming)
         try:
             async with contextlib.aclosing(resumed):
@@ -168,18 +170,25 @@ class Pipeline:
         tool_results: Mapping[str, str] | None,
         streaming: bool,
     ) -> AsyncGenerator[RunEvent, None]:
-        store, tenant_id = self._store(), stored.tenant_id
+        store, tenant_id = self.store(), stored.tenant_id
         with attached(trace):
-            state = await self._resumed_state(stored, request, iteration, trace)
+            state = await self.resumed_state(stored, request, iteration, trace)
+        state.lease_owner = new_owner()
         claim = asyncio.ensure_future(
-            asyncio.to_thread(store.claim_paused, stored.run_id, tenant_id, lease_seconds=self.agent.lease_seconds)
+            asyncio.to_thread(
+                store.claim_paused,
+                stored.run_id,
+                tenant_id,
+                lease_seconds=self.agent.lease_seconds,
+                owner=state.lease_owner,
+            )
         )
         try:
             claimed = await asyncio.shield(claim)
         except asyncio.CancelledError as stop:  # the thread claims the run regardless: end the claim it made
             await asyncio.wait([claim])
             if not claim.cancelled() and claim.exception() is None and claim.result():
-                unfinished.opened(store, state.run_id, state.usage, state.iteration)
+                unfinished.opened(store, state.run_id, state.usage, state.iteration, state.lease_owner)
                 await self.recorder.stopped(state, stop)
             raise
         if not claimed:
@@ -188,9 +197,9 @@ class Pipeline:
                 run_id=stored.run_id,
                 reason="already_resumed",
             )
-        unfinished.opened(store, state.run_id, state.usage, state.iteration)
-        self._started(state)
-        events = self._until_stopped(state, self._resumed_events(state, waiting, decisions, tool_results, streaming))
+        unfinished.opened(store, state.run_id, state.usage, state.iteration, state.lease_owner)
+        self.started(state)
+        events = self.until_stopped(state, self._resumed_events(state, waiting, decisions, tool_results, streaming))
         async with contextlib.aclosing(events):
             async for event in events:
                 yield event
@@ -206,17 +215,25 @@ class Pipeline:
         """A claimed run: the calls it waited on, then the loop."""
         calls = [c for c in tool_calls(state.own[-1]) if c.id in waiting]
         if calls:
+            starting = self.tools.starts(state, state.iteration, calls, decisions, tool_results)
+            await self.recorder.record_tool_starts(state, starting)
             for call in calls:  # before the tools run, as in the loop
                 yield make_event("TOOL_CALL", state.run_id, state.iteration, tool_call=call)
-            done = await self.tools.run(state, state.iteration, calls, decisions, tool_results)
+            done = await self.tools.run(
+                state,
+                state.iteration,
+                calls,
+                decisions,
+                tool_results,
+                record=self.recorder.record_tool,
+            )
             for event in done.events:
                 yield event
-            state.own.append(done.message)
-            await self.recorder.record(state, state.iteration, None, done.records)
+
         async for event in self.loop.run(state, streaming=streaming, resumed=True):
             yield event
 
-    async def _until_stopped(
+    async def until_stopped(
         self, state: RunState, events: AsyncIterator[RunEvent], *, first: RunEvent | None = None
     ) -> AsyncGenerator[RunEvent, None]:
         """The events of a run whose row exists, ended `cancelled` however its reader stops before its last event:
@@ -233,7 +250,7 @@ class Pipeline:
             await self.recorder.stopped(state, stop)
             raise
 
-    async def _resumed_state(self, stored: StoredRun, request: RunRequest, iteration: int, trace: RunTrace) -> RunState:
+    async def resumed_state(self, stored: StoredRun, request: RunRequest, iteration: int, trace: RunTrace) -> RunState:
         """A paused run's state, re-planned the way its earlier requests were (reads only)."""
         plan = await self.planner.plan(request)
         if plan.layout is not None and stored.meta.segue_layout is not None:
@@ -263,13 +280,20 @@ class Pipeline:
             collapsed=stored.meta.segue_cache_collapse is not None,
         )
 
-    def _trace(self, request: RunRequest) -> RunTrace:
+    async def recover(
+        self, run_id: Any, tenant_id: str, *, streaming: bool, deps: Any = None
+    ) -> AsyncIterator[RunEvent]:
+        """Continue a run whose lease lapsed, from its journal (segue.run.recovery)."""
+        async for event in recover(self, run_id, tenant_id, streaming=streaming, deps=deps):
+            yield event
+
+    def trace(self, request: RunRequest) -> RunTrace:
         """The run's invoke_agent span, on the path the run is aimed at (a no-op trace when tracing is off)."""
         path = serving_path(self.agent.provider, model=request.params.model, vendor=request.params.vendor)
         return self.agent.telemetry.run(agent=self.agent.name, vendor=path.vendor, model=path.model)
 
     @staticmethod
-    def _started(state: RunState) -> None:
+    def started(state: RunState) -> None:
         """The run row exists (or was claimed): who the run is, its conversation (the first replayed run) and replay."""
         request = state.request
         state.trace.started(
@@ -280,7 +304,7 @@ class Pipeline:
             continued_from=state.plan.continued_from,
         )
 
-    def _store(self) -> RunStore:
+    def store(self) -> RunStore:
         if self.agent.store is None:
             raise InputError("this needs a store: create the agent with store=RunStore(...)")
         return self.agent.store

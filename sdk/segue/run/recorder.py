@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import attrs
+
 from segue._core.contracts import ProviderResponse
-from segue.catalog import CatalogError
 from segue.errors import StoreError
 from segue.generated import (
     LlmInteraction,
+    Message,
     PendingCalls,
     RunMeta,
     RunStatus,
@@ -26,6 +28,7 @@ from segue.generated import (
 from segue.run import unfinished
 from segue.run.config import AgentConfig
 from segue.run.state import RunState
+from segue.store.leases import LeaseLost, new_owner
 from segue.store.records import NewRun
 
 log = logging.getLogger("segue.run")
@@ -92,6 +95,7 @@ class Recorder:
         state.persisted = state.stored_messages()
         if self.store is None:
             return
+        state.lease_owner = new_owner()
         new_run = NewRun(
             run_id=state.run_id,
             tenant_id=request.tenant_id,
@@ -107,6 +111,7 @@ class Recorder:
             continued_from=plan.continued_from,
             private={"pii": state.pii} if state.pii else None,
             lease_seconds=self.agent.lease_seconds,
+            lease_owner=state.lease_owner,
         )
         write = asyncio.ensure_future(asyncio.to_thread(self.store.create_run, new_run, state.persisted))
         try:
@@ -116,9 +121,43 @@ class Recorder:
             # wrote is known to this process and ended `cancelled` (Pipeline), never left `running`.
             await asyncio.wait([write])
             if not write.cancelled() and write.exception() is None:
-                unfinished.opened(self.store, state.run_id, state.usage, state.iteration)
+                unfinished.opened(self.store, state.run_id, state.usage, state.iteration, state.lease_owner)
             raise
-        unfinished.opened(self.store, state.run_id, state.usage, state.iteration)
+        unfinished.opened(self.store, state.run_id, state.usage, state.iteration, state.lease_owner)
+
+    async def record_response(self, state: RunState, interaction: LlmInteraction, served: RunMeta | None) -> None:
+        """A model step: its response (and the messages before it not yet stored), who served, the run's cost so
+        far and the meta that changed with it, in one transaction, before any of its tools runs."""
+        layout = state.plan.layout
+        # What a recovered run reads back (segue.run.recovery): the cost so far and the layout's decision.
+        meta = attrs.evolve(
+            served or RunMeta(), segue_cost=state.cost, segue_layout=layout.meta() if layout is not None else None
+        )
+        await self.record(state, interaction.iteration, interaction, [], meta)
+
+    async def record_tool(self, state: RunState, record: ToolCallRecord, message: Message | None) -> None:
+        """A tool step: its result, as it completes, renewing the lease. The round's last result brings its tool
+        `message`, which joins the run's messages and is stored in the same transaction."""
+        if message is not None:
+            state.own.append(message)
+            await self.record(state, record.iteration, None, [record])
+            return
+        if self.store is None:
+            return
+        await asyncio.to_thread(
+            self.store.record_tool_call,
+            state.run_id,
+            record,
+            lease_seconds=self.agent.lease_seconds,
+            owner=state.lease_owner,
+        )
+
+    async def record_tool_starts(self, state: RunState, calls: list[ToolCallRecord]) -> None:
+        """The calls of tools that are not retry_safe a round is about to make, in one transaction, before they
+        are announced and run: recovery never runs them twice (segue.run.recovery)."""
+        if self.store is None or not calls:
+            return
+        await asyncio.to_thread(self.store.record_tool_starts, state.run_id, calls, owner=state.lease_owner)
 
     async def record(
         self,
@@ -130,21 +169,15 @@ class Recorder:
     ) -> None:
         """The run's messages since the last write, the call and tool records, who served (`interaction`) and the
         run meta that changed with it (`meta`), in one transaction."""
-        stored = state.stored_messages()
-        written = state.persisted
-        if len(stored) < len(written) or any(a is not b for a, b in zip(stored, written, strict=False)):
-            # The layout restores iteration 1's fragment before that iteration is recorded (segue.run.serving):
-            # what was written is never rewritten. Reaching this is a bug in segue, not in the app.
-            raise RuntimeError(f"run {state.run_id}: recorded messages changed after they were written")
-        state.persisted = stored
+        written, new = self._unwritten(state)
         if self.store is None:
             return
         await asyncio.to_thread(
             self.store.record_iteration,
             state.run_id,
             iteration=iteration,
-            first_index=len(written),
-            traces=stored[len(written) :],
+            first_index=written,
+            traces=new,
             interaction=interaction,
             tool_calls=records,
             usage=state.usage,
@@ -152,8 +185,21 @@ class Recorder:
             meta_updates=meta,
             model=interaction.model if interaction else None,
             vendor=interaction.vendor if interaction else None,
+            owner=state.lease_owner,
         )
-        unfinished.opened(self.store, state.run_id, state.usage, iteration)
+        unfinished.opened(self.store, state.run_id, state.usage, iteration, state.lease_owner)
+
+    @staticmethod
+    def _unwritten(state: RunState) -> tuple[int, list[Message]]:
+        """(how many of the run's messages are stored, the ones not yet), marking them stored."""
+        stored = state.stored_messages()
+        written = state.persisted
+        if len(stored) < len(written) or any(a is not b for a, b in zip(stored, written, strict=False)):
+            # The layout restores iteration 1's fragment before that iteration is recorded (segue.run.serving):
+            # what was written is never rewritten. Reaching this is a bug in segue, not in the app.
+            raise RuntimeError(f"run {state.run_id}: recorded messages changed after they were written")
+        state.persisted = stored
+        return len(written), stored[len(written) :]
 
     async def finish(
         self,
@@ -167,6 +213,7 @@ class Recorder:
         """The run's final (or paused) state, with its notes, replay summary and layout decision."""
         layout = state.plan.layout
         self._end_trace(state, status, error, error_type)
+        written, new = self._unwritten(state)  # a tool message the run's end follows, a repair turn
         if self.store is None:
             return
         updates = RunMeta(
@@ -189,7 +236,13 @@ class Recorder:
                 iterations=state.iteration,
                 meta_updates=updates,
                 private={"pii": state.pii} if state.pii else None,
+                owner=state.lease_owner,
+                first_index=written,
+                traces=new,
             )
+        except LeaseLost:
+            unfinished.closed(state.run_id)  # not this process's run any more: nothing to end at exit
+            raise
         except StoreError as e:
             raise RunEndNotStored(state.run_id, status, e) from e
         unfinished.closed(state.run_id)
@@ -210,13 +263,9 @@ class Recorder:
         if not trace.recording:
             return
         layout = state.plan.layout
-        cost = None
-        # A twin run cost nothing: its price at the vendor's rates (RunCost.twin_usd) is no cost to report.
-        if trace.response_model is not None and state.served_by != "twin":
-            try:
-                cost = self.agent.catalog().cost(state.usage, trace.response_model, trace.response_vendor)
-            except (CatalogError, ValueError):
-                cost = None  # the catalog has no price for this path: no cost attribute rather than a wrong one
+        # The run's cost is the sum of its calls, each priced once on the path that served it (Loop._priced); a
+        # twin run cost nothing (its price at the vendor's rates, RunCost.twin_usd, is no cost to report).
+        cost = state.cost.usd if state.cost is not None and state.served_by != "twin" else None
         trace.finish(
             status=status,
             usage=state.usage,

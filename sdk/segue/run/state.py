@@ -87,6 +87,8 @@ class RunState:
 
     #: The next request is that retry, to be evaluated afresh (ProviderRequest.fresh).
     fresh_retry: bool = False
+    #: This process's lease token on the run (segue.store.leases): every write of the run names it.
+    lease_owner: str | None = None
 
     def stored_messages(self) -> list[Message]:
         """This run's messages as they are stored: with the fragments the layout keeps (appendOnly)."""

@@ -11,7 +11,7 @@ results in the same tool message (every vendor takes images there). Each call ha
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
 import attrs
 
@@ -41,6 +41,38 @@ class ToolRunner:
         tool = state.plan.config.tools.by_name.get(call.name)
         return tool is not None and tool.requires_approval
 
+    def starts(
+        self,
+        state: RunState,
+        iteration: int,
+        calls: Sequence[ToolCallBlock],
+        decisions: Mapping[str, bool],
+        supplied: Mapping[str, str] | None,
+        skip: Collection[str] = (),
+    ) -> list[ToolCallRecord]:
+        """The calls `run` will make of tools that are not retry_safe: their start is journaled (in one write,
+        before they are announced) so that a recovered run never makes them twice. `skip`: calls recovery does
+        not run (finished, or interrupted)."""
+        tools = state.plan.config.tools.by_name
+        starting = []
+        for call in calls:
+            tool = tools.get(call.name)
+            if call.id in skip or tool is None or tool.retry_safe or (supplied is not None and call.id in supplied):
+                continue
+            if tool.requires_approval and not decisions.get(call.id, False):
+                continue
+            starting.append(
+                ToolCallRecord(
+                    call_id=call.id,
+                    iteration=iteration,
+                    name=call.name,
+                    arguments=call.arguments,
+                    is_error=False,
+                    duration_ms=0.0,
+                )
+            )
+        return starting
+
     async def run(
         self,
         state: RunState,
@@ -48,22 +80,65 @@ class ToolRunner:
         calls: Sequence[ToolCallBlock],
         decisions: Mapping[str, bool],
         supplied: Mapping[str, str] | None,
+        *,
+        record: Callable[[RunState, ToolCallRecord, Message | None], Awaitable[None]],
+        finished: Mapping[str, ToolCallRecord] | None = None,
+        interrupted: Collection[str] = (),
     ) -> ToolRound:
-        """Execute (or deny) each call, concurrently. `decisions` approve calls that need it; `supplied` holds
-        results the client computed itself (client-side tools)."""
-        tools = state.plan.config.tools.by_name
+        """Execute (or deny) each call, concurrently (one tool step each). `decisions` approve calls that need it;
+        `supplied` holds results the client computed itself (client-side tools). (`starts` names the calls whose
+        start must be journaled first); `record` stores each result as its call completes; the last to
+        complete brings the round's tool message, stored in the same write.
 
-        async def one(call: ToolCallBlock) -> ToolOutcome:
+        A recovered run (segue.run.recovery) passes the results its journal holds (`finished`: read back, neither
+        run nor recorded again) and the calls that were in flight when its process died and may not run twice
+        (`interrupted`: an error result says so)."""
+        tools = state.plan.config.tools.by_name
+        completed: dict[str, tuple[ToolOutcome, ToolResultBlock, ToolCallRecord]] = {}
+
+        journal = finished or {}
+        for call in calls:
+            if call.id in journal:
+                stored = journal[call.id]
+                outcome = ToolOutcome(
+                    result=ToolResultBlock(tool_call_id=call.id, content=stored.result or "", is_error=stored.is_error),
+                    duration_ms=stored.duration_ms,
+                )
+                completed[call.id] = (outcome, _protected(outcome.result), stored)
+
+        async def one(call: ToolCallBlock) -> tuple[ToolOutcome, ToolResultBlock, ToolCallRecord]:
+            if call.id in completed:
+                return completed[call.id]
             tool = tools.get(call.name)
             span = state.trace.tool(call, source=tool.source if tool is not None else None)
             with attached(span):  # an MCP client's own spans nest in execute_tool
                 outcome = await run(call, tool)
             span.finish(outcome.result, images=len(outcome.images))
-            return outcome
+            content = self.guard.protect(outcome.result.content, state.pii)
+            result = ToolResultBlock(tool_call_id=call.id, content=content, is_error=outcome.result.is_error)
+            done = ToolCallRecord(
+                call_id=call.id,
+                iteration=iteration,
+                name=call.name,
+                arguments=call.arguments,
+                result=content,
+                is_error=bool(result.is_error),
+                duration_ms=outcome.duration_ms,
+            )
+            completed[call.id] = (outcome, result, done)
+            last = len(completed) == len(calls)
+            await record(state, done, tool_message([completed[c.id] for c in calls]) if last else None)
+            return outcome, result, done
 
         async def run(call: ToolCallBlock, tool: Tool | None) -> ToolOutcome:
             if supplied is not None and call.id in supplied:
                 return _given(call, supplied[call.id], is_error=False)
+            if call.id in interrupted:
+                text = (
+                    f"the call to {call.name} was interrupted (the process running it stopped) and was not repeated, "
+                    "because the tool is not marked retry_safe; its effect is unknown: check before calling it again"
+                )
+                return _given(call, text, is_error=True)
             if tool is None:
                 known = ", ".join(sorted(tools)) or "none"
                 return _given(call, f"unknown tool {call.name!r}; the tools available are: {known}", is_error=True)
@@ -80,30 +155,21 @@ class ToolRunner:
             )
             return await tool.invoke(call.id, arguments, context)
 
-        outcomes = await asyncio.gather(*(one(c) for c in calls))
-        results: list[ToolResultBlock] = []
-        images: list[ImageBlock] = []
-        records: list[ToolCallRecord] = []
-        events: list[RunEvent] = []
-        for call, outcome in zip(calls, outcomes, strict=True):
-            result, duration = outcome.result, outcome.duration_ms
-            images.extend(outcome.images)
-            content = self.guard.protect(result.content, state.pii)
-            result = ToolResultBlock(tool_call_id=call.id, content=content, is_error=result.is_error)
-            results.append(result)
-            records.append(
-                ToolCallRecord(
-                    call_id=call.id,
-                    iteration=iteration,
-                    name=call.name,
-                    arguments=call.arguments,
-                    result=content,
-                    is_error=bool(result.is_error),
-                    duration_ms=duration,
-                )
-            )
-            events.append(make_event("TOOL_RESULT", state.run_id, iteration, tool_result=result))
-        return ToolRound(message=Message(role="tool", content=[*results, *images]), records=records, events=events)
+        rounds = await asyncio.gather(*(one(c) for c in calls))
+        events = [make_event("TOOL_RESULT", state.run_id, iteration, tool_result=r) for _, r, _ in rounds]
+        return ToolRound(message=tool_message(rounds), records=[d for _, _, d in rounds], events=events)
+
+
+def tool_message(finished: Sequence[tuple[ToolOutcome, ToolResultBlock, ToolCallRecord]]) -> Message:
+    """The tool message of one round: its results in the calls' order, then the images the tools returned."""
+    images: list[ImageBlock] = [image for outcome, _, _ in finished for image in outcome.images]
+    return Message(role="tool", content=[*(r for _, r, _ in finished), *images])
+
+
+def _protected(result: ToolResultBlock) -> ToolResultBlock:
+    """A journaled result as the model saw it (stored after the guardrails, so as is; is_error False reads as
+    unset, as a fresh result's)."""
+    return ToolResultBlock(tool_call_id=result.tool_call_id, content=result.content, is_error=result.is_error or None)
 
 
 def _given(call: ToolCallBlock, text: str, *, is_error: bool) -> ToolOutcome:

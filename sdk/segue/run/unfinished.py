@@ -16,6 +16,7 @@ import threading
 
 from segue.generated import Usage
 from segue.store import RunStore
+from segue.store.leases import LeaseLost
 
 log = logging.getLogger("segue.run")
 
@@ -23,13 +24,14 @@ log = logging.getLogger("segue.run")
 ENDED_AT_EXIT = "the run was cancelled: the process exited (interrupted) before the run finished"
 
 _lock = threading.Lock()
-_open: dict[str, tuple[RunStore, Usage, int]] = {}
+_open: dict[str, tuple[RunStore, Usage, int, str | None]] = {}
 
 
-def opened(store: RunStore, run_id: str, usage: Usage, iterations: int) -> None:
-    """Note (or update) a run of this process that is not finished; at exit it is ended `cancelled`."""
+def opened(store: RunStore, run_id: str, usage: Usage, iterations: int, owner: str | None) -> None:
+    """Note (or update) a run of this process that is not finished (held with lease token `owner`); at exit it
+    is ended `cancelled`, if this process still holds it."""
     with _lock:
-        _open[run_id] = (store, usage, iterations)
+        _open[run_id] = (store, usage, iterations, owner)
 
 
 def closed(run_id: str) -> None:
@@ -50,12 +52,20 @@ def end_all() -> list[str]:
         pending = list(_open.items())
         _open.clear()
     ended = []
-    for run_id, (store, usage, iterations) in pending:
+    for run_id, (store, usage, iterations, owner) in pending:
         try:
             store.finish_run(
-                run_id, status="cancelled", answer=None, error=ENDED_AT_EXIT, usage=usage, iterations=iterations
+                run_id,
+                status="cancelled",
+                answer=None,
+                error=ENDED_AT_EXIT,
+                usage=usage,
+                iterations=iterations,
+                owner=owner,
             )
             ended.append(run_id)
+        except LeaseLost:
+            continue  # a sweep ended it, or another process recovered it: not this process's to end
         except Exception as e:  # the store may be closed or gone at exit: the sweep ends the run later
             log.warning(
                 "could not end run %s as cancelled at exit (%s); a sweep will end it once its lease lapses", run_id, e

@@ -15,7 +15,7 @@ import peewee as pw
 
 from segue.errors import StoreError
 from segue.store.bodies import FORMAT, Bodies
-from segue.store.connection import no_store
+from segue.store.connection import no_store, read_only_fallback
 from segue.store.models import Bound
 from segue.store.rows import loads
 
@@ -92,6 +92,14 @@ def _v6(db: pw.Database, models: Bound) -> None:
             last = rows[-1][0]
 
 
+def _v7(db: pw.Database, models: Bound) -> None:
+    """`agent_runs.lease_owner`: the token of the process holding a running run's lease, so that a run's status
+    changes only from a state that allows it and only by its holder (a compare-and-set on every write). Older rows
+    keep NULL: no holder to check (they were written before holders were named)."""
+    if all(column.name != "lease_owner" for column in db.get_columns("agent_runs")):
+        db.execute_sql('ALTER TABLE "agent_runs" ADD COLUMN "lease_owner" VARCHAR(32)')  # type: ignore[no-untyped-call]
+
+
 #: version -> migration that produces it, in order.
 MIGRATIONS: list[tuple[int, Callable[[pw.Database, Bound], None]]] = [
     (1, _v1),
@@ -100,6 +108,7 @@ MIGRATIONS: list[tuple[int, Callable[[pw.Database, Bound], None]]] = [
     (4, _v4),
     (5, _v5),
     (6, _v6),
+    (7, _v7),
 ]
 LATEST = MIGRATIONS[-1][0]
 MIGRATION_LOCK = int.from_bytes(b"segue-db")  # the PostgreSQL advisory lock key migrations hold
@@ -125,6 +134,26 @@ def check(db: pw.Database, models: Bound, url: str) -> int:
             f"upgrade it with `segue db migrate --db URL` (any writer, such as an Agent, also upgrades it)"
         )
     return found
+
+
+def check_schema(db: pw.Database, models: Bound, shown: str) -> None:
+    """For read-only opens: `check`, falling back to reading a WAL database on read-only media as immutable."""
+    try:
+        check(db, models, shown)
+    except pw.OperationalError as e:
+        # A WAL file on read-only media: `mode=ro` needs a -shm file it cannot create; immutable reads it.
+        cannot_share = any(m in str(e) for m in ("unable to open database file", "readonly database"))
+        if not cannot_share or not read_only_fallback(db):
+            raise
+        try:
+            db.connect()
+            check(db, models, shown)
+        except pw.OperationalError as still:
+            raise StoreError(
+                f"cannot read the run store at {shown} on read-only media ({' '.join(str(still).split())}): "
+                f"SQLite cannot create the -shm file it needs to read the database's -wal file there; copy "
+                f"the database and its -wal file to a writable folder and read the copy"
+            ) from None
 
 
 def _newer(url: str, found: int) -> str:

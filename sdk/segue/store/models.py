@@ -50,6 +50,9 @@ class AgentRun(BaseModel):
     # Epoch seconds: DOUBLE PRECISION, not Peewee's FloatField, which PostgreSQL stores as 4-byte REAL (~2 min
     # resolution at today's epoch).
     lease_expires_at = pw.DoubleField(null=True)  # a running run whose lease lapsed was abandoned
+    # Who holds the lease: a token the writer chose when it created, resumed or recovered the run. Every write of
+    # a running run names it, so a process that lost the run (swept, recovered elsewhere) cannot write over it.
+    lease_owner = CharField(max_length=32, null=True)
     error = TextField(null=True)
 
     class Meta:

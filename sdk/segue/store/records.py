@@ -12,6 +12,11 @@ from segue.generated import RunMeta, Trace, Usage
 
 DEFAULT_TENANT = "default"
 TERMINAL: frozenset[str] = frozenset({"success", "error", "cancelled", "max_iterations"})
+#: How long after a run's lease lapsed `segue runs sweep` and `segue serve` wait before ending it `error`: a
+#: restarted server (or another replica starting) recovers its agents' lapsed runs at start (Agent.recover_lapsed),
+#: and this leaves it two default leases (2 x 300 s) to do so first; a run nobody recovers is still ended within
+#: about 15 minutes of its process's death (its lease, then this).
+SWEEP_GRACE_SECONDS = 600.0
 #: list_runs pages no further than this (SQLite's and PostgreSQL's LIMIT / OFFSET are 64-bit).
 MAX_OFFSET = 1_000_000_000
 
@@ -39,6 +44,8 @@ class NewRun:
     continued_from: str | None = None
     private: dict[str, Any] | None = None
     lease_seconds: float | None = None
+    #: The lease holder's token (segue.store.leases); every later write of the running run names it.
+    lease_owner: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -329,6 +329,20 @@ def interaction_from_row(row: Any, body: dict[str, Any], *, iteration: int, erro
     )
 
 
+def tool_row(run_id: str, call: ToolCallRecord) -> dict[str, Any]:
+    """The tool_calls row of one call's result."""
+    return {
+        "run_id": run_id,
+        "iteration": call.iteration,
+        "call_id": call.call_id,
+        "name": call.name,
+        "arguments": json.dumps(call.arguments, ensure_ascii=False),
+        "result": call.result,
+        "is_error": call.is_error,
+        "duration_ms": call.duration_ms,
+    }
+
+
 def interaction_columns(call: LlmInteraction, skeleton: str) -> dict[str, Any]:
     """The columns a provider call is stored in (llm_interactions, prewarms): the request body's `skeleton`
     (segue.store.bodies), JSON text for the rest."""

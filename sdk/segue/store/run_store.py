@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -37,7 +36,9 @@ from segue.generated import (
 )
 from segue.store import migrations
 from segue.store.bodies import Bodies
-from segue.store.connection import DEFAULT_RECONNECT_SECONDS, Units, open_database, read_only_fallback, redact
+from segue.store.connection import DEFAULT_RECONNECT_SECONDS, Units, open_database, redact
+from segue.store.leases import LeaseLost, Leases
+from segue.store.migrations import check_schema
 from segue.store.models import Bound
 from segue.store.prewarms import Prewarms
 from segue.store.records import DEFAULT_TENANT, MAX_OFFSET, TERMINAL, IdempotencyKeyTaken, NewRun, StoredRun, utc_now
@@ -49,6 +50,7 @@ from segue.store.rows import (
     replay_sql,
     stored_runs,
     summary_from_row,
+    tool_row,
     write_meta,
 )
 from segue.store.text import decode
@@ -85,13 +87,14 @@ class RunStore:
         self._units = Units(self.db, self.url, reconnect_seconds=reconnect_seconds)
         self.bodies = Bodies(self.models.RequestPart)
         self.prewarms = Prewarms(self.models, self._units, self.bodies)
+        self.leases = Leases(self.db, self.models, self._units)
         shown = redact(self.url)
         #: The schema version found when a writer opened the store (before migrating); None for readers.
         self.migrated_from: int | None = None
         try:
             self.db.connect(reuse_if_open=True)
             if read_only:
-                self._check_schema(shown)
+                check_schema(self.db, self.models, shown)
             else:
                 self.migrated_from = migrations.migrate(self.db, self.models, shown, create=create)
         except pw.ImproperlyConfigured as e:
@@ -105,24 +108,6 @@ class RunStore:
             if "file is not a database" in message:
                 raise StoreError(f"{shown} is not a SQLite database ({message}); pass a segue run store") from None
             raise StoreError(f"cannot open the run store at {shown}: {message}") from None
-
-    def _check_schema(self, shown: str) -> None:
-        try:
-            migrations.check(self.db, self.models, shown)
-        except pw.OperationalError as e:
-            # A WAL file on read-only media: `mode=ro` needs a -shm file it cannot create; immutable reads it.
-            cannot_share = any(m in str(e) for m in ("unable to open database file", "readonly database"))
-            if not cannot_share or not read_only_fallback(self.db):
-                raise
-            try:
-                self.db.connect()
-                migrations.check(self.db, self.models, shown)
-            except pw.OperationalError as still:
-                raise StoreError(
-                    f"cannot read the run store at {shown} on read-only media ({' '.join(str(still).split())}): "
-                    f"SQLite cannot create the -shm file it needs to read the database's -wal file there; copy "
-                    f"the database and its -wal file to a writable folder and read the copy"
-                ) from None
 
     def close(self) -> None:
         self._units.close()
@@ -153,7 +138,8 @@ class RunStore:
                 retry_of=run.retry_of,
                 continued_from=run.continued_from,
                 created_at=now,
-                lease_expires_at=time.time() + run.lease_seconds if run.lease_seconds else None,
+                lease_expires_at=self.leases.deadline(run.lease_seconds),
+                lease_owner=run.lease_owner,
             ).execute()
             if run.metadata:
                 self.models.RunTag.insert_many(
@@ -202,16 +188,26 @@ class RunStore:
         meta_updates: RunMeta | None = None,
         model: str | None = None,
         vendor: str | None = None,
+        owner: str | None = None,
     ) -> None:
         """One loop iteration's traces, provider call and tool calls, plus the running totals, atomically.
 
         `traces` are the run's new messages, stored from index `first_index` on (a run's traces only ever grow at
         the end). `meta_updates` merge into the run's segue.* meta and `model` / `vendor` name who served, in the
-        same transaction."""
+        same transaction. The run must be `running` and held by `owner` (when given), else LeaseLost and nothing
+        is written."""
         conv = get_converter()
         skeleton, parts = self.bodies.prepare(interaction.provider_request) if interaction else ("", {})
 
         def work() -> None:
+            update: dict[Any, Any] = {
+                self.models.AgentRun.usage: json.dumps(conv.unstructure(usage, Usage)),
+                self.models.AgentRun.iterations: iteration,
+            }
+            if lease_seconds:
+                update[self.models.AgentRun.lease_expires_at] = self.leases.deadline(lease_seconds)
+            # The run row first: a run this process no longer holds gets nothing written.
+            self._update_run(run_id, update, meta_updates, model, vendor, owner=owner, running=True)
             self._insert_traces(run_id, first_index, iteration, traces)
             if interaction is not None:
                 self.bodies.insert(parts)
@@ -219,32 +215,53 @@ class RunStore:
                     run_id=run_id, iteration=interaction.iteration, error=interaction.error,
                     **interaction_columns(interaction, skeleton),
                 ).execute()  # fmt: skip
-            if tool_calls:
-                self.models.ToolCallRow.insert_many(
-                    [
-                        {
-                            "run_id": run_id,
-                            "iteration": c.iteration,
-                            "call_id": c.call_id,
-                            "name": c.name,
-                            "arguments": json.dumps(c.arguments, ensure_ascii=False),
-                            "result": c.result,
-                            "is_error": c.is_error,
-                            "duration_ms": c.duration_ms,
-                        }
-                        for c in tool_calls
-                    ]
-                ).execute()
-            update: dict[Any, Any] = {
-                self.models.AgentRun.usage: json.dumps(conv.unstructure(usage, Usage)),
-                self.models.AgentRun.iterations: iteration,
-            }
-            if lease_seconds:
-                update[self.models.AgentRun.lease_expires_at] = time.time() + lease_seconds
-            self._update_run(run_id, update, meta_updates, model, vendor)
+            for call in tool_calls:
+                self._write_tool(run_id, call)
 
         self._units.write(work, idempotent=False)
         self.bodies.written(parts)
+
+    def record_tool_call(
+        self, run_id: str, call: ToolCallRecord, *, lease_seconds: float | None = None, owner: str | None = None
+    ) -> None:
+        """One tool call's result as it completes, renewing the run's lease; LeaseLost (nothing written) unless
+        the run is `running` and held by `owner` (when given)."""
+
+        def work() -> None:
+            update: dict[Any, Any] = {}
+            if lease_seconds:
+                update[self.models.AgentRun.lease_expires_at] = self.leases.deadline(lease_seconds)
+            else:
+                update[self.models.AgentRun.status] = "running"  # an update with nothing else to set
+            self._update_run(run_id, update, None, None, None, owner=owner, running=True)
+            self._write_tool(run_id, call)
+
+        self._units.write(work, idempotent=False)
+
+    def record_tool_starts(self, run_id: str, calls: Sequence[ToolCallRecord], *, owner: str | None = None) -> None:
+        """Tool calls that may not run twice are starting: their rows without a result, so that a recovered run
+        knows they were in flight (segue.run.recovery). LeaseLost (nothing written) unless the run is this
+        holder's."""
+
+        def work() -> None:
+            update = {self.models.AgentRun.status: "running"}  # the compare-and-set on the holder, nothing else
+            self._update_run(run_id, update, None, None, None, owner=owner, running=True)
+            self.models.ToolCallRow.insert_many([{**tool_row(run_id, c), "result": None} for c in calls]).execute()
+
+        self._units.write(work, idempotent=False)
+
+    def _write_tool(self, run_id: str, call: ToolCallRecord) -> None:
+        """Inside a write: a call's result, into the row its start wrote (record_tool_starts), or a new row."""
+        rows = self.models.ToolCallRow
+        row = tool_row(run_id, call)
+        started = (
+            (rows.run_id == run_id)
+            & (rows.iteration == call.iteration)
+            & (rows.call_id == call.call_id)
+            & rows.result.is_null()
+        )
+        if not rows.update(row).where(started).execute():
+            rows.insert(row).execute()
 
     def _update_run(
         self,
@@ -253,16 +270,32 @@ class RunStore:
         meta_updates: RunMeta | None,
         model: str | None,
         vendor: str | None,
-    ) -> None:
-        """Inside a write: set `update` on the run row, plus who served and the merged segue.* meta."""
+        *,
+        owner: str | None = None,
+        running: bool = False,
+    ) -> int:
+        """Inside a write: set `update` on the run row, plus who served and the merged segue.* meta. `running`:
+        only while the run is `running` and held by `owner` (when given); otherwise LeaseLost, and the caller's
+        transaction rolls back."""
+        runs = self.models.AgentRun
         if model:
-            update[self.models.AgentRun.model] = model
+            update[runs.model] = model
         if vendor:
-            update[self.models.AgentRun.vendor] = vendor
+            update[runs.vendor] = vendor
         if meta_updates is not None:
-            row = self.models.AgentRun.select(self.models.AgentRun.meta).where(self.models.AgentRun.id == run_id).get()
-            update[self.models.AgentRun.meta] = canonical_json({**json.loads(row.meta), **write_meta(meta_updates)})
-        self.models.AgentRun.update(update).where(self.models.AgentRun.id == run_id).execute()
+            row = runs.select(runs.meta).where(runs.id == run_id).first()
+            if row is not None:
+                update[runs.meta] = canonical_json({**json.loads(row.meta), **write_meta(meta_updates)})
+        where = runs.id == run_id
+        if running:
+            where &= runs.status == "running"
+            if owner is not None:
+                where &= runs.lease_owner == owner
+        changed = int(runs.update(update).where(where).execute())
+        if running and not changed:
+            held = runs.select(runs.status, runs.error).where(runs.id == run_id).first()
+            raise LeaseLost(run_id, held.status if held else None, held.error if held else None)
+        return changed
 
     def finish_run(
         self,
@@ -277,9 +310,18 @@ class RunStore:
         model: str | None = None,
         vendor: str | None = None,
         private: dict[str, Any] | None = None,
+        owner: str | None = None,
+        first_index: int = 0,
+        traces: Sequence[Message] = (),
     ) -> None:
-        """Set the final (or paused) state; meta_updates merge into the run's segue.* meta."""
+        """Set the final (or paused) state, with the run's `traces` not yet stored (from `first_index` on);
+        meta_updates merge into the run's segue.* meta.
+
+        A compare-and-set: only a `running` run held by `owner` (when given) ends; otherwise LeaseLost names what
+        the store holds, and nothing changes. The same end by the same holder again (the retry of a write after a
+        lost connection) writes the same values: the status does not change."""
         conv = get_converter()
+        runs = self.models.AgentRun
 
         def work() -> None:
             update: dict[Any, Any] = {
@@ -293,50 +335,32 @@ class RunStore:
             }
             if private:
                 update[self.models.AgentRun.private] = canonical_json(private)
-            self._update_run(run_id, update, meta_updates, model, vendor)
+            try:
+                self._update_run(run_id, update, meta_updates, model, vendor, owner=owner, running=True)
+            except LeaseLost:
+                held = runs.select(runs.status, runs.lease_owner).where(runs.id == run_id).first()
+                same_holder = owner is None or (held is not None and held.lease_owner == owner)
+                if held is None or held.status != status or status == "running" or not same_holder:
+                    raise
+                # The same end by the same holder (the retry of a write that committed): the same values again.
+                self._update_run(run_id, update, meta_updates, model, vendor)
+                return
+            self._insert_traces(run_id, first_index, iterations, traces)
 
-        # Idempotent: it sets the same final values however often it runs.
+        # Idempotent: once it committed, running it again finds its end recorded and changes nothing.
         self._units.write(work, idempotent=True)
 
-    def claim_paused(self, run_id: str, tenant_id: str, *, lease_seconds: float | None = None) -> bool:
-        """Move a waiting_approval run back to running; False when it was not waiting (e.g. resumed twice)."""
+    def claim_paused(
+        self, run_id: str, tenant_id: str, *, lease_seconds: float | None = None, owner: str | None = None
+    ) -> bool:
+        """Move a waiting_approval run back to running, held by `owner` (segue.store.leases)."""
+        return self.leases.claim_paused(run_id, tenant_id, lease_seconds=lease_seconds, owner=owner)
 
-        def work() -> int:
-            return int(
-                self.models.AgentRun.update(
-                    status="running",
-                    lease_expires_at=time.time() + lease_seconds if lease_seconds else None,
-                )
-                .where(
-                    (self.models.AgentRun.id == run_id)
-                    & (self.models.AgentRun.tenant_id == tenant_id)
-                    & (self.models.AgentRun.status == "waiting_approval")
-                )
-                .execute()
-            )
-
-        return bool(self._units.write(work, idempotent=False))
-
-    def sweep(self, *, now: float | None = None, reason: str = "abandoned: the run's lease expired") -> list[str]:
-        """Mark running runs whose lease lapsed as `error`; their traces stay readable and replayable."""
-        moment = time.time() if now is None else now
-
-        def work() -> list[str]:
-            stale = [
-                r.id
-                for r in self.models.AgentRun.select(self.models.AgentRun.id).where(
-                    (self.models.AgentRun.status == "running")
-                    & self.models.AgentRun.lease_expires_at.is_null(False)
-                    & (self.models.AgentRun.lease_expires_at < moment)
-                )
-            ]
-            if stale:
-                self.models.AgentRun.update(
-                    status="error", error=reason, finished_at=utc_now(), lease_expires_at=None
-                ).where(self.models.AgentRun.id.in_(stale)).execute()
-            return stale
-
-        return self._units.write(work, idempotent=True)
+    def sweep(
+        self, *, now: float | None = None, grace: float = 0.0, reason: str = "abandoned: the run's lease expired"
+    ) -> list[str]:
+        """End running runs whose lease lapsed more than `grace` seconds ago as `error` (segue.store.leases)."""
+        return self.leases.sweep(now=now, grace=grace, reason=reason)
 
     # -- reads ------------------------------------------------------------------------------------------------
 

@@ -196,7 +196,9 @@ def test_runs_sweep_ends_abandoned_runs(tmp_path: Path) -> None:
     )
     store.close()
     time.sleep(0.05)
-    done = segue("runs", "sweep", "--db", url, "--json")
+    waiting = segue("runs", "sweep", "--db", url, "--json")
+    assert waiting.returncode == 0 and json.loads(waiting.stdout) == [], "within the grace period: left to recover"
+    done = segue("runs", "sweep", "--db", url, "--json", "--grace", "0")
     assert done.returncode == 0 and json.loads(done.stdout) == [abandoned]
     listed = segue("runs", "list", "--db", url, "--tenant", "t", "--status", "error", "--json")
     assert [r["error"] for r in json.loads(listed.stdout)] == ["abandoned: the run's lease expired"]

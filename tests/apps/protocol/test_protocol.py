@@ -197,6 +197,24 @@ def test_a_tool_needing_approval_pauses_and_resumes_over_stdio(tmp_path: Path) -
         assert both["error"]["code"] == -32602 and both["error"]["data"]["errors"][0]["pointer"] == "/decisions"
         not_paused = client.call("resume", {"agent": "analyst", "run_id": paused.result.run_id})
         assert not_paused["error"]["code"] == -32003 and "not waiting_approval" in not_paused["error"]["message"]
+        # Issue 36: run/recover (protocol 1.2: a session that initialized with it) continues only a running run
+        # whose lease lapsed; a finished one is refused.
+        assert "result" in client.call("initialize", {"protocol_version": "1.2"})
+        finished = client.call("run/recover", {"agent": "analyst", "run_id": paused.result.run_id})
+        assert finished["error"]["code"] == -32003 and finished["error"]["data"]["reason"] == "not_lapsed"
+        assert f"run {paused.result.run_id} is success, not running" in finished["error"]["message"]
+        # A process that died during the run's final write: the answer is journaled, the end is not.
+        store = RunStore(f"sqlite:///{tmp_path}/runs.db")
+        lapsed = "UPDATE agent_runs SET status = 'running', lease_expires_at = 1 WHERE id = ?"
+        store.db.execute_sql(lapsed, (paused.result.run_id,))
+        store.close()
+        recover_id = client.request("run/recover", {"agent": "analyst", "run_id": paused.result.run_id})
+        recovered = result_of(client.response(recover_id))
+        assert recovered.result.run_id == paused.result.run_id and recovered.result.status == "success"
+        assert recovered.result.answer == "Orders:\n- orders: 220"
+        events = client.events(recover_id)
+        assert events[0]["type"] == "RUN_STARTED" and events[0]["meta"]["recovered"] is True
+        assert events[-1]["type"] == "RUN_COMPLETED"
         assert client.close() == 0
 
 

@@ -145,6 +145,8 @@ def test_serve_sweeps_abandoned_runs_at_start(tmp_path: Path) -> None:
         new_run(abandoned, "default", input="i", lease_seconds=0.01),
         [],
     )
+    # Its lease lapsed longer ago than the grace period a recoverer is given (and no agent here can recover it).
+    store.db.execute_sql("UPDATE agent_runs SET lease_expires_at = lease_expires_at - 601 WHERE id = ?", (abandoned,))
     store.close()
     time.sleep(0.05)
     config = write_config(tmp_path / "agents.json", [twin_agent([])])

@@ -266,14 +266,20 @@ def _db_migrate(args: argparse.Namespace) -> int:
 
 
 def _runs_sweep(args: argparse.Namespace) -> int:
+    from segue.store.records import SWEEP_GRACE_SECONDS
+
+    grace = SWEEP_GRACE_SECONDS if args.grace is None else args.grace
     with _store(args, write=True) as store:
-        swept = store.sweep()
+        swept = store.sweep(grace=grace)
     if args.json:
         _print_json(get_converter().unstructure(swept, SweptRuns))
     elif swept:
         print(f"marked {len(swept)} abandoned run(s) error (their lease expired): {', '.join(swept)}")
     else:
-        print("no abandoned runs: every running run still holds its lease")
+        print(
+            f"no abandoned runs: every running run still holds its lease, or lost it less than {grace:g} s ago "
+            "(left to a recoverer: Agent.recover_lapsed, segue serve at start)"
+        )
     return EXIT_OK
 
 
@@ -378,9 +384,18 @@ def build_parser() -> argparse.ArgumentParser:
         runs_cmds,
         "sweep",
         _runs_sweep,
-        "mark runs abandoned by a killed process (their lease expired) as error, so they can be replayed",
+        "mark runs abandoned by a killed process (their lease expired, and nobody recovered them within --grace) as "
+        "error, so they can be replayed",
     )
     _db_option(p)
+    p.add_argument(
+        "--grace",
+        metavar="SECONDS",
+        type=float,
+        default=None,
+        help="end only runs whose lease lapsed this long ago, leaving a restarted server time to recover them "
+        "(default 600: segue.store.records.SWEEP_GRACE_SECONDS)",
+    )
     _json_option(p, "SweptRuns: the run ids marked")
 
     db = _command(commands, "db", None, "the run store itself")

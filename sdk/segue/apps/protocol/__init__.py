@@ -28,6 +28,9 @@ from segue.apps.protocol.rpc import Dispatcher, Session
 from segue.generated.protocol import HttpLimits, ServerLimits
 from segue.generated.serve import HttpConfig, ServeConfig
 from segue.store.connection import redact
+from segue.store.records import SWEEP_GRACE_SECONDS
+
+log = logging.getLogger("segue.serve")
 
 __all__ = [
     "ConfigError",
@@ -120,12 +123,23 @@ def _tokens(settings: HttpConfig | None, config: Path) -> Tokens | None:
 
 
 def _sweep(app: ServeApp) -> None:
-    """Runs a killed server left `running` (their lease expired) end as `error` now, so they can be replayed."""
+    """Runs a killed server left `running`: its agents' runs whose lease lapsed are recovered now, as the same runs
+    (Agent.recover_lapsed); runs nobody recovered within the grace period (another agent's, say) end `error`, so
+    they can be replayed."""
+    recovered = 0
+    for name, entry in app.agents.items():
+        try:
+            recovered += len(asyncio.run(entry.pausing.recover_lapsed()))
+        except Exception as e:  # a run this configuration cannot continue is left to the sweep
+            log.warning("segue serve: could not recover the lapsed runs of agent %s: %s", name, e)
+    if recovered:
+        print(f"segue serve: recovered {recovered} run(s) whose process had died", file=sys.stderr, flush=True)
     for url, store in app.stores.items():
-        swept = store.sweep()
+        swept = store.sweep(grace=SWEEP_GRACE_SECONDS)
         if swept:
             print(
-                f"segue serve: marked {len(swept)} abandoned run(s) error in {redact(url)} (their lease expired)",
+                f"segue serve: marked {len(swept)} abandoned run(s) error in {redact(url)} (their lease expired "
+                f"over {SWEEP_GRACE_SECONDS:g} s ago and nobody recovered them)",
                 file=sys.stderr,
                 flush=True,
             )

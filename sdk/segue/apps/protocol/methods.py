@@ -32,6 +32,7 @@ from segue.generated.protocol import (
     PendingToolCall,
     PrewarmParams,
     PrewarmResponse,
+    RecoverParams,
     ReplayRunErrorData,
     ResumeParams,
     RetryParams,
@@ -65,6 +66,7 @@ class Methods:
             "run": self.run,
             "retry": self.retry,
             "resume": self.resume,
+            "run/recover": self.recover,
             "prewarm": self.prewarm,
             "runs/list": self.runs_list,
             "runs/get": self.runs_get,
@@ -109,6 +111,12 @@ class Methods:
         events = entry.agent.resume_stream(
             p.run_id, approved=approved, tool_results=tool_results, tenant_id=p.tenant_id or DEFAULT_TENANT
         )
+        return await self._consume(ctx, entry, events, emit=p.events is not False, tenant_id=p.tenant_id)
+
+    async def recover(self, ctx: RequestContext, p: RecoverParams) -> RunResponse:
+        entry = self.entry(p.agent, ctx)
+        ctx.run_id = p.run_id
+        events = entry.agent.recover_stream(p.run_id, tenant_id=p.tenant_id or DEFAULT_TENANT)
         return await self._consume(ctx, entry, events, emit=p.events is not False, tenant_id=p.tenant_id)
 
     async def prewarm(self, ctx: RequestContext, p: PrewarmParams) -> PrewarmResponse:
