@@ -7,6 +7,7 @@ one bucket per model (the prefix-hash routing).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -201,3 +202,17 @@ def expect(value: Any, kinds: tuple[type, ...], param: str, *, optional: bool = 
     raise bad_request(
         f"Invalid type for '{param}': expected {wanted}, but got {value!r}.", param=param, code="invalid_type"
     )
+
+
+#: An assistant message's phase values (the pinned openai SDK's ResponseOutputMessage.phase literal).
+PHASES = ("commentary", "final_answer")
+_GPT_VERSION = re.compile(r"gpt-(\d+)(?:\.(\d+))?")
+
+
+def labels_phase(model: str) -> bool:
+    """Whether the model labels its assistant messages with `phase`: the pinned SDK's ResponseOutputMessage.phase
+    "Labels an `assistant` message as intermediate commentary (`commentary`) or the final answer (`final_answer`).
+    For models like `gpt-5.3-codex` and beyond, ... preserve and resend phase". The twin labels GPT 5.3 and later;
+    text that comes with tool calls is commentary, text alone the final answer."""
+    version = _GPT_VERSION.match(model)
+    return version is not None and (int(version[1]), int(version[2] or 0)) >= (5, 3)

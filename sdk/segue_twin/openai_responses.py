@@ -10,7 +10,6 @@ Rules (https://developers.openai.com/api/docs/guides/reasoning and the SDK's `ty
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +21,7 @@ from segue_twin.diagnostics import openai_answer, openai_fingerprint
 from segue_twin.errors import TwinHTTPError, bad_request
 from segue_twin.openai_cache import CacheOutcome, PromptPiece, item_pieces
 from segue_twin.openai_common import (
+    PHASES,
     VENDOR,
     CommonParams,
     SizedTurn,
@@ -29,6 +29,7 @@ from segue_twin.openai_common import (
     common_params,
     content_text,
     expect,
+    labels_phase,
     model_param,
     parse_arguments,
     size_turn,
@@ -171,20 +172,6 @@ def _diagnose(
     if offered and compared is not None:
         response["prompt_cache_diagnostics"] = openai_answer(fingerprints, compared, current)
     fingerprints.remember(response["id"], current)
-
-
-#: An assistant message's phase values (the pinned openai SDK's ResponseOutputMessage.phase literal).
-PHASES = ("commentary", "final_answer")
-_GPT_VERSION = re.compile(r"gpt-(\d+)(?:\.(\d+))?")
-
-
-def labels_phase(model: str) -> bool:
-    """Whether the model labels its assistant messages with `phase`: the pinned SDK's ResponseOutputMessage.phase
-    "Labels an `assistant` message as intermediate commentary (`commentary`) or the final answer (`final_answer`).
-    For models like `gpt-5.3-codex` and beyond, ... preserve and resend phase". The twin labels GPT 5.3 and later;
-    text that comes with tool calls is commentary, text alone the final answer."""
-    version = _GPT_VERSION.match(model)
-    return version is not None and (int(version[1]), int(version[2] or 0)) >= (5, 3)
 
 
 def _input_items(raw: Any) -> list[dict[str, Any]]:

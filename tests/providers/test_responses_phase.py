@@ -26,7 +26,7 @@ from segue.wire.history import history_messages
 from segue.wire.openai_responses.request import build_request, parse_response
 from segue.wire.stored import read
 from segue_twin import Twin
-from segue_twin.openai_responses import labels_phase
+from segue_twin.openai_common import labels_phase
 from segue_twin.scripted import ScriptedPolicy
 from segue_twin.view import AssistantTurn, PlannedCall
 

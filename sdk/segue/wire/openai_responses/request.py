@@ -190,11 +190,8 @@ def _developer(text: str, fixed: list[Any]) -> ResponseInputItemParam:
 
 
 def cache_key(prefix: str | None, key: str | None) -> str | None:
-    """prompt_cache_key from the driver's prefix and the request's key (per tenant or per conversation, never per
-    run: segue.run.request.RunRequest.cache_key), so those requests share a cache routing key.
-
-    Keys longer than OpenAI accepts keep the prefix and replace the rest with a stable hash.
-    """
+    """prompt_cache_key from the driver's prefix and the request's key (per tenant or conversation, never per run:
+    segue.run.request.RunRequest.cache_key); a key longer than OpenAI accepts keeps the prefix and a stable hash."""
     if prefix is None and key is None:
         return None
     joined = ":".join(part for part in (prefix, key) if part)
