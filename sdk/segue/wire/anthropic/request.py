@@ -92,11 +92,9 @@ def build_request(
     lookback_blocks: int | None = None,
     max_breakpoints: int | None = None,
 ) -> WireRequest:
-    """The Messages API body (and beta header) for one canonical request; `output`: structured output through
-    `output_config.format` (the driver passes it only where the catalog says the model takes it); `comparison`:
-    cache diagnostics against an earlier response (`diagnostics.previous_message_id`, null to opt in);
-    `lookback_blocks`, `max_breakpoints`: the path's catalog numbers (lookback None: not known, so no breakpoint is
-    added for it; max_breakpoints None: MAX_BREAKPOINTS)."""
+    """The Messages API body (and beta header) for one request; `output`: structured output (`output_config.format`,
+    where the catalog says the model takes it); `comparison`: cache diagnostics (`diagnostics.previous_message_id`,
+    null to opt in); `lookback_blocks` (None: no breakpoint for it), `max_breakpoints`: the path's catalog numbers."""
     if request.prewarm:
         if cache_ttl is None:
             raise WireError("prewarm needs cache breakpoints, but cache_ttl is None; configure cache_ttl='5m' or '1h'")
