@@ -139,4 +139,4 @@ class OpenAIChatProvider(ChatCompletionsDriver):
         )
 
     def _parse(self, data: Mapping[str, Any], request: ProviderRequest, w: WireRequest) -> ParsedResponse:
-        return wire.parse_response(data, model=self._model(request))
+        return wire.parse_response(data, model=self._model(request), tools_offered=bool(request.tools))

@@ -13,7 +13,7 @@ import asyncio
 
 from segue._core.contracts import ProviderResponse
 from segue.catalog import CatalogError
-from segue.errors import StoreError
+from segue.errors import ProviderError, StoreError
 from segue.generated import (
     LlmInteraction,
     PendingCalls,
@@ -21,6 +21,7 @@ from segue.generated import (
     RunStatus,
     StoredRequest,
     ToolCallRecord,
+    Usage,
 )
 from segue.run import unfinished
 from segue.run.config import AgentConfig
@@ -40,6 +41,21 @@ def interaction_of(response: ProviderResponse, iteration: int, latency_ms: float
         usage=response.usage,
         latency_ms=latency_ms,
         served_by=response.served_by,
+    )
+
+
+def failed_interaction(error: ProviderError, iteration: int, latency_ms: float) -> LlmInteraction:
+    """The record of a call that failed with its evidence (ProviderError.request_body): no usage, the error."""
+    return LlmInteraction(
+        iteration=iteration,
+        vendor=error.vendor,
+        model=error.model or "",
+        provider_request=error.request_body or {},
+        provider_response=error.response_body,
+        usage=Usage(input_tokens=0, output_tokens=0),
+        latency_ms=latency_ms,
+        error=str(error),
+        served_by="vendor",
     )
 
 
