@@ -240,18 +240,18 @@ class SdkDriver:
 
     async def _retrying(self, call: Callable[[int | None], Awaitable[Any]]) -> Any:
         """`call(retries)` once without the client's retries, then, for a failure the client would retry, with the
-        rest of them (None: the client's own setting, on a client segue cannot count them for). A `model_output`
-        error is not retried: the same prompt generates the same output (the SDKs retry every 5xx)."""
+        rest (None: the client's own setting, where segue cannot count them); never for `model_output`."""
         retries = getattr(self.client, "max_retries", None)
         if not isinstance(retries, int) or retries < 1 or not self._posts_bytes():
             return await call(None)
         try:
             return await call(0)
         except self._sdk.APIStatusError as e:
-            if e.status_code not in _RETRIED and e.status_code < 500:
+            never = e.response.headers.get("x-should-retry") == "false"  # the SDKs obey it too
+            if never or (e.status_code not in _RETRIED and e.status_code < 500):
                 raise
             if _status_kind(e.status_code, vendor_message(e), e) == "model_output":
-                raise
+                raise  # the same prompt generates the same output
         except (self._sdk.APIConnectionError, self._sdk.APITimeoutError):
             pass
         # The SDKs wait INITIAL_RETRY_DELAY (and more) before a retry; the rest of the backoff is the client's.
