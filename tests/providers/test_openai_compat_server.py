@@ -125,7 +125,11 @@ async def test_a_replayed_five_turn_conversation_records_the_servers_own_usage(s
         assert body is not None
         usage, timings = body["usage"], body.get("timings") or {}
         assert call.usage.output_tokens == usage["completion_tokens"]
-        if "cache_n" in timings:  # llama.cpp: the prompt is the cached part plus the part evaluated
+        details = usage.get("prompt_tokens_details") or {}
+        if "cached_tokens" in details:  # the OpenAI shape (llama.cpp reports it too since late 2025)
+            assert call.usage.input_tokens == usage["prompt_tokens"]
+            assert call.usage.cache_read_tokens == details["cached_tokens"]
+        elif "cache_n" in timings:  # older llama.cpp: the prompt is the cached part plus the part evaluated
             assert call.usage.input_tokens == max(usage["prompt_tokens"], timings["cache_n"] + timings["prompt_n"])
             assert call.usage.cache_read_tokens == timings["cache_n"]
         else:
