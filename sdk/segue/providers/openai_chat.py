@@ -69,19 +69,22 @@ class ChatCompletionsDriver(SdkDriver):
 
 #: OpenAI's own API host: a client for it (the SDK's default base URL) talks to the openai vendor.
 OPENAI_HOST = "api.openai.com"
+#: Azure OpenAI's endpoints (the openai SDK's AsyncAzureOpenAI: https://<resource>.openai.azure.com).
+AZURE_HOSTS = (".openai.azure.com",)
 
 
 def infer_vendor(model: str, base_url: str | None, client: AsyncOpenAI | None) -> str:
     """The catalog vendor of a driver built without `vendor=`: "openai" when the client talks to OpenAI's own API
-    (the base URL given, else the client's, else OPENAI_BASE_URL, else the SDK's default) or to a host under the
-    reserved `.invalid` domain (RFC 2606: never a server, so the client's transport answers in process, as segue's
+    (the base URL given, else the client's, else OPENAI_BASE_URL, else the SDK's default), to Azure OpenAI, or to
+    a host under the reserved `.invalid` domain (RFC 2606: never a server, so the client's transport answers in process, as segue's
     twin does, emulating OpenAI). Any other server is named by the app: its cache behaviour, pricing and what it
     takes (a named tool_choice, prompt_cache_key) are the catalog's answer for that vendor, not OpenAI's."""
     import httpx2
 
     url = base_url or (str(client.base_url) if client is not None else None) or os.environ.get("OPENAI_BASE_URL")
     host = httpx2.URL(url).host if url else OPENAI_HOST
-    if host == OPENAI_HOST or host.endswith(".invalid"):
+    # Azure OpenAI serves OpenAI's models through the SDK's own Azure client, at <resource>.openai.azure.com.
+    if host in (OPENAI_HOST, *AZURE_HOSTS) or host.endswith((".invalid", *AZURE_HOSTS)):
         return "openai"
     raise ValueError(
         f"OpenAIChatProvider({model!r}) talks to {url}, which is not OpenAI's API ({OPENAI_HOST}), so segue cannot "
