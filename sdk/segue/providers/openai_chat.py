@@ -76,8 +76,8 @@ AZURE_HOSTS = (".openai.azure.com",)
 def infer_vendor(model: str, base_url: str | None, client: AsyncOpenAI | None) -> str:
     """The catalog vendor of a driver built without `vendor=`: "openai" when the client talks to OpenAI's own API
     (the base URL given, else the client's, else OPENAI_BASE_URL, else the SDK's default), to Azure OpenAI, or to
-    a host under the reserved `.invalid` domain (RFC 2606: never a server, so the client's transport answers in process, as segue's
-    twin does, emulating OpenAI). Any other server is named by the app: its cache behaviour, pricing and what it
+    a host under the reserved `.invalid` domain (RFC 2606: never a server, so the client's transport answers in
+    process, as segue's twin does, emulating OpenAI). Any other server is named by the app: its cache behaviour, pricing and what it
     takes (a named tool_choice, prompt_cache_key) are the catalog's answer for that vendor, not OpenAI's."""
     import httpx2
 
