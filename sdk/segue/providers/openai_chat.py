@@ -77,8 +77,8 @@ def infer_vendor(model: str, base_url: str | None, client: AsyncOpenAI | None) -
     """The catalog vendor of a driver built without `vendor=`: "openai" when the client talks to OpenAI's own API
     (the base URL given, else the client's, else OPENAI_BASE_URL, else the SDK's default), to Azure OpenAI, or to
     a host under the reserved `.invalid` domain (RFC 2606: never a server, so the client's transport answers in
-    process, as segue's twin does, emulating OpenAI). Any other server is named by the app: its cache behaviour, pricing and what it
-    takes (a named tool_choice, prompt_cache_key) are the catalog's answer for that vendor, not OpenAI's."""
+    process, as segue's twin does, emulating OpenAI). Any other server is named by the app: its cache behaviour,
+    pricing and what it takes (a named tool_choice, prompt_cache_key) are the catalog's answer for that vendor."""
     import httpx2
 
     url = base_url or (str(client.base_url) if client is not None else None) or os.environ.get("OPENAI_BASE_URL")
