@@ -164,3 +164,17 @@ async def test_a_named_local_vendor_gets_no_prompt_cache_key_and_a_self_hosted_p
     result = await Agent(local(rec)).run("hi", tenant_id="acme")
     assert "prompt_cache_key" not in rec.body
     assert result.cost is not None and result.cost.usd == 0.0 and result.cost.missing is None
+
+
+def test_a_serve_config_for_a_local_server_must_name_its_vendor() -> None:
+    """`segue serve`'s openai_chat provider: a base_url without vendor is a config error naming the choices (it
+    was taken for OpenAI)."""
+    from segue.apps.protocol.config import ConfigError, _provider
+    from segue.generated.serve import ProviderConfig
+
+    bare = ProviderConfig(kind="openai_chat", model="smollm2-135m", base_url=URL)
+    with pytest.raises(ConfigError, match=r"/agents/0/provider.*vendor='llamacpp'"):
+        _provider(bare, "agents.json", "/agents/0/provider", [])
+    named = ProviderConfig(kind="openai_chat", model="smollm2-135m", base_url=URL, vendor="llamacpp")
+    driver = _provider(named, "agents.json", "/agents/0/provider", [])
+    assert isinstance(driver, OpenAIChatProvider) and driver.vendor == "llamacpp"
