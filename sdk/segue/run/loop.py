@@ -368,7 +368,7 @@ class Loop:
     async def fail(
         self, state: RunState, message: str, error_type: str, *, kind: str | None = None
     ) -> AsyncIterator[RunEvent]:
-        """End the run as `error`; `kind`: a ProviderError's kind (rate_limit, server, deterministic, ...), in the
+        """End the run as `error`; `kind`: a ProviderError's kind (rate_limit, server, model_output, ...), in the
         RUN_ERROR event's meta beside error_type, so a client tells what failed without parsing the message."""
         await self.recorder.finish(state, "error", None, message, error_type=error_type)
         yield make_event(

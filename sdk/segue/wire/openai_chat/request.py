@@ -83,7 +83,7 @@ class ChatPath:
     tool_choice_forms: tuple[str, ...] | None = None
     #: Body fields that make the server evaluate the prompt afresh (ProviderRequest.fresh).
     fresh_fields: Mapping[str, Any] = attrs.field(factory=dict)
-    #: Names the path in a refusal ("llamacpp/local-model").
+    #: Names the path in a refusal (the catalog label, "smollm2-135m@llamacpp").
     label: str = ""
 
 
