@@ -262,7 +262,7 @@ class SdkDriver:
         """The SDK's exception as a ProviderError carrying the call's evidence (the request, the error body)."""
         error = provider_error(e, self.vendor, self._sdk)
         body = getattr(e, "body", None)
-        response = getattr(e, "response", None)
+        response = e.response if isinstance(e, self._sdk.APIStatusError) else None
         with contextlib.suppress(ValueError):  # the whole error body (the SDKs' `body` is the inner error object)
             body = response.json() if response is not None else body
         error.request_body, error.response_body = wire.body, body if isinstance(body, dict) else None
