@@ -12,7 +12,9 @@
 set -euo pipefail
 
 version=${LLAMA_SERVER_VERSION:-11434.0.0}
-cache=${SEGUE_CI_CACHE:-$HOME/.cache/segue-ci}/llama-server/$version
+# "portable": GGML_NATIVE off (AVX2, FMA, F16C, no AVX-512 or AMX). A native build traps with an invalid opcode at
+# model load on a VM whose CPU flags list AMX that the machine does not let a process use.
+cache=${SEGUE_CI_CACHE:-$HOME/.cache/segue-ci}/llama-server/$version-portable
 binary=$cache/llama-server
 jobs=${LLAMA_SERVER_JOBS:-2}
 
@@ -46,7 +48,7 @@ cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
   -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
   -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
-  -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DGGML_CPU_KLEIDIAI=OFF >"$work/configure.log" 2>&1 \
+  -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DGGML_CPU_KLEIDIAI=OFF -DGGML_NATIVE=OFF >"$work/configure.log" 2>&1 \
   || { tail -n 40 "$work/configure.log" >&2; exit 1; }
 
 echo "llama-server $version: compiling with -j$jobs (about 12 minutes on two idle cores)" >&2

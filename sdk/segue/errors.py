@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 ReplayReason = Literal["not_found", "tenant_mismatch", "not_terminal", "duplicate", "invalid", "unsupported"]
 
@@ -93,12 +93,25 @@ class StoreError(SegueError):
 
 
 ProviderErrorKind = Literal[
-    "rate_limit", "server", "timeout", "connection", "context_overflow", "bad_request", "auth", "stream", "other"
+    "rate_limit",
+    "server",
+    "timeout",
+    "connection",
+    "context_overflow",
+    "bad_request",
+    "auth",
+    "stream",
+    "model_output",
+    "other",
 ]
 
 
 class ProviderError(SegueError):
-    """A vendor call failed. `retryable` errors (429, 5xx, timeouts, dropped connections) may fail over."""
+    """A vendor call failed. `retryable` errors (429, 5xx, timeouts, dropped connections) may fail over.
+
+    `model_output` is a server error that repeats: the server could not turn what the model generated into its
+    answer format (llama.cpp's 500 "The model produced output that does not match the expected ... format"). The
+    same prompt generates the same output, so it is neither retried by the client nor retryable here."""
 
     RETRYABLE: frozenset[str] = frozenset({"rate_limit", "server", "timeout", "connection"})
 
@@ -116,6 +129,11 @@ class ProviderError(SegueError):
         self.kind = kind
         self.status_code = status_code
         self.vendor_message = vendor_message
+        #: The evidence of a failed call, where the driver had it: the body the vendor received and its error
+        #: body. The run stores a `model_output` failure as a call with them (llm_interactions.error).
+        self.request_body: dict[str, Any] | None = None
+        self.response_body: dict[str, Any] | None = None
+        self.model: str | None = None
 
     @property
     def retryable(self) -> bool:

@@ -17,7 +17,7 @@ from conftest import REPO
 SUFFIXES = {
     ".py", ".pyi", ".md", ".json", ".jinja", ".ts", ".js", ".mjs", ".css", ".html", ".toml", ".sql", ".typed", ".txt",
 }  # fmt: skip
-NAMES = {".gitignore", "run"}  # .ci/run, the CI script
+NAMES = {".gitignore", "run", "llama-server.sh"}  # .ci/run, the CI script; .ci/llama-server.sh, the build it calls
 #: Artifacts a build, a test run or a demo leaves behind; each must be ignored by .gitignore.
 ARTIFACTS = [
     "x-1.0-py3-none-any.whl",

@@ -141,3 +141,40 @@ async def test_a_layer_changes_what_a_path_takes(tmp_path: Path) -> None:
     await Agent(driver, tools=[describe_table], model_settings=settings).run("x")
     assert rec.body["max_completion_tokens"] == 8
     assert rec.body["tool_choice"]["function"]["name"] == "describe_table"
+
+
+def test_a_driver_for_another_server_must_name_its_vendor() -> None:
+    """Without vendor= a client for a local server was taken for OpenAI: prompt_cache_key sent, cost "unknown"."""
+    for make in (
+        lambda: OpenAIChatProvider("smollm2-135m", base_url=URL),
+        lambda: OpenAIChatProvider("smollm2-135m", client=openai_client(Recorder(), URL)),
+    ):
+        with pytest.raises(ValueError, match=r"talks to http://127.0.0.1:8080/v1/?, which is not OpenAI's API") as e:
+            make()
+        assert "vendor='llamacpp'" in str(e.value) and "vendor='vllm'" in str(e.value)
+    assert OpenAIChatProvider("gpt-4.1", client=openai_client(Recorder())).vendor == "openai"  # the SDK's default
+    assert OpenAIChatProvider("gpt-4.1", base_url="https://api.openai.com/v1").vendor == "openai"
+    from segue.twin import Twin
+
+    assert OpenAIChatProvider("gpt-4.1", client=Twin().openai_client()).vendor == "openai"  # in process (.invalid)
+
+
+async def test_a_named_local_vendor_gets_no_prompt_cache_key_and_a_self_hosted_price() -> None:
+    rec = Recorder(json_response(completion()))
+    result = await Agent(local(rec)).run("hi", tenant_id="acme")
+    assert "prompt_cache_key" not in rec.body
+    assert result.cost is not None and result.cost.usd == 0.0 and result.cost.missing is None
+
+
+def test_a_serve_config_for_a_local_server_must_name_its_vendor() -> None:
+    """`segue serve`'s openai_chat provider: a base_url without vendor is a config error naming the choices (it
+    was taken for OpenAI)."""
+    from segue.apps.protocol.config import ConfigError, _provider
+    from segue.generated.serve import ProviderConfig
+
+    bare = ProviderConfig(kind="openai_chat", model="smollm2-135m", base_url=URL)
+    with pytest.raises(ConfigError, match=r"/agents/0/provider.*vendor='llamacpp'"):
+        _provider(bare, "agents.json", "/agents/0/provider", [])
+    named = ProviderConfig(kind="openai_chat", model="smollm2-135m", base_url=URL, vendor="llamacpp")
+    driver = _provider(named, "agents.json", "/agents/0/provider", [])
+    assert isinstance(driver, OpenAIChatProvider) and driver.vendor == "llamacpp"

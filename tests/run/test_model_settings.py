@@ -232,7 +232,7 @@ async def test_bad_values_are_one_clear_error_before_any_row(
 
 async def test_tool_choice_must_name_a_tool_of_the_run(sqlite_store: RunStore) -> None:
     rec = Recorder()
-    agent = Agent(llamacpp(rec), tools=[lookup], store=sqlite_store)
+    agent = Agent(llamacpp(rec, "vllm"), tools=[lookup], store=sqlite_store)  # vLLM takes a tool's name
     with pytest.raises(InputError, match="tool_choice='search' is neither auto, required, none nor one of"):
         await agent.run("hi", model_settings={"tool_choice": "search"})
     with pytest.raises(InputError, match="needs tools"):

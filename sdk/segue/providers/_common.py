@@ -7,9 +7,11 @@ official clients are imported only by the driver constructors, never at `import 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -41,6 +43,11 @@ _CONTEXT = re.compile(
     r"|exceeds? the available context size|longer than the maximum model length",
     re.IGNORECASE,
 )
+#: Server errors saying it could not read what the model generated, which the same prompt generates again: llama.cpp's
+#: 500s from common/chat.cpp (tests/providers/test_model_output_errors.py quotes them).
+_MODEL_OUTPUT = re.compile(
+    r"model produced output that does not match the expected|failed to parse tool call arguments", re.IGNORECASE
+)
 _ADVICE: dict[str, str] = {
     "rate_limit": "the vendor is throttling this key; retry later, lower concurrency, or add a fallback with Failover",
     "server": "the vendor failed or is overloaded; retry later or add a fallback with Failover",
@@ -52,6 +59,10 @@ _ADVICE: dict[str, str] = {
     "ProviderResponse.request_body (llm_interactions.provider_request)",
     "auth": "check the API key (the client's usual environment variable) or the client you passed",
     "stream": "the stream was malformed or cut off; retry the call",
+    "model_output": "the server could not read what the model generated in its chat template's format (tool-call "
+    "markup, usually), and the same prompt generates it again, so retrying does not help: serve a model whose "
+    "template the server parses (llama.cpp: --jinja, or --chat-template-file with a tool-use template), offer "
+    "fewer tools, or raise temperature; the call's request is stored with the run (llm_interactions)",
     "other": "see the vendor's message",
 }
 #: Advice for a status that says more than its kind. Vendors answer a model they do not serve (or a wrong path)
@@ -60,6 +71,12 @@ _STATUS_ADVICE: dict[int, str] = {
     404: "the vendor does not serve this model (or this path) to this key: check the model id "
     "(`segue catalog explain MODEL` shows what segue knows of it) and the client's base_url",
 }
+
+
+#: The statuses (besides 5xx) the official clients retry: 408, 409, 429 (their `_should_retry`).
+_RETRIED = frozenset({408, 409, 429})
+#: The official clients' INITIAL_RETRY_DELAY (anthropic._constants, openai._constants: 0.5 s).
+_FIRST_RETRY_DELAY = 0.5
 
 
 class Assembler(Protocol):
@@ -126,7 +143,7 @@ class SdkDriver:
         """The client's request options for a call that posts segue's bytes: the headers segue sets."""
         return {"headers": dict(wire.headers)} if wire.headers else {}
 
-    async def _post(self, wire: WireRequest, model: str) -> Any:
+    async def _post(self, wire: WireRequest, model: str, *, retries: int | None = None) -> Any:
         """One call, answered as the client's `httpx2.Response`; a failure raises the SDK's own error.
 
         A client whose own spans are recorded goes through the SDK's typed `create()`, whose arguments those spans
@@ -141,22 +158,27 @@ class SdkDriver:
         import httpx2
 
         options = self._post_options(wire, model=model, stream=False)
+        if retries is not None:
+            options["max_retries"] = retries
         return await self.client.post(
             self._route, content=self._encoder.encode(wire.body), cast_to=httpx2.Response, options=options
         )
 
-    async def _open_stream(self, wire: WireRequest, model: str) -> Any:
+    async def _open_stream(self, wire: WireRequest, model: str, *, retries: int | None = None) -> Any:
         """The SDK's async stream of the call's events (the SDK's own event objects either way)."""
         if not self._posts_bytes():
             return await self._create_stream(wire.sdk_kwargs())
         answer, events = self._answer_types()
+        options = self._post_options(wire, model=model, stream=True)
+        if retries is not None:
+            options["max_retries"] = retries
         return await self.client.post(
             self._route,
             content=self._encoder.encode(wire.body),
             cast_to=answer,
             stream=True,
             stream_cls=events,
-            options=self._post_options(wire, model=model, stream=True),
+            options=options,
         )
 
     def _assembler(self) -> Assembler:
@@ -176,10 +198,11 @@ class SdkDriver:
 
     async def complete(self, request: ProviderRequest) -> ProviderResponse:
         wire = self._wire(request, stream=False)
+        model = self._model(request)
         try:
-            answer = await self._post(wire, self._model(request))
+            answer = await self._retrying(lambda retries: self._post(wire, model, retries=retries))
         except self._sdk.APIError as e:
-            raise provider_error(e, self.vendor, self._sdk) from e
+            raise self._error(e, wire, model) from e
         try:
             data = answer.json()
         except ValueError as e:
@@ -194,8 +217,10 @@ class SdkDriver:
             return
         wire = self._wire(request, stream=True)
         assembler = self._assembler()
+        model = self._model(request)
         try:
-            async with await self._open_stream(wire, self._model(request)) as events:
+            opened = await self._retrying(lambda retries: self._open_stream(wire, model, retries=retries))
+            async with opened as events:
                 server, twin = served_by(events.response), twin_note(events.response)
                 async for event in events:
                     for delta in assembler.feed(event.to_dict()):
@@ -204,7 +229,7 @@ class SdkDriver:
         except ProviderError:
             raise
         except self._sdk.APIError as e:
-            raise provider_error(e, self.vendor, self._sdk) from e
+            raise self._error(e, wire, model) from e
         except (MalformedResponseError, ValueError, TypeError, KeyError, AttributeError) as e:
             raise stream_error(self.vendor, e) from e
         except Exception as e:
@@ -213,6 +238,37 @@ class SdkDriver:
                 raise
             raise mapped from e
         yield StreamDone(response=self._response(data, request, wire, kind="stream", served_by=server, twin=twin))
+
+    async def _retrying(self, call: Callable[[int | None], Awaitable[Any]]) -> Any:
+        """`call(retries)` once without the client's retries, then, for a failure the client would retry, with the
+        rest (None: the client's own setting, where segue cannot count them); never for `model_output`."""
+        retries = getattr(self.client, "max_retries", None)
+        if not isinstance(retries, int) or retries < 1 or not self._posts_bytes():
+            return await call(None)
+        try:
+            return await call(0)
+        except self._sdk.APIStatusError as e:
+            never = e.response.headers.get("x-should-retry") == "false"  # the SDKs obey it too
+            if never or (e.status_code not in _RETRIED and e.status_code < 500):
+                raise
+            if _status_kind(e.status_code, vendor_message(e), e) == "model_output":
+                raise  # the same prompt generates the same output
+        except (self._sdk.APIConnectionError, self._sdk.APITimeoutError):
+            pass
+        # The SDKs wait INITIAL_RETRY_DELAY (and more) before a retry; the rest of the backoff is the client's.
+        await asyncio.sleep(_FIRST_RETRY_DELAY)
+        return await call(retries - 1)
+
+    def _error(self, e: Exception, wire: WireRequest, model: str) -> ProviderError:
+        """The SDK's exception as a ProviderError carrying the call's evidence (the request, the error body)."""
+        error = provider_error(e, self.vendor, self._sdk)
+        body = getattr(e, "body", None)
+        response = e.response if isinstance(e, self._sdk.APIStatusError) else None
+        with contextlib.suppress(ValueError):  # the whole error body (the SDKs' `body` is the inner error object)
+            body = response.json() if response is not None else body
+        error.request_body, error.response_body = wire.body, body if isinstance(body, dict) else None
+        error.model = model
+        return error
 
     def _response(
         self,
@@ -443,7 +499,7 @@ def _status_kind(status: int, message: str, e: Exception) -> ProviderErrorKind:
     if status == 408:
         return "timeout"
     if status >= 500:
-        return "server"
+        return "model_output" if _MODEL_OUTPUT.search(message) else "server"
     return "bad_request" if 400 <= status < 500 else "other"
 
 

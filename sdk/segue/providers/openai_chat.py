@@ -67,11 +67,41 @@ class ChatCompletionsDriver(SdkDriver):
         return ChatStream()
 
 
+#: OpenAI's own API host: a client for it (the SDK's default base URL) talks to the openai vendor.
+OPENAI_HOST = "api.openai.com"
+#: Azure OpenAI's endpoints (the openai SDK's AsyncAzureOpenAI: https://<resource>.openai.azure.com).
+AZURE_HOSTS = (".openai.azure.com",)
+
+
+def infer_vendor(model: str, base_url: str | None, client: AsyncOpenAI | None) -> str:
+    """The catalog vendor of a driver built without `vendor=`: "openai" when the client talks to OpenAI's own API
+    (the base URL given, else the client's, else OPENAI_BASE_URL, else the SDK's default), to Azure OpenAI, or to
+    a host under the reserved `.invalid` domain (RFC 2606: never a server, so the client's transport answers in
+    process, as segue's twin does, emulating OpenAI). Any other server is named by the app: its cache behaviour,
+    pricing and what it takes (a named tool_choice, prompt_cache_key) are the catalog's answer for that vendor."""
+    import httpx2
+
+    url = base_url or (str(client.base_url) if client is not None else None) or os.environ.get("OPENAI_BASE_URL")
+    host = httpx2.URL(url).host if url else OPENAI_HOST
+    # Azure OpenAI serves OpenAI's models through the SDK's own Azure client, at <resource>.openai.azure.com.
+    if host in (OPENAI_HOST, *AZURE_HOSTS) or host.endswith((".invalid", *AZURE_HOSTS)):
+        return "openai"
+    raise ValueError(
+        f"OpenAIChatProvider({model!r}) talks to {url}, which is not OpenAI's API ({OPENAI_HOST}), so segue cannot "
+        "tell which server it is: pass vendor= with the catalog vendor of that server, e.g. vendor='llamacpp' "
+        "(llama.cpp's llama-server), vendor='vllm', vendor='cerebras' (docs/catalogs.md lists the vendors), or "
+        "vendor='openai' for "
+        "a proxy of OpenAI's own API. The vendor decides the cache behaviour, the price ($0 self-hosted) and what "
+        "the request carries (OpenAI's prompt_cache_key is not sent to other servers)"
+    )
+
+
 class OpenAIChatProvider(ChatCompletionsDriver):
     """Chat Completions: OpenAI itself, or vLLM, SGLang, llama.cpp, Cerebras... at `base_url`.
 
-    - `vendor`: the catalog vendor id of the serving path ("openai", "vllm", "cerebras", ...), which decides the
-      catalog rows (cache behaviour, pricing) that apply.
+    - `vendor`: the catalog vendor id of the serving path ("openai", "vllm", "llamacpp", "cerebras", ...), which
+      decides the catalog rows (cache behaviour, pricing, what the path takes) that apply. Left out, it is
+      "openai" for a client of OpenAI's own API and a ValueError for any other base URL (`infer_vendor`).
     - Reasoning comes back as `reasoning` (or the older `reasoning_content`) and is kept for display; Chat
       Completions has no way to replay it, so it is not sent back.
     - Cached tokens come from `usage.prompt_tokens_details` or llama.cpp's `timings.cache_n`; when a server
@@ -96,7 +126,7 @@ class OpenAIChatProvider(ChatCompletionsDriver):
         model: str,
         *,
         base_url: str | None = None,
-        vendor: str = "openai",
+        vendor: str | None = None,
         cache_mode: CacheMode = "implicit",
         catalog: Catalog | None = None,
         client: AsyncOpenAI | None = None,
@@ -104,6 +134,8 @@ class OpenAIChatProvider(ChatCompletionsDriver):
         import openai
 
         check_mode(cache_mode)
+        if vendor is None:
+            vendor = infer_vendor(model, base_url, client)
         if not vendor:
             raise ValueError("vendor must name the catalog vendor of the serving path, e.g. 'openai' or 'vllm'")
         self.model = model
@@ -139,4 +171,4 @@ class OpenAIChatProvider(ChatCompletionsDriver):
         )
 
     def _parse(self, data: Mapping[str, Any], request: ProviderRequest, w: WireRequest) -> ParsedResponse:
-        return wire.parse_response(data, model=self._model(request))
+        return wire.parse_response(data, model=self._model(request), tools_offered=bool(request.tools))

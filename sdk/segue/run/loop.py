@@ -39,7 +39,7 @@ from segue.run.config import AgentConfig
 from segue.run.conversation import add_usage, answer_text, tool_calls
 from segue.run.guard import Guard
 from segue.run.output import check_call, check_text, failure, final_call, repair_message
-from segue.run.recorder import Recorder, RunEndNotStored, interaction_of
+from segue.run.recorder import Recorder, RunEndNotStored, failed_interaction, interaction_of
 from segue.run.serving import fit, observe
 from segue.run.state import RunState, cut_note, failed_tool_note, make_event, stop_reason_of, truncated_message
 from segue.run.tool_calls import ToolRunner
@@ -74,6 +74,10 @@ class Loop:
                             response = event
                 except ProviderError as e:
                     message = f"{e.kind} error from {e.vendor}: {e}"
+                    if e.kind == "model_output" and e.request_body is not None:
+                        # The evidence of an error the same prompt repeats: the request and the server's answer.
+                        failed = failed_interaction(e, state.iteration, (time.perf_counter() - started) * 1000)
+                        await self.recorder.record(state, state.iteration, failed, [])
                     if resumed and iteration == state.resumed_at + 1:
                         async for event in self._pause_again(state, message):
                             yield event
@@ -411,7 +415,7 @@ class Loop:
     async def fail(
         self, state: RunState, message: str, error_type: str, *, kind: str | None = None
     ) -> AsyncIterator[RunEvent]:
-        """End the run as `error`; `kind`: a ProviderError's kind (rate_limit, server, deterministic, ...), in the
+        """End the run as `error`; `kind`: a ProviderError's kind (rate_limit, server, model_output, ...), in the
         RUN_ERROR event's meta beside error_type, so a client tells what failed without parsing the message."""
         await self.recorder.finish(state, "error", None, message, error_type=error_type)
         yield make_event(

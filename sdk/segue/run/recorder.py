@@ -15,7 +15,7 @@ import logging
 import attrs
 
 from segue._core.contracts import ProviderResponse
-from segue.errors import StoreError
+from segue.errors import ProviderError, StoreError
 from segue.generated import (
     LlmInteraction,
     Message,
@@ -24,6 +24,7 @@ from segue.generated import (
     RunStatus,
     StoredRequest,
     ToolCallRecord,
+    Usage,
 )
 from segue.run import unfinished
 from segue.run.config import AgentConfig
@@ -47,6 +48,21 @@ def interaction_of(response: ProviderResponse, iteration: int, latency_ms: float
         latency_ms=latency_ms,
         served_by=response.served_by,
         cache_verdict=response.cache_verdict,
+    )
+
+
+def failed_interaction(error: ProviderError, iteration: int, latency_ms: float) -> LlmInteraction:
+    """The record of a call that failed with its evidence (ProviderError.request_body): no usage, the error."""
+    return LlmInteraction(
+        iteration=iteration,
+        vendor=error.vendor,
+        model=error.model or "",
+        provider_request=error.request_body or {},
+        provider_response=error.response_body,
+        usage=Usage(input_tokens=0, output_tokens=0),
+        latency_ms=latency_ms,
+        error=str(error),
+        served_by="vendor",
     )
 
 

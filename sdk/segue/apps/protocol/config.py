@@ -315,7 +315,7 @@ def _make_provider(cfg: ProviderConfig, key: str | None, twin: list[Any]) -> Pro
         return providers.OpenAIChatProvider(
             model,
             base_url=cfg.base_url,
-            vendor=cfg.vendor or "openai",
+            vendor=cfg.vendor,
             cache_mode=cfg.cache_mode or "implicit",
             client=client,
         )

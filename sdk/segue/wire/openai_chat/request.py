@@ -18,6 +18,7 @@ Completions has no `prewarm`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -82,7 +83,7 @@ class ChatPath:
     tool_choice_forms: tuple[str, ...] | None = None
     #: Body fields that make the server evaluate the prompt afresh (ProviderRequest.fresh).
     fresh_fields: Mapping[str, Any] = attrs.field(factory=dict)
-    #: Names the path in a refusal ("llamacpp/local-model").
+    #: Names the path in a refusal (the catalog label, "smollm2-135m@llamacpp").
     label: str = ""
 
 
@@ -310,10 +311,35 @@ def _add(
     return last
 
 
+#: Where open models' chat templates start a tool call in their text (Hermes, Qwen and SmolLM2 `<tool_call>`,
+#: Llama 3.1 `<|python_tag|>`, Mistral `[TOOL_CALLS]`, LFM2 `<|tool_call_start|>`). A server parses a complete
+#: call out of the text; one cut at the output limit stays text (`<tool_call>\n{"name": "describe_table`).
+_CALL_MARKUP = re.compile(r"<tool_call>|<\|python_tag\|>|\[TOOL_CALLS\]|<\|tool_call_start\|>")
+_CALL_NAME = re.compile(r'"name"\s*:\s*"([^"]+)')  # as far as it was written
+
+
+def cut_call_markup(text: str) -> tuple[str, str] | None:
+    """(the text before it, the cut call's name) when `text` holds the start of a tool call's markup; None when it
+    holds none."""
+    start = _CALL_MARKUP.search(text)
+    if start is None:
+        return None
+    name = _CALL_NAME.search(text, start.end())
+    return text[: start.start()].rstrip(), name.group(1) if name else "(unnamed)"
+
+
 def parse_response(
-    data: Mapping[str, Any], *, model: str | None = None, reasoning: Reasoning | None = None
+    data: Mapping[str, Any],
+    *,
+    model: str | None = None,
+    reasoning: Reasoning | None = None,
+    tools_offered: bool = False,
 ) -> ParsedResponse:
-    """A ChatCompletion (or one assembled from a stream): reasoning, then text, then tool calls."""
+    """A ChatCompletion (or one assembled from a stream): reasoning, then text, then tool calls.
+
+    Cut at the output limit (`length`) with tools offered, an answer is never the cut start of a call: tool-call
+    markup left in the text, or nothing at all (a streaming server withholds markup it has not parsed yet), is a
+    truncated call (ParsedResponse.truncated_calls), which the run asks again for or reports."""
     where = "chat completion"
     completion = g.parse_completion(data)
     model = model or completion.model
@@ -323,11 +349,18 @@ def parse_response(
     message = choice.message
     notes: list[ProviderNote] = []
     content: list[ContentBlock] = list((reasoning or plain_reasoning)(message, model))
-    if isinstance(message.content, str) and message.content:
-        content.append(TextBlock(text=message.content))
     stop = stop_reason(choice.finish_reason, g.STOP_REASONS)
     cut = stop == "max_tokens"
     truncated: list[str] = []
+    text = message.content if isinstance(message.content, str) else ""
+    markup = cut_call_markup(text) if cut and tools_offered else None
+    if markup is not None:
+        text, name = markup
+        truncated.append(name)
+    elif cut and tools_offered and not text.strip() and not message.tool_calls:
+        truncated.append("(unnamed)")
+    if text:
+        content.append(TextBlock(text=text))
     for raw in message.tool_calls or []:
         entry = as_map(raw, f"{where} tool call")
         try:
