@@ -287,3 +287,28 @@ def test_a_typed_answer_takes_a_labelled_value_and_puts_the_prose_in_one_field()
         "note": "",
         "summary": "Opened ticket_id: T-9.",
     }
+
+
+async def test_a_final_answer_tool_call_after_a_failed_tool_is_noted_too() -> None:
+    """The same note when the typed answer arrives as the final-answer tool (a path without native structured
+    output), not only as text; a final answer after a call that succeeded carries none."""
+    import attrs
+
+    from segue.testing import ScriptedProvider, call
+
+    @attrs.frozen
+    class Ticket:
+        summary: str
+
+    def agent(order: str) -> Agent:
+        script = ScriptedProvider.of(
+            call("look_up_order", {"order_id": order}), call("final_answer", {"summary": "the order"})
+        )
+        return Agent(script, "You are a support bot.", [look_up_order], None)
+
+    failed = await agent("999").run("Where is order 999?", output_type=Ticket)
+    assert failed.status == "success" and failed.output == Ticket(summary="the order")
+    [note] = [n for n in failed.notes or [] if n.kind == "tool-failed"]
+    assert note.message.startswith("the last call to look_up_order failed") and "no order 999" in note.message
+    fine = await agent("4417").run("Where is order 4417?", output_type=Ticket)
+    assert fine.status == "success" and not [n for n in fine.notes or [] if n.kind == "tool-failed"]

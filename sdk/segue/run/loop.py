@@ -136,7 +136,9 @@ class Loop:
         state.stop_reason = stop_reason_of(response.stop_reason)
         if state.stop_reason == "max_tokens" and not calls and not response.truncated_calls:
             response = attrs.evolve(response, notes=[*response.notes, cut_note(response)])
-        failed = None if calls else failed_tool_note(state.own)
+        # An answer (plain text, or the final-answer tool alone) that follows a failed tool call is noted.
+        final = final_call(state.request.output, calls)
+        failed = None if calls and calls != [final] else failed_tool_note(state.own)
         if failed is not None:
             response = attrs.evolve(response, notes=[*response.notes, failed])
         served, watched = watch(state, response, observe(state, request, response, iteration))
