@@ -225,3 +225,29 @@ async def test_a_resumed_run_names_the_paused_runs_last_response() -> None:
     named = before.meta.segue_last_response.id
     assert resumed.provider_request["diagnostics"] == {"previous_message_id": named}
     assert resumed.cache_verdict is not None and resumed.cache_verdict.compared_with == named
+
+
+@pytest.mark.parametrize("setting", [False, None])
+async def test_a_served_agent_takes_the_switch_from_its_config(tmp_path: Path, setting: bool | None) -> None:
+    """`segue serve`'s agent config carries `cache_diagnostics` (schemas/serve.schema.json), as Agent() does: false
+    sends nothing of it; left out, the default asks."""
+    from segue.apps.protocol.config import build_app, load_config
+
+    agent_config: dict[str, Any] = {
+        "name": "analyst",
+        "provider": {"kind": "twin-anthropic", "model": "claude-sonnet-4-6"},
+        "prompt": "You answer questions about the shop database.",
+    }
+    if setting is not None:
+        agent_config["cache_diagnostics"] = setting
+    path = tmp_path / "serve.json"
+    agent_config["store"] = "sqlite:///runs.db"
+    path.write_text(json.dumps({"agents": [agent_config]}))
+    app = build_app(load_config(path), path, "http")
+    entry = app.agent("analyst")
+    first = await entry.agent.run("Which tables are there?")
+    second = await entry.agent.run("And the customers?", runs=[first.run_id], replay_last="all")
+    run = entry.store.get_run(second.run_id)
+    assert run is not None
+    asked = ["diagnostics" in call.provider_request for call in run.llm_interactions]
+    assert asked == [setting is None] * len(asked)

@@ -205,7 +205,15 @@ def build_app(config: ServeConfig, path: Path, mode: Mode) -> ServeApp:
 
 
 def _agent(cfg: AgentConfig, provider: Provider, tools: list[Tool | ToolSource], store: RunStore) -> Agent:
-    return Agent(provider, cfg.prompt or "", tools, store, max_iterations=cfg.max_iterations or 10, name=cfg.name)
+    return Agent(
+        provider,
+        cfg.prompt or "",
+        tools,
+        store,
+        max_iterations=cfg.max_iterations or 10,
+        name=cfg.name,
+        cache_diagnostics=cfg.cache_diagnostics is not False,
+    )
 
 
 def _mcp_shape(server: McpServerConfig) -> str | None:
