@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Collection, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping
 from typing import Any
 
 import attrs
@@ -173,32 +173,13 @@ class Pipeline:
         store, tenant_id = self.store(), stored.tenant_id
         with attached(trace):
             state = await self.resumed_state(stored, request, iteration, trace)
-        state.lease_owner = new_owner()
-        claim = asyncio.ensure_future(
-            asyncio.to_thread(
-                store.claim_paused,
-                stored.run_id,
-                tenant_id,
-                lease_seconds=self.agent.lease_seconds,
-                owner=state.lease_owner,
-            )
-        )
-        try:
-            claimed = await asyncio.shield(claim)
-        except asyncio.CancelledError as stop:  # the thread claims the run regardless: end the claim it made
-            await asyncio.wait([claim])
-            if not claim.cancelled() and claim.exception() is None and claim.result():
-                unfinished.opened(store, state.run_id, state.usage, state.iteration, state.lease_owner)
-                await self.recorder.stopped(state, stop)
-            raise
+        claimed = await self.claim(state, store.claim_paused, stored.run_id, tenant_id)
         if not claimed:
             raise RunStateError(
                 f"run {stored.run_id} was resumed by another request already",
                 run_id=stored.run_id,
                 reason="already_resumed",
             )
-        unfinished.opened(store, state.run_id, state.usage, state.iteration, state.lease_owner)
-        self.started(state)
         events = self.until_stopped(state, self._resumed_events(state, waiting, decisions, tool_results, streaming))
         async with contextlib.aclosing(events):
             async for event in events:
@@ -232,6 +213,28 @@ class Pipeline:
 
         async for event in self.loop.run(state, streaming=streaming, resumed=True):
             yield event
+
+    async def claim(self, state: RunState, claim: Callable[..., bool], run_id: str, tenant_id: str) -> bool:
+        """Take the run for this process (`claim`: the store's claim of a paused or a lapsed run) under a new lease
+        holder; claimed, it is this process's open run. The worker thread claims whatever the caller does, so a
+        caller cancelled meanwhile still learns the outcome and ends a run it claimed `cancelled`."""
+        state.lease_owner = new_owner()
+        lease = self.agent.lease_seconds
+        taken = asyncio.ensure_future(
+            asyncio.to_thread(claim, run_id, tenant_id, lease_seconds=lease, owner=state.lease_owner)
+        )
+        try:
+            claimed = await asyncio.shield(taken)
+        except asyncio.CancelledError as stop:
+            await asyncio.wait([taken])
+            if not taken.cancelled() and taken.exception() is None and taken.result():
+                unfinished.opened(self.store(), state.run_id, state.usage, state.iteration, state.lease_owner)
+                await self.recorder.stopped(state, stop)
+            raise
+        if claimed:
+            unfinished.opened(self.store(), state.run_id, state.usage, state.iteration, state.lease_owner)
+            self.started(state)
+        return bool(claimed)
 
     async def until_stopped(
         self, state: RunState, events: AsyncIterator[RunEvent], *, first: RunEvent | None = None

@@ -17,19 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 
 from segue.errors import RunStateError
 from segue.generated import RunDetail, RunEvent, ToolCallRecord
-from segue.run import unfinished
 from segue.run.config import AgentConfig
 from segue.run.idempotency import fingerprint_of
 from segue.run.loop import Loop
 from segue.run.request import RunRequest
 from segue.run.resume import arguments_of, load_own_run
 from segue.run.state import RunState, make_event
-from segue.store.leases import new_owner
 from segue.store.records import StoredRun
 from segue.store.run_store import RunStore
 from segue.telemetry import RunTrace, attached
@@ -47,7 +45,7 @@ class Pipeline(Protocol):
     async def resumed_state(
         self, stored: StoredRun, request: RunRequest, iteration: int, trace: RunTrace
     ) -> RunState: ...
-    def started(self, state: RunState) -> None: ...
+    async def claim(self, state: RunState, claim: Callable[..., bool], run_id: str, tenant_id: str) -> bool: ...
     def until_stopped(
         self, state: RunState, events: AsyncIterator[RunEvent], *, first: RunEvent | None = None
     ) -> AsyncGenerator[RunEvent, None]: ...
@@ -91,22 +89,13 @@ async def recover(
             model = last.model
             state.last_request = ((last.vendor, model), last.provider_request)
         state.resumed_at = 0  # not a paused run: a failing call ends it as usual
-        state.lease_owner = new_owner()
-        claimed = await asyncio.to_thread(
-            store.leases.claim_lapsed,
-            stored.run_id,
-            tenant_id,
-            owner=state.lease_owner,
-            lease_seconds=agent.lease_seconds,
-        )
+        claimed = await pipeline.claim(state, store.leases.claim_lapsed, stored.run_id, tenant_id)
         if not claimed:
             raise RunStateError(
                 f"run {stored.run_id} was recovered by another process already (or its holder renewed its lease)",
                 run_id=stored.run_id,
                 reason="already_recovered",
             )
-        unfinished.opened(store, state.run_id, state.usage, state.iteration, state.lease_owner)
-        pipeline.started(state)
         meta = {"recovered": True, "model": state.plan.path.model, "vendor": state.plan.path.vendor}
         first = make_event("RUN_STARTED", state.run_id, state.iteration, meta=meta)
         # A recovered run's reader may stop too: it ends `cancelled`, as a new run's would (segue.run.pipeline).
