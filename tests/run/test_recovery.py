@@ -167,3 +167,35 @@ def _fields(agent: Any) -> list[str]:
     import attrs
 
     return [f.name for f in attrs.fields(type(agent._pipeline.agent)) if f.init]
+
+
+async def test_a_recover_cancelled_while_its_claim_is_written_ends_the_run_cancelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim is written in a worker thread, which goes on when the task is cancelled: a run it claimed is
+    ended `cancelled` (as a resume's or a new run's would be), never left running under a holder nobody is."""
+    import threading
+
+    url = store_url("sqlite", tmp_path)
+    kill_at("between", url, tmp_path)
+    agent = build(url, tmp_path)
+    (run_id,) = [r.run_id for r in agent.store.list_runs(status="running")]
+    served = len(lines(tmp_path, "served.jsonl"))
+    claiming, claim = threading.Event(), agent.store.leases.claim_lapsed
+
+    def slow_claim(*args: Any, **kwargs: Any) -> bool:
+        claiming.set()
+        time.sleep(0.3)
+        return claim(*args, **kwargs)
+
+    monkeypatch.setattr(agent.store.leases, "claim_lapsed", slow_claim)
+    task = asyncio.create_task(agent.recover(run_id))
+    while not claiming.is_set():
+        await asyncio.sleep(0.01)
+    task.cancel("stopped by the test")
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    run = agent.store.get_run(run_id)
+    assert run is not None and run.status == "cancelled"
+    assert len(lines(tmp_path, "served.jsonl")) == served, "nothing was sent after the claim"
+    agent.store.close()
