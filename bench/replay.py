@@ -171,10 +171,10 @@ async def _segue_side(path: Path, runs: int, rounds: int) -> dict[str, Any]:
     in_client = [0.0]  # seconds inside the official client's call, the vendor's included
     post = provider._post
 
-    async def timed_post(wire: Any, model: str) -> Any:
+    async def timed_post(wire: Any, model: str, *, retries: int | None = None) -> Any:
         started = time.perf_counter()
         try:
-            return await post(wire, model)
+            return await post(wire, model, retries=retries)
         finally:
             in_client[0] += time.perf_counter() - started
 
