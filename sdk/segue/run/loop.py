@@ -192,19 +192,34 @@ class Loop:
                 async for event in self._end(state, "success", answer, None):
                     yield event
             return
-        skip = {*(finished or {}), *interrupted}
-        await self.recorder.record_tool_starts(state, self.tools.starts(state, state.iteration, calls, {}, None, skip))
-        for call in calls:  # before the tools run, so a client can show "calling X..."
-            if finished is None or call.id not in finished:
+        async for event in self.tool_round(state, calls, {}, None, finished or {}, interrupted):
+            yield event
+
+    async def tool_round(
+        self,
+        state: RunState,
+        calls: list[ToolCallBlock],
+        decisions: Mapping[str, bool],
+        tool_results: Mapping[str, str] | None,
+        finished: Mapping[str, ToolCallRecord],
+        interrupted: Collection[str] = (),
+    ) -> AsyncIterator[RunEvent]:
+        """One round of tool steps: starts of non-retry_safe calls journaled, a TOOL_CALL per call it runs, each result
+        recorded as it completes. A resumed run brings approvals and client results; a recovered one its journal's
+        `finished` results (not run again) and `interrupted` calls."""
+        starting = self.tools.starts(state, state.iteration, calls, decisions, tool_results, {*finished, *interrupted})
+        await self.recorder.record_tool_starts(state, starting)
+        for call in calls:
+            if call.id not in finished:
                 yield make_event("TOOL_CALL", state.run_id, state.iteration, tool_call=call)
         done = await self.tools.run(
             state,
             state.iteration,
             calls,
-            {},
-            None,
+            decisions,
+            tool_results,
             record=self.recorder.record_tool,
-            finished=finished or {},
+            finished=finished,
             interrupted=interrupted,
         )
         for event in done.events:

@@ -196,21 +196,8 @@ class Pipeline:
         """A claimed run: the calls it waited on, then the loop."""
         calls = [c for c in tool_calls(state.own[-1]) if c.id in waiting]
         if calls:
-            starting = self.tools.starts(state, state.iteration, calls, decisions, tool_results)
-            await self.recorder.record_tool_starts(state, starting)
-            for call in calls:  # before the tools run, as in the loop
-                yield make_event("TOOL_CALL", state.run_id, state.iteration, tool_call=call)
-            done = await self.tools.run(
-                state,
-                state.iteration,
-                calls,
-                decisions,
-                tool_results,
-                record=self.recorder.record_tool,
-            )
-            for event in done.events:
+            async for event in self.loop.tool_round(state, calls, decisions, tool_results, {}):
                 yield event
-
         async for event in self.loop.run(state, streaming=streaming, resumed=True):
             yield event
 
