@@ -101,7 +101,9 @@ async def test_killed_process_leaves_a_recoverable_run(tmp_path: Path) -> None:
     store = RunStore(url)
     try:
         deadline = time.time() + 30
-        while time.time() < deadline and store.counts()["tool_calls"] < 1:
+        # The tool's row is written twice: its start (before `lookup`, not retry_safe, runs) and its result with the
+        # round's tool message (the third trace); wait for the second.
+        while time.time() < deadline and store.counts()["react_traces"] < 3:
             time.sleep(0.05)
         # The response was recorded before its tool ran, and the tool's result (with the round's tool message).
         assert store.counts()["llm_interactions"] == 1 and store.counts()["tool_calls"] == 1
