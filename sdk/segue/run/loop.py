@@ -1,7 +1,7 @@
-"""Step 5 of a run: its steps. A model step lays out the request, calls the provider, prices the call and records
-the response (one transaction, before any of its tools runs); it ends the run (an answer, a checked output, a cut
-call), pauses it for approval, or leads to one tool step per call (segue.run.tool_calls: run concurrently, each
-result recorded as it completes), which lead to the next model step. The run's end is recorded once.
+"""Step 5 of a run: its steps. A model step (its request laid out, sent and priced by segue.run.model_call)
+records the response (one transaction, before any of its tools runs); it ends the run (an answer, a checked output,
+a cut call), pauses it for approval, or leads to one tool step per call (segue.run.tool_calls: run concurrently,
+each result recorded as it completes), which lead to the next model step. The run's end is recorded once.
 
 Each request is the plan's prefix (replayed runs and history, fitted to each serving path once) followed by the
 run's own messages, laid out by the trailing-state layout; the response says who served (segue.run.serving).
@@ -17,18 +17,13 @@ from typing import Any
 
 import attrs
 
-from segue._core.contracts import REPLAYED_META_KEY, ProviderRequest, ProviderResponse, StreamDone, WirePrefix
+from segue._core.contracts import ProviderRequest, ProviderResponse
 from segue._core.schema_work import validating
-from segue.cache.layout import RuntimeState
-from segue.cache.misses import cache_notes
-from segue.catalog import CatalogError
-from segue.catalog.costs import add_call
 from segue.errors import ProviderError, SegueError
 from segue.generated import (
     Message,
     PendingApproval,
     PendingCalls,
-    RunCost,
     RunEvent,
     RunStatus,
     ToolCallBlock,
@@ -38,13 +33,13 @@ from segue.run.cache_watch import watch
 from segue.run.config import AgentConfig
 from segue.run.conversation import add_usage, answer_text, tool_calls
 from segue.run.guard import Guard
+from segue.run.model_call import ModelCall
 from segue.run.output import check_call, check_text, failure, final_call, repair_message
 from segue.run.recorder import Recorder, RunEndNotStored, failed_interaction, interaction_of
-from segue.run.serving import fit, observe
+from segue.run.serving import observe
 from segue.run.state import RunState, cut_note, failed_tool_note, make_event, stop_reason_of, truncated_message
 from segue.run.tool_calls import ToolRunner
 from segue.store.leases import LeaseLost
-from segue.telemetry import ChatTrace, attached, response_id, traced
 
 
 class Loop:
@@ -55,6 +50,7 @@ class Loop:
         self.tools = tools
         self.guard = guard
         self.catalog = agent.catalog
+        self.model = ModelCall(agent, guard)
 
     async def run(self, state: RunState, *, streaming: bool, resumed: bool = False) -> AsyncIterator[RunEvent]:
         """Iterate until an answer, a pause or a limit. `resumed`: the run was paused; if its first call fails, it
@@ -63,11 +59,11 @@ class Loop:
             while state.iteration < self.max_iterations:
                 state.iteration += 1
                 iteration = state.iteration
-                request = self._request(state)
+                request = self.model.request(state)
                 started = time.perf_counter()
                 response: ProviderResponse | None = None
                 try:
-                    async for event in self._call(state, request, streaming=streaming):
+                    async for event in self.model.call(state, request, streaming=streaming):
                         if isinstance(event, RunEvent):
                             yield event
                         else:
@@ -131,7 +127,7 @@ class Loop:
         latency = (time.perf_counter() - started) * 1000
         assistant = Message(role="assistant", content=list(response.message.content))
         state.usage = add_usage(state.usage, response.usage)
-        response = self._priced(state, response)
+        response = self.model.priced(state, response)
         calls = tool_calls(assistant)
         state.stop_reason = stop_reason_of(response.stop_reason)
         if state.stop_reason == "max_tokens" and not calls and not response.truncated_calls:
@@ -303,56 +299,6 @@ class Loop:
         async for event in self._end(state, "error", None, message, error_type="OutputTruncatedError", meta=meta):
             yield event
 
-    async def _call(
-        self, state: RunState, request: ProviderRequest, *, streaming: bool
-    ) -> AsyncIterator[RunEvent | ProviderResponse]:
-        """The provider call in its `chat` span: the streamed deltas as events, then the response."""
-        chat = state.trace.chat(
-            vendor=state.plan.path.vendor, model=request.model or state.plan.path.model, iteration=state.iteration
-        )
-        if chat.recording:
-            chat.request(
-                system=request.system,
-                messages=request.messages,
-                tools=request.tools,
-                max_tokens=request.settings.max_tokens,
-                stream=streaming,
-                json_output=request.output is not None,
-            )
-        try:
-            if streaming:
-                async for item in traced(chat, self._stream(state, request)):
-                    if isinstance(item, ProviderResponse):
-                        _answered(chat, item)
-                    yield item
-            else:
-                with attached(chat):  # the vendor SDK's own spans nest in the chat span
-                    response = await self.provider.complete(request)
-                _answered(chat, response)
-                yield response
-        except BaseException as e:
-            chat.fail(e, kind=e.kind if isinstance(e, ProviderError) else None)
-            raise
-
-    def _priced(self, state: RunState, response: ProviderResponse) -> ProviderResponse:
-        """Add the call's cost to the run's, and what kept it from the cache to the notes the response brings."""
-        model = response.served_model or response.model  # the model that served prices the call
-        try:
-            catalog = self.catalog()
-            path = catalog.resolve(model, response.vendor)
-        except CatalogError as e:
-            state.cost = RunCost(missing=f"no prices: {e}", prices=state.cost.prices if state.cost else [])
-            return response
-        twin = response.served_by == "twin"
-        state.cost = add_call(state.cost, catalog, model, response.vendor, response.usage, twin=twin)
-        previous = state.last_request
-        same_path = previous is not None and previous[0] == (response.vendor, model)
-        found = cache_notes(
-            path, response.request_body, response.usage, previous[1] if same_path and previous else None
-        )
-        state.last_request = ((response.vendor, model), response.request_body)
-        return attrs.evolve(response, notes=[*response.notes, *found]) if found else response
-
     async def _output(
         self, state: RunState, assistant: Message, calls: list[ToolCallBlock], final: ToolCallBlock | None
     ) -> AsyncIterator[RunEvent]:
@@ -380,38 +326,6 @@ class Loop:
         message = failure(spec, checked.error, state.repairs)
         async for event in self._end(state, "error", checked.answer, message, error_type="OutputValidationError"):
             yield event
-
-    async def _stream(self, state: RunState, request: ProviderRequest) -> AsyncIterator[RunEvent | ProviderResponse]:
-        """The streamed call: its text and reasoning deltas as events, then the response."""
-        response: ProviderResponse | None = None
-        restorer = self.guard.deltas(state.pii)
-        async for item in self.provider.stream(request):
-            if isinstance(item, StreamDone):
-                response = item.response
-            elif item.kind == "text" and (text := restorer.feed(item.text)):
-                yield make_event("TEXT_DELTA", state.run_id, state.iteration, text=text)
-            elif item.kind == "reasoning":
-                yield make_event("REASONING_DELTA", state.run_id, state.iteration, text=item.text)
-        if tail := restorer.flush():
-            yield make_event("TEXT_DELTA", state.run_id, state.iteration, text=tail)
-        if response is None:
-            raise ProviderError("the stream ended without a final message", vendor=self.provider.vendor, kind="stream")
-        yield response
-
-    def _request(self, state: RunState) -> ProviderRequest:
-        plan = state.plan
-        messages = [*plan.prefix, *state.own]
-        if plan.layout is not None:
-            runtime = RuntimeState(
-                run_id=state.run_id,
-                iteration=state.iteration,
-                max_iterations=self.max_iterations,
-                usage_so_far=state.usage,
-                app_state=state.request.metadata,
-            )
-            fragment = plan.layout.fragment_for(state.iteration, runtime)
-            messages = plan.layout.lay_out(messages, fragment, state.iteration)
-        return provider_request(state, messages)
 
     async def _pause_again(self, state: RunState, message: str) -> AsyncIterator[RunEvent]:
         """The first call after a resume failed: the run waits again, with its tool results kept and no call
@@ -443,58 +357,3 @@ class Loop:
             result=state.result("error", error=message),
             meta={"error_type": error_type, **({"kind": kind} if kind is not None else {})},
         )
-
-
-def _answered(chat: ChatTrace, response: ProviderResponse) -> None:
-    if chat.recording:
-        chat.finish(
-            vendor=response.vendor,
-            model=response.model,
-            usage=response.usage,
-            stop_reason=response.stop_reason,
-            response_id=response_id(response.response_body),
-            message=response.message,
-            server_address=response.server_address,
-            server_port=response.server_port,
-            sdk_span=response.sdk_span,
-            cache_verdict=response.cache_verdict,
-        )
-
-
-def provider_request(state: RunState, messages: list[Message], *, prewarm: bool = False) -> ProviderRequest:
-    """The provider request for `messages` (laid out already): the run's system prompt, stable head and tools,
-    the messages fitted to each serving path, the breakpoint after the replayed runs, the run's overrides.
-    Agent.prewarm sends the same for the prefix alone (segue.run.prewarm), as its one request."""
-    plan = state.plan
-    messages, alternatives = fit(state, messages)
-    prefix = state.prefix
-    if prefix is None:  # the first request: the prefix as it goes on the wire, the same on every request
-        view = plan.view
-        length = len(plan.prefix) if view is None else sum(view(m) is not None for m in plan.prefix)
-        prefix = state.prefix = WirePrefix(length)
-        replayed = [i for i, m in enumerate(messages[:length]) if m.meta and m.meta.get(REPLAYED_META_KEY)]
-        state.replay_end = replayed[-1] if replayed else None
-    settings = state.request.settings
-    if state.raised_limit is not None:
-        settings = attrs.evolve(settings, max_tokens=state.raised_limit)
-    fresh, state.fresh_retry = state.fresh_retry, False  # only the retry itself
-    return ProviderRequest(
-        system=plan.config.system,
-        stable_head=plan.config.stable_head,
-        messages=messages,
-        tools=plan.config.tools.definitions,
-        replay_end=state.replay_end,
-        model=state.request.params.model,
-        vendor=state.request.params.vendor,
-        cache_key=state.request.cache_key(state.run_id),
-        prewarm=prewarm,
-        replay_path=plan.path if plan.summaries else None,
-        replay_alternatives=alternatives,
-        prefix=prefix,
-        output=state.request.output.format if state.request.output is not None else None,
-        settings=settings,
-        pauses=plan.pauses,
-        diagnose=plan.diagnose,
-        previous_response=state.previous_response,
-        fresh=fresh and not prewarm,
-    )

@@ -26,7 +26,7 @@ from segue.catalog.costs import add_call
 from segue.errors import InputError
 from segue.generated import LlmInteraction, PrewarmResult
 from segue.run.config import AgentConfig
-from segue.run.loop import provider_request
+from segue.run.model_call import provider_request
 from segue.run.plan import Planner, RunPlan
 from segue.run.recorder import interaction_of
 from segue.run.request import RunRequest
