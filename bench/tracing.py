@@ -28,18 +28,19 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from replay import CALLS_PER_RUN, RUNS, Policy, make_conversation, run_query
+from replay import CALLS_PER_RUN, MODEL, Scripted, make_conversation, run_query
 
 from segue import Agent, RunStore
 from segue.telemetry import Telemetry
 from segue.testing import ScriptedProvider
 
 TARGET = 1.05
+RUNS = 50  # the conversation's length: the 51st turn replays all of them
 
 
 def agent(store: RunStore, telemetry: Telemetry | None) -> Agent:
     return Agent(
-        ScriptedProvider(replies=[Policy()] * 100_000),
+        ScriptedProvider(replies=[Scripted()] * 100_000, vendor="anthropic", model=MODEL),
         "You answer from the database.",
         [run_query],
         store,
@@ -51,7 +52,7 @@ def agent(store: RunStore, telemetry: Telemetry | None) -> Agent:
 async def measure(rounds: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'segue.db'}"
-        ids = await make_conversation(url)
+        ids = await make_conversation(url, RUNS)
         store = RunStore(url)
         exporter = InMemorySpanExporter()
         provider = TracerProvider()
