@@ -279,8 +279,9 @@ class Recorder:
         if not trace.recording:
             return
         layout = state.plan.layout
-        # The run's cost is the sum of its calls, each priced once on the path that served it (ModelCall.priced, segue.run.model_call); a
-        # twin run cost nothing (its price at the vendor's rates, RunCost.twin_usd, is no cost to report).
+        # The run's cost is the sum of its calls, each priced once on the path that served it (ModelCall.priced in
+        # segue.run.model_call); a twin run cost nothing (its price at the vendor's rates, RunCost.twin_usd, is no
+        # cost to report).
         cost = state.cost.usd if state.cost is not None and state.served_by != "twin" else None
         trace.finish(
             status=status,
