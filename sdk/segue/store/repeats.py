@@ -138,15 +138,17 @@ def _structure(raw: dict[str, Any], where: str) -> RunMeta:
 
 
 def _resolve(raws: list[dict[str, Any]], parts: Parts) -> None:
-    """Every reference of `raws` replaced, in place, by its value: one fetch per level for all of them."""
-    lists: list[tuple[dict[str, Any], str, str, int]] = []
+    """Every reference of `raws` replaced, in place, by its value: one fetch per level for all of them. A tree is
+    walked and its elements decoded once however many lists name it (a run's equal lists, the runs of one
+    conversation sharing their nodes); the values are only read (structured into new objects), never changed."""
+    lists: list[tuple[dict[str, Any], str, tuple[str, int]]] = []
     wholes: list[tuple[dict[str, Any], str, str]] = []
     for raw in raws:
         for path in _LISTS:
             found = _at(raw, path)
             ref = found[0][found[1]] if found else None
             if found and isinstance(ref, dict) and LIST in ref:
-                lists.append((found[0], found[1], ref[LIST][0], ref[LIST][1]))
+                lists.append((found[0], found[1], (ref[LIST][0], ref[LIST][1])))
         for path in _PARTS:
             found = _at(raw, path)
             ref = found[0][found[1]] if found else None
@@ -154,8 +156,17 @@ def _resolve(raws: list[dict[str, Any]], parts: Parts) -> None:
                 wholes.append((found[0], found[1], ref[PART]))
     if not lists and not wholes:
         return
-    elements = parts.elements([(root, height) for _, _, root, height in lists], {key for _, _, key in wholes})
-    for (node, key, _, _), keys in zip(lists, elements, strict=True):
-        node[key] = [parts.value(k) for k in keys]
+    trees = list(dict.fromkeys(tree for _, _, tree in lists))
+    decoded: dict[str, Any] = {}
+
+    def value(key: str) -> Any:
+        if key not in decoded:
+            decoded[key] = parts.value(key)
+        return decoded[key]
+
+    elements = parts.elements(trees, {key for _, _, key in wholes})
+    values = {tree: [value(k) for k in keys] for tree, keys in zip(trees, elements, strict=True)}
+    for node, key, tree in lists:
+        node[key] = list(values[tree])
     for node, key, part in wholes:
-        node[key] = parts.value(part)
+        node[key] = value(part)
