@@ -24,11 +24,11 @@ from segue_twin import Twin
 TURNS = 8
 
 
-def _agent(store: RunStore, twin: Twin | None = None) -> Agent:
+def _agent(store: RunStore, twin: Twin | None = None, *, thinking: bool = True) -> Agent:
     return Agent(
         AnthropicProvider(
             "claude-sonnet-4-6",
-            thinking={"type": "enabled", "budget_tokens": 1024},
+            thinking={"type": "enabled", "budget_tokens": 1024} if thinking else None,
             client=(twin or Twin()).anthropic_client(),
         ),
         "You answer questions about the shop database.",
@@ -156,3 +156,23 @@ def test_equal_lists_are_one_tree_and_the_next_run_shares_the_previous_runs_node
     new_bytes = sum(len(t) for t in after.parts.values())
     whole = len(json.dumps(meta(201).segue_replay.knobs.runs))  # type: ignore[union-attr]
     assert f'"01J{200:023d}"' in after.parts.values() and new_bytes < whole / 10, (new_bytes, whole)
+
+
+async def test_a_prewarm_names_its_runs_by_reference_and_reads_them_back(store: RunStore) -> None:
+    """A conversation warmed before each turn names one more run each time (prewarms.runs): stored as a list
+    tree like the meta's lists, read back as the ids; a row written before (the ids themselves) reads as it is."""
+    agent = _agent(store, thinking=False)  # Anthropic cannot prewarm a prefix with thinking
+    results = await _chat(agent, 3)
+    ids = [r.run_id for r in results]
+    warm = await agent.prewarm(runs=ids, replay_last="all")
+    rows = store.models.PrewarmRow
+    stored = json.loads(rows.select(rows.runs).where(rows.id == warm.prewarm_id).scalar())
+    assert set(stored) == {LIST} and not any(i in json.dumps(stored) for i in ids)
+    record = store.prewarms.get(warm.prewarm_id)
+    assert record is not None and record.runs == ids == warm.runs and store.prewarms.list() == [record]
+    rows.update(runs=json.dumps(ids)).where(rows.id == warm.prewarm_id).execute()  # what segue wrote before
+    reopened = RunStore(store.url)
+    try:
+        assert reopened.prewarms.get(warm.prewarm_id) == record
+    finally:
+        reopened.close()

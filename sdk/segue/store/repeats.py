@@ -14,6 +14,9 @@ reference in their place, into the store's content-addressed parts (`request_par
 - a value that repeats whole (`_PARTS`: the price sources, the tools' hashes, the request's history, context and
   output schema) is one part, `{"segue.part": key}`, when its JSON is long enough that a reference is shorter.
 
+A prewarm's `runs` (the runs it warmed, one more each turn when a conversation is warmed before each) is stored as
+a list tree the same way (`stored_list`, read by `read_lists`).
+
 Readers resolve the references (one fetch per tree level for every row read together; parts are remembered, as a
 key always names the same text), so a RunMeta reads exactly as it was written. Rows written before hold the values
 themselves, and read as they are.
@@ -93,8 +96,8 @@ class Metas:
         splitter = self._bodies.splitter
         for path in _LISTS:
             found = _at(value, path)
-            if found is not None and isinstance(found[0][found[1]], list) and found[0][found[1]]:
-                found[0][found[1]] = {LIST: list(splitter.list_tree(found[0][found[1]], new))}
+            if found is not None and isinstance(found[0][found[1]], list):
+                found[0][found[1]] = stored_list(found[0][found[1]], self._bodies, new)
         for path in _PARTS:
             found = _at(value, path)
             if found is not None:
@@ -119,6 +122,20 @@ class Metas:
         return [_structure({}, where) if m is None else m for m, (_, where) in zip(out, rows, strict=True)]
 
 
+def stored_list(values: list[Any], bodies: Bodies, new: dict[str, str]) -> Any:
+    """A list as stored: a reference to its list tree (the parts not written yet go to `new`); an empty list stays
+    itself, shorter than any reference."""
+    return {LIST: list(bodies.splitter.list_tree(values, new))} if values else []
+
+
+def read_lists(stored: list[Any], parts: Parts) -> list[Any]:
+    """Stored lists (`stored_list`'s references, or the values a row written before holds) as their values, one
+    fetch per tree level for all of them (inside a read)."""
+    slots = [{"value": value} for value in stored]
+    _fill([(slot, "value") for slot in slots], [], parts)
+    return [slot["value"] for slot in slots]
+
+
 def _loads(text: str, where: str) -> dict[str, Any]:
     try:
         raw = json.loads(text)
@@ -138,25 +155,32 @@ def _structure(raw: dict[str, Any], where: str) -> RunMeta:
 
 
 def _resolve(raws: list[dict[str, Any]], parts: Parts) -> None:
-    """Every reference of `raws` replaced, in place, by its value: one fetch per level for all of them. A tree is
-    walked and its elements decoded once however many lists name it (a run's equal lists, the runs of one
-    conversation sharing their nodes); the values are only read (structured into new objects), never changed."""
-    lists: list[tuple[dict[str, Any], str, tuple[str, int]]] = []
-    wholes: list[tuple[dict[str, Any], str, str]] = []
+    """Every reference of `raws` replaced, in place, by its value: one fetch per level for all of them."""
+    lists: list[tuple[dict[str, Any], str]] = []
+    wholes: list[tuple[dict[str, Any], str]] = []
     for raw in raws:
-        for path in _LISTS:
-            found = _at(raw, path)
-            ref = found[0][found[1]] if found else None
-            if found and isinstance(ref, dict) and LIST in ref:
-                lists.append((found[0], found[1], (ref[LIST][0], ref[LIST][1])))
-        for path in _PARTS:
-            found = _at(raw, path)
-            ref = found[0][found[1]] if found else None
-            if found and isinstance(ref, dict) and PART in ref:
-                wholes.append((found[0], found[1], ref[PART]))
-    if not lists and not wholes:
+        lists += [found for path in _LISTS if (found := _at(raw, path))]
+        wholes += [found for path in _PARTS if (found := _at(raw, path))]
+    _fill(lists, wholes, parts)
+
+
+def _fill(lists: list[tuple[dict[str, Any], str]], wholes: list[tuple[dict[str, Any], str]], parts: Parts) -> None:
+    """Each slot ((object, key) each) of `lists` holding a list reference, and of `wholes` holding a part
+    reference, set to its value; a slot holding a value (a row written before) is left as it is. A tree is walked
+    and its elements decoded once however many slots name it (a run's equal lists, the runs of one conversation
+    sharing their nodes); the values are only read (structured into new objects), never changed."""
+    trees: dict[tuple[str, int], list[tuple[dict[str, Any], str]]] = {}
+    for node, key in lists:
+        ref = node[key]
+        if isinstance(ref, dict) and LIST in ref:
+            trees.setdefault((ref[LIST][0], ref[LIST][1]), []).append((node, key))
+    keys: dict[str, list[tuple[dict[str, Any], str]]] = {}
+    for node, key in wholes:
+        ref = node[key]
+        if isinstance(ref, dict) and PART in ref:
+            keys.setdefault(ref[PART], []).append((node, key))
+    if not trees and not keys:
         return
-    trees = list(dict.fromkeys(tree for _, _, tree in lists))
     decoded: dict[str, Any] = {}
 
     def value(key: str) -> Any:
@@ -164,9 +188,11 @@ def _resolve(raws: list[dict[str, Any]], parts: Parts) -> None:
             decoded[key] = parts.value(key)
         return decoded[key]
 
-    elements = parts.elements(trees, {key for _, _, key in wholes})
-    values = {tree: [value(k) for k in keys] for tree, keys in zip(trees, elements, strict=True)}
-    for node, key, tree in lists:
-        node[key] = list(values[tree])
-    for node, key, part in wholes:
-        node[key] = value(part)
+    elements = parts.elements(list(trees), set(keys))
+    for slots, element_keys in zip(trees.values(), elements, strict=True):
+        values = [value(k) for k in element_keys]
+        for node, key in slots:
+            node[key] = list(values)
+    for part, slots in keys.items():
+        for node, key in slots:
+            node[key] = value(part)
