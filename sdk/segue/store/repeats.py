@@ -67,7 +67,7 @@ class StoredMeta:
     parts: dict[str, str]
 
 
-def _at(meta: dict[str, Any], path: tuple[str, ...]) -> tuple[dict[str, Any], str] | None:
+def _at(meta: Any, path: tuple[str, ...]) -> tuple[dict[str, Any], str] | None:
     """(the object holding the value at `path`, its key), if the meta has one there."""
     node: Any = meta
     for key in path[:-1]:
@@ -136,15 +136,15 @@ def read_lists(stored: list[Any], parts: Parts) -> list[Any]:
     return [slot["value"] for slot in slots]
 
 
-def _loads(text: str, where: str) -> dict[str, Any]:
+def _loads(text: str, where: str) -> Any:
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as e:
         raise StoreError(f"corrupt JSON in {where}: {e}; the row was modified outside segue") from None
-    return raw if isinstance(raw, dict) else {}
+    return {} if raw is None else raw  # not an object: _structure says the row is unreadable
 
 
-def _structure(raw: dict[str, Any], where: str) -> RunMeta:
+def _structure(raw: Any, where: str) -> RunMeta:
     """Through the generated converter. Rows of an older segue read as they are: keys it wrote that RunMeta no
     longer names stay in `extra`, and the nulls it wrote for unset optional values read as unset."""
     try:
@@ -154,7 +154,7 @@ def _structure(raw: dict[str, Any], where: str) -> RunMeta:
     return meta
 
 
-def _resolve(raws: list[dict[str, Any]], parts: Parts) -> None:
+def _resolve(raws: list[Any], parts: Parts) -> None:
     """Every reference of `raws` replaced, in place, by its value: one fetch per level for all of them."""
     lists: list[tuple[dict[str, Any], str]] = []
     wholes: list[tuple[dict[str, Any], str]] = []
