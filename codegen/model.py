@@ -47,10 +47,14 @@ SUPPORTED_KEYWORDS = frozenset(
         "minItems",
         "protocol",
         "x-repr",
+        "x-python-base",
     }
 )
 #: `x-repr: false` on a property leaves it out of the generated class's repr (a long note or a location that is
 #: data, not something a REPL should print whole); the value is kept and serialised as usual.
+#: `x-python-base: "package.module:Name"` on an object type makes the generated class derive from that hand-written
+#: class: read-only attributes derived from the fields (generated types, hand-written hooks). The base holds no
+#: fields and no state (`__slots__ = ()`), so structuring, unstructuring and equality stay the generated ones.
 #: Keywords allowed only at a schema file's top level. `protocol` holds the JSON-RPC method table that
 #: codegen/protocol.py validates and renders (it is an annotation to JSON Schema validators).
 TOP_LEVEL_ONLY_KEYWORDS = frozenset({"protocol"})
@@ -101,6 +105,7 @@ class NamedType:
     fields: tuple[Field, ...] = ()
     extra: bool = False  # additionalProperties: true -> unknown keys kept in `extra`
     variants: tuple[tuple[str, str], ...] = ()  # union: (tag value, object type name)
+    base: tuple[str, str] | None = None  # object: (module, class) of its hand-written base (`x-python-base`)
     values: tuple[Any, ...] = ()  # enum
     target: TypeExpr | None = None  # alias
 
@@ -383,7 +388,20 @@ class _Loader:
             description=node.get("description"),
             fields=tuple(fields),
             extra=bool(extra),
+            base=self._base(node, pointer),
         )
+
+    def _base(self, node: dict[str, Any], pointer: str) -> tuple[str, str] | None:
+        base = node.get("x-python-base")
+        if base is None:
+            return None
+        module, _, name = base.partition(":") if isinstance(base, str) else ("", "", "")
+        if not name.isidentifier() or not all(part.isidentifier() for part in module.split(".")):
+            raise self.fail(
+                f"{pointer}/x-python-base",
+                f"x-python-base must name a class as 'package.module:Name', got {base!r}",
+            )
+        return module, name
 
     def load_expr(self, node: Any, pointer: str) -> TypeExpr:
         if node is True or node == {} or (isinstance(node, dict) and set(node) <= {"description", "$comment"}):

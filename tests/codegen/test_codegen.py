@@ -69,6 +69,26 @@ def test_a_map_type_shows_in_python_and_typescript(workspace: Path) -> None:
     assert "  scores?: { [key: string]: number | null };\n" in ts
 
 
+def test_a_hand_written_base_gives_a_generated_class_derived_attributes(workspace: Path) -> None:
+    """`x-python-base` on an object type: its class derives from the hand-written class (read-only attributes
+    from the fields, no fields of its own); the exported bundle and TypeScript know nothing of it."""
+    schema_path = workspace / "schemas" / "runs.schema.json"
+    schema = json.loads(schema_path.read_text())
+    assert schema["$defs"]["RunCost"]["x-python-base"] == "segue._support.derived:CostSources"
+    schema["$defs"]["PriceSource"]["x-python-base"] = "segue._support.derived:CostSources"
+    schema_path.write_text(json.dumps(schema, indent=2))
+    args = ("--schemas", str(workspace / "schemas"), "--out", str(workspace))
+    assert codegen(*args).returncode == 0
+    py = (workspace / GENERATED / "runs.py").read_text()
+    assert "\nfrom segue._support.derived import CostSources\n" in py
+    assert "\nclass RunCost(CostSources):\n" in py and "\nclass PriceSource(CostSources):\n" in py
+    assert py.count("import CostSources") == 1
+    ts = (workspace / GENERATED / "typescript" / "runs.d.ts").read_text()
+    assert "CostSources" not in ts and "x-python-base" not in ts
+    bundled = (workspace / GENERATED / "schemas" / "runs.schema.json").read_text()
+    assert "x-python-base" not in bundled
+
+
 BAD_SCHEMAS: dict[str, tuple[dict[str, Any], str, str]] = {
     "untagged_union": (
         {
@@ -106,6 +126,20 @@ BAD_SCHEMAS: dict[str, tuple[dict[str, Any], str, str]] = {
         },
         "#/$defs/A/properties/x",
         "'minLenght'",
+    ),
+    "python_base_not_a_class": (
+        {
+            "$defs": {
+                "A": {
+                    "type": "object",
+                    "x-python-base": "segue._support.derived.CostSources",
+                    "properties": {"x": {"type": "string"}},
+                    "additionalProperties": False,
+                }
+            }
+        },
+        "#/$defs/A/x-python-base",
+        "x-python-base must name a class as 'package.module:Name', got 'segue._support.derived.CostSources'",
     ),
     "invalid_type_value": (
         {"$defs": {"A": {"type": "strin"}}},

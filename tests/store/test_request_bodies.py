@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from segue import Agent, RunStore
+from segue._core.hashing import canonical_json
 from segue.demo import long_chat, run_chat
 from segue.demo import shop_db as sample_db
-from segue.generated import Usage, get_converter
+from segue.generated import RunMeta, Usage, get_converter
 from segue.providers import AnthropicProvider, OpenAIResponsesProvider
 from segue.store import migrations
 from segue.store.bodies import Splitter, join_all
@@ -142,10 +143,14 @@ async def test_migration_6_turns_stored_bodies_into_skeletons(store: RunStore) -
     first = await agent.run(long_chat(1)[0])
     second = await agent.run(long_chat(2)[1], runs=[first.run_id], replay_last="all")
     before = [c.provider_request for r in (first, second) for c in store.get_run(r.run_id).llm_interactions]  # type: ignore[union-attr]
-    # Make it a version-5 store: whole bodies in provider_request, no request_parts table.
+    # Make it a version-5 store: whole bodies in provider_request, each run's meta whole (no references into
+    # request_parts: segue.store.repeats), no request_parts table.
     rows = store.models.LlmInteractionRow
     for (row_id,), body in zip(rows.select(rows.id).order_by(rows.id).tuples(), before, strict=True):
         rows.update(provider_request=json.dumps(body, ensure_ascii=False)).where(rows.id == row_id).execute()
+    for run in (first, second):
+        whole = canonical_json(get_converter().unstructure(store.get_run(run.run_id).meta, RunMeta))  # type: ignore[union-attr]
+        store.models.AgentRun.update(meta=whole).where(store.models.AgentRun.id == run.run_id).execute()
     store.db.drop_tables([store.models.RequestPart])
     store.db.execute_sql("DELETE FROM segue_schema_version WHERE version > 5")
     url = store.url

@@ -27,7 +27,7 @@ def bundle_schema(model: Model, f: SchemaFile) -> dict[str, Any]:
 
     Only JSON Schema keywords stay at the root: a validator in strict mode (ajv's default) refuses others, so the
     method table of the `protocol` keyword is bundled as a document of its own (the protocol plugin), and codegen's
-    `x-repr` annotation is left out."""
+    `x-repr` and `x-python-base` annotations are left out."""
     by_id = {s.id: s for s in model.files}
     result = {k: copy.deepcopy(v) for k, v in f.raw.items() if k in _SCHEMA_ROOT_KEYWORDS}
     defs: dict[str, Any] = result.setdefault("$defs", {})
@@ -49,9 +49,11 @@ def bundle_schema(model: Model, f: SchemaFile) -> dict[str, Any]:
                     if isinstance(inner_ref, str) and inner_ref.startswith("#"):
                         inner["$ref"] = base + inner_ref
                 pending.append(defs[name])
-    for node in _walk(result):  # codegen's own annotations (`x-repr`) are no JSON Schema keyword for a validator
+    for node in _walk(result):  # codegen's own annotations (`x-repr`, `x-python-base`) are no JSON Schema keyword
         if isinstance(node.get("x-repr"), bool):
             del node["x-repr"]
+        if isinstance(node.get("x-python-base"), str):
+            del node["x-python-base"]
     return result
 
 

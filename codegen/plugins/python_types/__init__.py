@@ -36,15 +36,19 @@ def _render_module(model: Model, f: SchemaFile, package: str) -> str:
     hook_imports = sorted(
         ({"UNSET", "Unset"} if uses["unset"] else set()) | ({"unset_or"} if uses["unset_or"] else set())
     )
+    support: dict[str, set[str]] = {"segue._support.hooks": set(hook_imports)} if hook_imports else {}
+    for t in types:
+        if t.base is not None:  # the hand-written base classes (`x-python-base`)
+            support.setdefault(t.base[0], set()).add(t.base[1])
     return render(
         "module.py.jinja",
+        support_imports=[(mod, sorted(names)) for mod, names in sorted(support.items())],
         header=header([f]),
         package=package,
         file=f,
         types=types,
         uses=uses,
         typing_imports=typing_imports,
-        hook_imports=hook_imports,
         imports=schema_imports(model, f),
         literal=pytypes.literal,
         py_type=pytypes.py_type,

@@ -72,32 +72,40 @@ class Splitter:
     def split(self, body: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
         """(skeleton text, the parts it needs that this process has not written yet: key -> text)."""
         new: dict[str, str] = {}
-
-        def put(text: str) -> str:
-            key = part_key(text)
-            if key not in self.known:
-                new[key] = text
-            return key
-
         fields: list[list[Any]] = []
         for name, value in body.items():
             if isinstance(value, list) and value:
-                keys = [self._element(item, put) for item in value]
-                height = 1
-                while True:
-                    keys = [put("".join(node)) for node in _nodes(keys)]
-                    if len(keys) == 1:
-                        break
-                    height += 1
-                fields.append([name, "list", keys[0], height])
+                fields.append([name, "list", *self.list_tree(value, new)])
                 continue
             if isinstance(value, (str, dict)):
                 text = _dumps(value)
                 if len(text) >= _INLINE_LIMIT:
-                    fields.append([name, "part", put(text)])
+                    fields.append([name, "part", self.put(text, new)])
                     continue
             fields.append([name, "value", value])
         return _dumps({FORMAT: VERSION, "fields": fields}), new
+
+    def put(self, text: str, new: dict[str, str]) -> str:
+        """The key of the part `text`, added to `new` unless this process wrote it already."""
+        key = part_key(text)
+        if key not in self.known:
+            new[key] = text
+        return key
+
+    def list_tree(self, values: list[Any], new: dict[str, str]) -> tuple[str, int]:
+        """(root key, height) of the tree of a non-empty list: one part per element, nodes above them (module
+        docstring); the parts this process has not written yet go to `new`."""
+
+        def put(text: str) -> str:
+            return self.put(text, new)
+
+        keys = [self._element(item, put) for item in values]
+        height = 1
+        while True:
+            keys = [put("".join(node)) for node in _nodes(keys)]
+            if len(keys) == 1:
+                return keys[0], height
+            height += 1
 
     def _element(self, item: Any, put: Callable[[str], str]) -> str:
         if not isinstance(item, (dict, list)):
@@ -151,36 +159,54 @@ def _node(texts: Mapping[str, str], key: str) -> list[str]:
     return [text[i : i + KEY_LENGTH] for i in range(0, len(text), KEY_LENGTH)]
 
 
-def join_all(skeletons: list[tuple[str, str]], fetch: Fetch) -> list[dict[str, Any]]:
-    """The bodies of `skeletons` ((text, where) each), fetching parts level by level for all of them at once."""
-    read = [parse_skeleton(text, where) for text, where in skeletons]
-    parsed = [fields for fields in read if isinstance(fields, list)]
-    texts: dict[str, str] = {}
+class Parts:
+    """Parts read back: fetched level by level for many list trees at once, into `texts` (key -> text), which a
+    caller may share between reads: a key always names the same text."""
 
-    def load(keys: set[str]) -> None:
-        wanted = keys - texts.keys()
+    def __init__(self, fetch: Fetch, texts: dict[str, str] | None = None) -> None:
+        self._fetch = fetch
+        self.texts: dict[str, str] = {} if texts is None else texts
+
+    def load(self, keys: set[str]) -> None:
+        wanted = keys - self.texts.keys()
         if not wanted:
             return
-        found = fetch(wanted)
+        found = self._fetch(wanted)
         missing = wanted - found.keys()
         if missing:
             raise StoreError(
                 f"{len(missing)} stored request part(s) are missing from request_parts "
                 f"(e.g. {sorted(missing)[0]}); they were deleted outside segue"
             )
-        texts.update(found)
+        self.texts.update(found)
 
-    # Walk every list tree down one level at a time: one fetch per level for all bodies together. Per list field
-    # (in order): the keys of the level reached, and how many node levels are still below them.
-    lists = [[[f[2]], f[3]] for fields in parsed for f in fields if f[1] == "list"]
-    load({f[2] for fields in parsed for f in fields if f[1] == "part"} | {keys[0] for keys, _ in lists})
-    while any(height for _, height in lists):
-        for entry in lists:
-            if entry[1]:
-                entry[0] = [k for key in entry[0] for k in _node(texts, key)]
-                entry[1] -= 1
-        load({k for keys, height in lists for k in keys})
-    elements = iter(lists)
+    def elements(self, trees: list[tuple[str, int]], keys: Iterable[str] = ()) -> list[list[str]]:
+        """The element keys of each list tree ((root key, height) each), loading the trees' nodes and elements and
+        the parts `keys` with one fetch per level for all of them together."""
+        # Per tree: the keys of the level reached, and how many node levels are still below them.
+        levels = [[root] for root, _ in trees]
+        below = [height for _, height in trees]
+        self.load(set(keys) | {root for root, _ in trees})
+        while any(below):
+            for i, height in enumerate(below):
+                if height:
+                    levels[i] = [k for key in levels[i] for k in _node(self.texts, key)]
+                    below[i] -= 1
+            self.load({k for level in levels for k in level})
+        return levels
+
+    def value(self, key: str) -> Any:
+        """A loaded part's JSON value."""
+        return json.loads(self.texts[key])
+
+
+def join_all(skeletons: list[tuple[str, str]], fetch: Fetch) -> list[dict[str, Any]]:
+    """The bodies of `skeletons` ((text, where) each), fetching parts level by level for all of them at once."""
+    read = [parse_skeleton(text, where) for text, where in skeletons]
+    parsed = [fields for fields in read if isinstance(fields, list)]
+    parts = Parts(fetch)
+    trees = [(f[2], f[3]) for fields in parsed for f in fields if f[1] == "list"]
+    elements = iter(parts.elements(trees, {f[2] for fields in parsed for f in fields if f[1] == "part"}))
 
     bodies: list[dict[str, Any]] = []
     for fields in read:
@@ -191,9 +217,9 @@ def join_all(skeletons: list[tuple[str, str]], fetch: Fetch) -> list[dict[str, A
         for field in fields:
             kind = field[1]
             if kind == "list":
-                body[field[0]] = [json.loads(texts[k]) for k in next(elements)[0]]
+                body[field[0]] = [parts.value(k) for k in next(elements)]
             elif kind == "part":
-                body[field[0]] = json.loads(texts[field[2]])
+                body[field[0]] = parts.value(field[2])
             else:
                 body[field[0]] = field[2]
         bodies.append(body)
@@ -222,9 +248,13 @@ class Bodies:
 
     def read(self, skeletons: list[tuple[str, str]]) -> list[dict[str, Any]]:
         """Inside a read: the exact bodies of `skeletons` ((skeleton text, where it is stored) each)."""
-        return join_all(skeletons, self._fetch)
+        return join_all(skeletons, self.fetch)
 
-    def _fetch(self, keys: set[str]) -> dict[str, str]:
+    def parts(self, texts: dict[str, str] | None = None) -> Parts:
+        """A reader of parts for one read (inside it), remembering what it fetched in `texts` when given."""
+        return Parts(self.fetch, texts)
+
+    def fetch(self, keys: set[str]) -> dict[str, str]:
         found: dict[str, str] = {}
         wanted = sorted(keys)
         model = self._parts

@@ -9,15 +9,16 @@ by tenant like every run read.
 from __future__ import annotations
 
 import builtins
-import json
 from collections.abc import Sequence
 from typing import Any
 
+from segue._core.hashing import canonical_json
 from segue.generated import LlmInteraction, PrewarmRecord
 from segue.store.bodies import Bodies
 from segue.store.connection import Units
 from segue.store.models import Bound
 from segue.store.records import DEFAULT_TENANT, utc_now
+from segue.store.repeats import read_lists, stored_list
 from segue.store.rows import interaction_columns, interaction_from_row, loads
 
 
@@ -32,6 +33,8 @@ class Prewarms:
     def record(self, prewarm_id: str, *, agent: str, tenant_id: str, runs: list[str], call: LlmInteraction) -> None:
         """The prewarm and its call, in one row (its body's parts shared with the runs'), stamped now."""
         skeleton, parts = self._bodies.prepare(call.provider_request)
+        # A conversation warmed before each turn names one more run each time: its list by reference (repeats).
+        stored_runs = canonical_json(stored_list(runs, self._bodies, parts))
 
         def work() -> None:
             self._bodies.insert(parts)
@@ -39,7 +42,7 @@ class Prewarms:
                 id=prewarm_id,
                 tenant_id=tenant_id,
                 agent_name=agent,
-                runs=json.dumps(runs),
+                runs=stored_runs,
                 created_at=utc_now(),
                 **interaction_columns(call, skeleton),
             ).execute()
@@ -63,15 +66,20 @@ class Prewarms:
         return self._records(self._units.read(lambda: list(query)))
 
     def _records(self, rows: Sequence[Any]) -> builtins.list[PrewarmRecord]:
-        bodies = self._units.read(lambda: self._bodies.read([(r.provider_request, f"prewarms {r.id}") for r in rows]))
+        def work() -> tuple[builtins.list[dict[str, Any]], builtins.list[Any]]:
+            bodies = self._bodies.read([(r.provider_request, f"prewarms {r.id}") for r in rows])
+            runs = read_lists([loads(r.runs, f"prewarms {r.id}") for r in rows], self._bodies.parts())
+            return bodies, runs
+
+        bodies, runs = self._units.read(work)
         return [
             PrewarmRecord(
                 prewarm_id=row.id,
                 agent=row.agent_name,
                 tenant_id=row.tenant_id,
-                runs=list(loads(row.runs, f"prewarms {row.id}")),
+                runs=list(run_ids),
                 created_at=row.created_at,
                 interaction=interaction_from_row(row, body, iteration=1, error=None),
             )
-            for row, body in zip(rows, bodies, strict=True)
+            for row, body, run_ids in zip(rows, bodies, runs, strict=True)
         ]

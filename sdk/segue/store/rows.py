@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import peewee as pw
@@ -39,42 +39,6 @@ def loads(text: str | None, where: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise StoreError(f"corrupt JSON in {where}: {e}; the row was modified outside segue") from None
-
-
-def read_meta(text: str | None, where: str) -> RunMeta:
-    """agent_runs.meta through the generated converter. Rows of an older segue read as they are: keys it wrote
-    that RunMeta no longer names stay in `extra`, and the nulls it wrote for unset optional values read as unset."""
-    raw = loads(text, where)
-    try:
-        return get_converter().structure(raw or {}, RunMeta)
-    except Exception as e:
-        raise StoreError(f"unreadable {where}: {e}; the row was modified outside segue") from None
-
-
-class MetaCache:
-    """RunMeta keyed by the exact stored text: replay re-reads the same finished runs every turn, and structuring
-    their meta (descriptor, replay summary, stored request) would otherwise be paid each time. A hit is always the
-    same meta; when full it starts over, like MessageCache."""
-
-    def __init__(self, size: int = 10_000) -> None:
-        self._size = size
-        self._entries: dict[str, RunMeta] = {}
-
-    def get(self, text: str | None, where: str) -> RunMeta:
-        if text is None:
-            return read_meta(text, where)
-        found = self._entries.get(text)
-        if found is None:
-            if len(self._entries) >= self._size:
-                self._entries = {}
-            found = self._entries[text] = read_meta(text, where)
-        return found
-
-
-def write_meta(meta: RunMeta) -> dict[str, Any]:
-    """RunMeta as stored: only the keys it sets (merged into the stored ones by the writes that update it)."""
-    value: dict[str, Any] = get_converter().unstructure(meta, RunMeta)
-    return value
 
 
 @functools.cache
@@ -138,9 +102,9 @@ def message_from_row(run_id: str, idx: int, role: str, content: str, meta: str |
     return message  # type: ignore[no-any-return]
 
 
-def summary_from_row(row: AgentRun) -> RunSummary:
+def summary_from_row(row: AgentRun, meta: RunMeta) -> RunSummary:
+    """RunSummary from its run row and its meta (read by segue.store.repeats)."""
     conv = get_converter()
-    meta = read_meta(row.meta, f"agent_runs.meta of run {row.id}")
     metadata = loads(row.metadata, f"agent_runs.metadata of run {row.id}")
     usage = conv.structure(loads(row.usage, f"agent_runs.usage of run {row.id}"), Usage)
     return RunSummary(
@@ -189,7 +153,7 @@ def detail_from_rows(
     """RunDetail from its run row, its meta, and its trace, llm_interactions (with their joined request
     `bodies`) and tool_calls rows."""
     run_id = row.id
-    summary = summary_from_row(row)
+    summary = summary_from_row(row, meta)
     traces = [
         Trace(index=t[2], iteration=t[3], message=message_from_row(run_id, t[2], t[4], t[5], t[6])) for t in trace_rows
     ]
@@ -236,8 +200,11 @@ def detail_from_rows(
     )
 
 
-def stored_runs(rows: list[tuple[Any, ...]], messages: MessageCache, metas: MetaCache) -> dict[str, StoredRun]:
-    """StoredRuns from the replay query's rows: each run's columns, then one of its traces per row, in order."""
+def stored_runs(
+    rows: list[tuple[Any, ...]], messages: MessageCache, metas: Mapping[str, RunMeta]
+) -> dict[str, StoredRun]:
+    """StoredRuns from the replay query's rows (each run's columns, then one of its traces per row, in order) and
+    the runs' metas by run id (read by segue.store.repeats)."""
     heads: dict[str, tuple[Any, ...]] = {}
     traces: dict[str, list[Trace]] = {}
     items: dict[str, list[list[Any]]] = {}
@@ -261,7 +228,7 @@ def stored_runs(rows: list[tuple[Any, ...]], messages: MessageCache, metas: Meta
             status=head[2],
             input=head[3],
             answer=head[4],
-            meta=metas.get(head[5], f"agent_runs.meta of run {run_id}"),
+            meta=metas[run_id],
             private=loads(head[6], f"agent_runs.private of run {run_id}") if head[6] else None,
             usage=_stored_usage(head[7], run_id),
             agent_name=head[8],
@@ -327,6 +294,22 @@ def interaction_from_row(row: Any, body: dict[str, Any], *, iteration: int, erro
         served_by=row.served_by,
         cache_verdict=_verdict_of(verdict),
     )
+
+
+def trace_rows(run_id: str, first_index: int, iteration: int, traces: Sequence[Message]) -> list[dict[str, Any]]:
+    """The react_traces rows of a run's messages `traces`, stored from index `first_index` on."""
+    unstructure = get_converter().unstructure
+    return [
+        {
+            "run_id": run_id,
+            "idx": first_index + offset,
+            "iteration": iteration,
+            "role": message.role,
+            "content": json.dumps(unstructure(message, Message)["content"], ensure_ascii=False),
+            "meta": json.dumps(message.meta, ensure_ascii=False) if message.meta else None,
+        }
+        for offset, message in enumerate(traces)
+    ]
 
 
 def tool_row(run_id: str, call: ToolCallRecord) -> dict[str, Any]:

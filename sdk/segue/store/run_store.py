@@ -42,16 +42,16 @@ from segue.store.migrations import check_schema
 from segue.store.models import Bound
 from segue.store.prewarms import Prewarms
 from segue.store.records import DEFAULT_TENANT, MAX_OFFSET, TERMINAL, IdempotencyKeyTaken, NewRun, StoredRun, utc_now
+from segue.store.repeats import Metas, StoredMeta
 from segue.store.rows import (
     MessageCache,
-    MetaCache,
     detail_from_rows,
     interaction_columns,
     replay_sql,
     stored_runs,
     summary_from_row,
     tool_row,
-    write_meta,
+    trace_rows,
 )
 from segue.store.text import decode
 
@@ -82,10 +82,10 @@ class RunStore:
         self.db = open_database(self.url, read_only=read_only, create=create)
         self.models = Bound(self.db)
         self._messages = MessageCache()
-        self._metas = MetaCache()
         self.is_sqlite = isinstance(self.db, pw.SqliteDatabase)
         self._units = Units(self.db, self.url, reconnect_seconds=reconnect_seconds)
         self.bodies = Bodies(self.models.RequestPart)
+        self._metas = Metas(self.bodies)  # what a conversation's runs repeat, stored once (segue.store.repeats)
         self.prewarms = Prewarms(self.models, self._units, self.bodies)
         self.leases = Leases(self.db, self.models, self._units)
         shown = redact(self.url)
@@ -112,16 +112,15 @@ class RunStore:
     def close(self) -> None:
         self._units.close()
 
-    def _meta(self, text: str | None, run_id: str) -> RunMeta:
-        return self._metas.get(text, f"agent_runs.meta of run {run_id}")
-
     # -- writes used by the agent -----------------------------------------------------------------------------
 
     def create_run(self, run: NewRun, traces: Sequence[Message]) -> None:
         """The run row, its tags and first traces, atomically. Raises IdempotencyKeyTaken on a key clash."""
         now = utc_now()
+        meta = self._metas.store(run.meta)
 
         def work() -> None:
+            self.bodies.insert(meta.parts)
             self.models.AgentRun.insert(
                 id=run.run_id,
                 tenant_id=run.tenant_id,
@@ -130,7 +129,7 @@ class RunStore:
                 input=run.input,
                 model=run.model,
                 vendor=run.vendor,
-                meta=canonical_json(write_meta(run.meta)),
+                meta=canonical_json(meta.value),
                 metadata=canonical_json(run.metadata),
                 private=canonical_json(run.private) if run.private else None,
                 idempotency_key=run.idempotency_key,
@@ -150,29 +149,15 @@ class RunStore:
         try:
             # Not idempotent (a second insert would clash), so it runs again only when it surely did not commit.
             self._units.write(work, idempotent=False)
+            self.bodies.written(meta.parts)
         except pw.IntegrityError as e:
             if run.idempotency_key is not None:
                 raise IdempotencyKeyTaken(run.idempotency_key) from e
             raise
 
     def _insert_traces(self, run_id: str, first_index: int, iteration: int, traces: Sequence[Message]) -> None:
-        if not traces:
-            return
-        conv = get_converter()
-        rows = []
-        for offset, message in enumerate(traces):
-            data = conv.unstructure(message, Message)
-            rows.append(
-                {
-                    "run_id": run_id,
-                    "idx": first_index + offset,
-                    "iteration": iteration,
-                    "role": message.role,
-                    "content": json.dumps(data["content"], ensure_ascii=False),
-                    "meta": json.dumps(message.meta, ensure_ascii=False) if message.meta else None,
-                }
-            )
-        self.models.ReactTrace.insert_many(rows).execute()
+        if traces:
+            self.models.ReactTrace.insert_many(trace_rows(run_id, first_index, iteration, traces)).execute()
 
     def record_iteration(
         self,
@@ -198,6 +183,7 @@ class RunStore:
         is written."""
         conv = get_converter()
         skeleton, parts = self.bodies.prepare(interaction.provider_request) if interaction else ("", {})
+        meta = self._metas.store(meta_updates) if meta_updates is not None else None
 
         def work() -> None:
             update: dict[Any, Any] = {
@@ -207,7 +193,7 @@ class RunStore:
             if lease_seconds:
                 update[self.models.AgentRun.lease_expires_at] = self.leases.deadline(lease_seconds)
             # The run row first: a run this process no longer holds gets nothing written.
-            self._update_run(run_id, update, meta_updates, model, vendor, owner=owner, running=True)
+            self._update_run(run_id, update, meta, model, vendor, owner=owner, running=True)
             self._insert_traces(run_id, first_index, iteration, traces)
             if interaction is not None:
                 self.bodies.insert(parts)
@@ -219,7 +205,7 @@ class RunStore:
                 self._write_tool(run_id, call)
 
         self._units.write(work, idempotent=False)
-        self.bodies.written(parts)
+        self.bodies.written([*parts, *(meta.parts if meta else ())])
 
     def record_tool_call(
         self, run_id: str, call: ToolCallRecord, *, lease_seconds: float | None = None, owner: str | None = None
@@ -267,7 +253,7 @@ class RunStore:
         self,
         run_id: str,
         update: dict[Any, Any],
-        meta_updates: RunMeta | None,
+        meta_updates: StoredMeta | None,
         model: str | None,
         vendor: str | None,
         *,
@@ -285,7 +271,8 @@ class RunStore:
         if meta_updates is not None:
             row = runs.select(runs.meta).where(runs.id == run_id).first()
             if row is not None:
-                update[runs.meta] = canonical_json({**json.loads(row.meta), **write_meta(meta_updates)})
+                self.bodies.insert(meta_updates.parts)
+                update[runs.meta] = canonical_json({**json.loads(row.meta), **meta_updates.value})
         where = runs.id == run_id
         if running:
             where &= runs.status == "running"
@@ -322,6 +309,7 @@ class RunStore:
         lost connection) writes the same values: the status does not change."""
         conv = get_converter()
         runs = self.models.AgentRun
+        meta = self._metas.store(meta_updates) if meta_updates is not None else None
 
         def work() -> None:
             update: dict[Any, Any] = {
@@ -336,19 +324,20 @@ class RunStore:
             if private:
                 update[self.models.AgentRun.private] = canonical_json(private)
             try:
-                self._update_run(run_id, update, meta_updates, model, vendor, owner=owner, running=True)
+                self._update_run(run_id, update, meta, model, vendor, owner=owner, running=True)
             except LeaseLost:
                 held = runs.select(runs.status, runs.lease_owner).where(runs.id == run_id).first()
                 same_holder = owner is None or (held is not None and held.lease_owner == owner)
                 if held is None or held.status != status or status == "running" or not same_holder:
                     raise
                 # The same end by the same holder (the retry of a write that committed): the same values again.
-                self._update_run(run_id, update, meta_updates, model, vendor)
+                self._update_run(run_id, update, meta, model, vendor)
                 return
             self._insert_traces(run_id, first_index, iterations, traces)
 
         # Idempotent: once it committed, running it again finds its end recorded and changes nothing.
         self._units.write(work, idempotent=True)
+        self.bodies.written(meta.parts if meta else ())
 
     def claim_paused(
         self, run_id: str, tenant_id: str, *, lease_seconds: float | None = None, owner: str | None = None
@@ -386,13 +375,16 @@ class RunStore:
             return {}
         ids = list(dict.fromkeys(run_ids))
 
-        def work() -> list[tuple[Any, ...]]:
+        def work() -> tuple[list[tuple[Any, ...]], dict[str, RunMeta]]:
             cursor = self.db.execute_sql(replay_sql(self.models, len(ids)), ids)  # type: ignore[no-untyped-call]
             # Raw SQL skips the fields' conversion: apply the store's text rule here.
-            return [tuple(decode(v) if isinstance(v, str) else v for v in row) for row in cursor.fetchall()]
+            rows = [tuple(decode(v) if isinstance(v, str) else v for v in row) for row in cursor.fetchall()]
+            heads = {row[0]: row[5] for row in rows}
+            metas = self._metas.read([(text, f"agent_runs.meta of run {run_id}") for run_id, text in heads.items()])
+            return rows, dict(zip(heads, metas, strict=True))
 
-        rows = self._units.read(work)
-        return stored_runs(rows, self._messages, self._metas)
+        rows, metas = self._units.read(work)
+        return stored_runs(rows, self._messages, metas)
 
     def list_runs(
         self,
@@ -424,12 +416,18 @@ class RunStore:
                 (tag.key == key) & (tag.value == canonical_json(value))
             )
         query = query.order_by(self.models.AgentRun.id.desc()).limit(limit).offset(offset)
-        return [summary_from_row(r) for r in self._units.read(lambda: list(query))]
+
+        def work() -> list[RunSummary]:
+            rows = list(query)
+            metas = self._metas.read([(r.meta, f"agent_runs.meta of run {r.id}") for r in rows])
+            return [summary_from_row(r, m) for r, m in zip(rows, metas, strict=True)]
+
+        return self._units.read(work)
 
     def get_run(self, run_id: str, *, tenant_id: str = DEFAULT_TENANT, all_tenants: bool = False) -> RunDetail | None:
         """The run with its traces, provider calls and tool calls; None if absent or another tenant's."""
 
-        def work() -> tuple[Any, list[tuple[Any, ...]], list[Any], list[dict[str, Any]], list[Any]] | None:
+        def work() -> tuple[Any, RunMeta, list[tuple[Any, ...]], list[Any], list[dict[str, Any]], list[Any]] | None:
             row = self.models.AgentRun.get_or_none(self.models.AgentRun.id == run_id)
             if row is None or (not all_tenants and row.tenant_id != tenant_id):
                 return None
@@ -453,13 +451,11 @@ class RunStore:
                 .order_by(self.models.ToolCallRow.id)
             )
             bodies = self.bodies.read([(c.provider_request, f"llm_interactions {c.id}") for c in calls])
-            return row, trace_rows, calls, bodies, tools
+            [meta] = self._metas.read([(row.meta, f"agent_runs.meta of run {run_id}")])
+            return row, meta, trace_rows, calls, bodies, tools
 
         found = self._units.read(work)
-        if found is None:
-            return None
-        row, trace_rows, calls, bodies, tools = found
-        return detail_from_rows(row, self._meta(row.meta, run_id), trace_rows, calls, bodies, tools)
+        return None if found is None else detail_from_rows(*found)
 
     def schema_version(self) -> int:
         """The store's schema version (segue.store.migrations)."""

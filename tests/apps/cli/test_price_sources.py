@@ -67,3 +67,29 @@ def test_the_cost_repr_is_short_and_keeps_the_long_form_as_data(priced: tuple[st
     assert source.pointer == f"/models/{_row('claude-sonnet-4-6')}/configuration/pricing"
     assert source.note is not None and "read 2026-12-01" in source.note
     assert not Path(source.file or "/").is_absolute()
+
+
+def test_cost_sources_is_the_long_form_runs_show_prints_and_reads_back_from_the_store(
+    priced: tuple[str, RunResult], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 40 item 3, `cost.sources`: the long form on request, from the result and from the stored run alike
+    (its price sources are stored once, segue.store.repeats, and read back whole); the repr stays short."""
+    url, result = priced
+    cost = result.cost
+    assert cost is not None
+    row = _row("claude-sonnet-4-6")
+    [line] = cost.sources
+    assert line.startswith(f"claude-sonnet-4-6@anthropic: models.json#/models/{row}/configuration/pricing (Sources")
+    assert "read 2026-12-01" in line and str(REPO) not in line
+    assert "sources" not in repr(cost) and "read 2026-12-01" not in repr(cost)
+    assert main(["runs", "show", result.run_id, "--db", url, "--tenant", "acme", "--sources"]) == 0
+    shown = [x.removeprefix("price source: ") for x in capsys.readouterr().out.splitlines() if x.startswith("price ")]
+    assert shown == cost.sources
+    store = RunStore(url, read_only=True)
+    try:
+        detail = store.get_run(result.run_id, tenant_id="acme")
+        [summary] = store.list_runs(tenant_id="acme")
+    finally:
+        store.close()
+    assert detail is not None and detail.meta.segue_cost is not None and summary.cost is not None
+    assert detail.meta.segue_cost.sources == summary.cost.sources == cost.sources

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from pathlib import PurePath
 from typing import Any, Literal
 
 import attrs
@@ -117,15 +116,10 @@ def _source(p: PriceSource) -> str:
 
 
 def price_sources(run: RunSummary | RunDetail) -> list[str]:
-    """The long form of each price's source, on request (`segue runs show --sources`): the row's JSON pointer
-    and its notes (where the numbers came from and when they were read)."""
+    """The long form of each price's source, on request (`segue runs show --sources`): RunCost.sources, the row's
+    JSON pointer and its notes (where the numbers came from and when they were read)."""
     recorded = recorded_cost(run)
-    return [
-        f"{p.model}{'@' + p.vendor if p.vendor else ''}: {where}{', self-hosted' if p.self_hosted else ''}"
-        f"{f' ({p.note})' if p.note else ''}"
-        for p in (recorded.prices if recorded is not None else [])
-        for where in [f"{PurePath(p.file).name}#{p.pointer or ''}" if p.file else "no catalog entry"]
-    ]
+    return recorded.sources if recorded is not None else []
 
 
 def self_hosted(run: RunSummary | RunDetail) -> bool:
