@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from conftest import REPO
+from tests._support.environment import REPO
 
 CODEGEN = REPO / "codegen"
 #: Each hand-written module's layer, lowest first; a module may import only modules of a lower layer.

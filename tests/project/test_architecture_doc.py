@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from conftest import REPO
+from tests._support.environment import REPO
 
 DOC = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
 PACKAGE = REPO / "sdk" / "segue"
