@@ -12,7 +12,7 @@ from anthropic.types.message_create_params import MessageCreateParamsNonStreamin
 from pydantic import TypeAdapter
 
 from segue._core.contracts import FRAGMENT_META_KEY, OutputFormat, ProviderRequest
-from segue.errors import ProviderError
+from segue.errors import ProviderError, WireError
 from segue.generated import (
     Message,
     ModelSettings,
@@ -23,7 +23,6 @@ from segue.generated import (
     Usage,
 )
 from segue.providers import AnthropicProvider, StreamDelta, StreamDone
-from segue.wire.common import WireError
 from tests._support.anthropic_bodies import MODEL, TOOLS, response
 from tests._support.vendor_http import Recorder, anthropic_client, assert_typed, json_response, sse
 

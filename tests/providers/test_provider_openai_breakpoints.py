@@ -23,9 +23,9 @@ from openai.types.responses.response_create_params import ResponseCreateParamsNo
 from segue._core.contracts import ProviderRequest
 from segue.cache.layout import build_fragment
 from segue.catalog import Catalog
+from segue.errors import WireError
 from segue.generated import Message, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock, Usage
 from segue.providers import OpenAIChatProvider, OpenAIResponsesProvider, OpenRouterProvider, StreamDone
-from segue.wire.common import WireError
 from tests._support.vendor_http import Recorder, assert_typed, json_response, openai_client
 
 MODEL = "gpt-5.6-sol"  # catalog: llm.cache_kind "breakpoint", 4 writes per request, TTLs 30m / 12h

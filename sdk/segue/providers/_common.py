@@ -26,12 +26,12 @@ from segue._core.contracts import (
     StreamDone,
     StreamEvent,
 )
-from segue.errors import ProviderError, ProviderErrorKind
+from segue.errors import MalformedResponseError, ProviderError, ProviderErrorKind
 from segue.generated import ModelSettings, ServedBy
 from segue.providers._cache import CatalogRows
 from segue.providers._errors import provider_error, retried, stream_error, transport_error
 from segue.providers._output import OutputPaths
-from segue.wire.common import BodyEncoder, MalformedResponseError, ParsedResponse, WireRequest
+from segue.wire.common import BodyEncoder, ParsedResponse, WireRequest
 
 #: The official clients' INITIAL_RETRY_DELAY (anthropic._constants, openai._constants: 0.5 s).
 _FIRST_RETRY_DELAY = 0.5

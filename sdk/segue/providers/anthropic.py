@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from segue._core.contracts import ProviderRequest
+from segue.errors import WireError
 from segue.generated import ModelSettings
 from segue.providers._cache import AUTO, AutoTTLPaths, CatalogRows, comparison
 from segue.providers._common import Assembler, SdkDriver
@@ -18,7 +19,7 @@ from segue.providers._output import OutputPaths
 from segue.wire.anthropic import request as wire
 from segue.wire.anthropic.request import thinking_kind
 from segue.wire.anthropic.stream import AnthropicStream
-from segue.wire.common import ParsedResponse, WireError, WireRequest
+from segue.wire.common import ParsedResponse, WireRequest
 from segue.wire.settings import TOOL_CHOICE_MODES
 
 if TYPE_CHECKING:

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, get_args
 
 from segue._core.identity import IdentityMemo
+from segue.errors import MalformedResponseError
 from segue.generated import ExplainSection
 from segue.generated.wire import anthropic as g
-from segue.wire.common import MalformedResponseError
 
 __all__ = ["breakpoint_positions", "lacks_routing_key"]
 
