@@ -7,17 +7,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any, get_args
 
 from segue._core.identity import IdentityMemo
-from segue.errors import MalformedResponseError
 from segue.generated import ExplainSection
 from segue.generated.wire import anthropic as g
 
 __all__ = ["breakpoint_positions", "lacks_routing_key"]
 
 #: Anthropic's lookback counts content blocks: "The system only checks up to 20 blocks before each explicit
-#: `cache_control` breakpoint" (prompt caching page), each tool_use and each tool_result being one block.
-_MARKERS = g.BREAKPOINT_KEYS
+#: `cache_control` breakpoint" (prompt caching page), each tool_use and each tool_result being one block. The
+#: wire has one marker key (unpacking fails loudly if the mapping ever names another).
+(_MARKER,) = g.BREAKPOINT_KEYS
 #: The body's key that holds the conversation: the last key the vendor reads in the messages section.
 _CONVERSATION = next(k for k, section in reversed(g.REQUEST_PROMPT) if section == get_args(ExplainSection)[-1])
+#: The key under which this wire's generated `message` builder puts a message's content blocks.
+_PROBE: list[Any] = []
+_CONTENT = next(k for k, v in g.message(role="", content=_PROBE).items() if v is _PROBE)
 
 
 def breakpoint_positions(body: Mapping[str, Any]) -> list[int]:
@@ -56,10 +59,7 @@ def _message_positions(message: Any) -> tuple[int, list[int]]:
     found = _SEEN.get(message)
     if found is not None:
         return found
-    try:
-        content = g.parse_message(message).content if isinstance(message, dict) else None
-    except MalformedResponseError:  # not a message segue wrote: one position, as a block without a marker
-        content = None
+    content = message.get(_CONTENT) if isinstance(message, dict) else None
     blocks: Sequence[Any] = content if isinstance(content, list) else [content]
-    marks = [i for i, block in enumerate(blocks, start=1) if isinstance(block, dict) and _MARKERS & block.keys()]
+    marks = [i for i, block in enumerate(blocks, start=1) if isinstance(block, dict) and block.get(_MARKER)]
     return _SEEN.put(message, (len(blocks), marks))
