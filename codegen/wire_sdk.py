@@ -69,11 +69,6 @@ def shape(path: str) -> SdkShape:
     return _merge(path, found)
 
 
-def shape_of(tp: type) -> SdkShape:
-    """One TypedDict or model class as a shape."""
-    return _merge(f"{tp.__module__}.{tp.__qualname__}", [tp])
-
-
 def nested_keys(annotation: Any) -> dict[str, Any] | None:
     """The keys of the objects an annotation holds (merged over a union); None when it holds no SDK object."""
     found = [] if annotation is None else object_types(annotation)

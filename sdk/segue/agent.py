@@ -31,7 +31,7 @@ from segue.errors import (
 )
 from segue.generated import ContextBlock, ModelSettings, PrewarmResult, RunEvent, RunResult
 from segue.guardrails import Guardrail
-from segue.providers.base import members
+from segue.providers.base import members, settings_checks
 from segue.run.config import AgentConfig
 from segue.run.pipeline import Pipeline
 from segue.run.request import DEFAULT_MAX_INPUT_CHARS, PYTHON_ONLY, Rules, RunRequest
@@ -159,7 +159,7 @@ class Agent:
         self.output_type = output_type
         self.output_repairs = output_repairs
         output = output_spec(output_type) if output_type is not None else None
-        checks = tuple(c for d in members(provider) if (c := getattr(d, "check_settings", None)) is not None)
+        checks = settings_checks(provider)
         self.model_settings = settings_of(model_settings, "Agent(model_settings=...)")
         check_paths(self.model_settings, checks)
         self._config = AgentConfig(

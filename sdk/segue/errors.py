@@ -106,6 +106,14 @@ ProviderErrorKind = Literal[
 ]
 
 
+class WireError(SegueError, ValueError):
+    """A canonical message cannot be put on this vendor's wire (e.g. a thinking block without its signature)."""
+
+
+class MalformedResponseError(SegueError, ValueError):
+    """The vendor's JSON does not have the shape its API documents. Drivers turn it into a ProviderError."""
+
+
 class ProviderError(SegueError):
     """A vendor call failed. `retryable` errors (429, 5xx, timeouts, dropped connections) may fail over.
 

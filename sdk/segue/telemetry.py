@@ -175,9 +175,8 @@ class RunTrace(_Trace):
         self.capture = capture
         #: The tracer provider the spans go to (None: the global one).
         self.provider = provider
-        #: Who answered the run's latest request (set by its chat span).
+        #: The model that answered the run's latest request (set by its chat span).
         self.response_model: str | None = None
-        self.response_vendor: str | None = None
 
     @classmethod
     def off(cls) -> RunTrace:
@@ -364,7 +363,7 @@ class ChatTrace(_Trace):
         span = self.span
         if span is None:
             return
-        self.run.response_model, self.run.response_vendor = model, vendor
+        self.run.response_model = model
         finish = FINISH_REASONS.get(stop_reason, stop_reason)
         attributes: dict[str, Any] = {
             "gen_ai.provider.name": vendor,

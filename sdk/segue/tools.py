@@ -151,25 +151,32 @@ class Tool:
             return outcome(f"tool {self.name} did not finish within {self.timeout:g} s and was abandoned", True)
         except Exception as e:
             return outcome(f"tool {self.name} raised {type(e).__name__}: {e}", True)
-        if isinstance(value, ToolOutput):
-            return outcome(_clean(_truncate(value.content, self.max_result_chars)), value.is_error, value.images)
-        try:
-            plain = value if isinstance(value, str) else to_json(value)
-            # compact, as pydantic's to_json and PydanticAI send it: every later request that replays the result
-            # carries fewer tokens
-            text = plain if isinstance(plain, str) else compact_json(plain)
-        except (TypeError, ValueError) as e:
-            return outcome(
-                f"tool {self.name} returned a {type(value).__name__}, which is not JSON ({e}); return str, "
-                "numbers, booleans, None, lists, dicts, or a pydantic model, attrs class or dataclass of them",
-                True,
-            )
-        return outcome(_clean(_truncate(text, self.max_result_chars)), False)
+        return outcome(*encode_result(value, tool=self.name, limit=self.max_result_chars))
 
     async def _call(self, arguments: dict[str, Any]) -> Any:
         if inspect.iscoroutinefunction(self.fn):
             return await self.fn(**arguments)
         return await asyncio.to_thread(self.fn, **arguments)
+
+
+def encode_result(value: Any, *, tool: str, limit: int) -> tuple[str, bool, tuple[ImageBlock, ...]]:
+    """What a tool's return value becomes in its result block, as (content, is_error, images): a ToolOutput as it
+    says; a str as it is; anything else as compact JSON (as pydantic's to_json and PydanticAI send it: every later
+    request that replays the result carries fewer tokens), or an error result naming what a tool may return. The
+    content is cut to `limit` characters with TRUNCATION_MARKER, and lone surrogates are replaced."""
+    if isinstance(value, ToolOutput):
+        return _clean(_truncate(value.content, limit)), value.is_error, value.images
+    try:
+        plain = value if isinstance(value, str) else to_json(value)
+        text = plain if isinstance(plain, str) else compact_json(plain)
+    except (TypeError, ValueError) as e:
+        return (
+            f"tool {tool} returned a {type(value).__name__}, which is not JSON ({e}); return str, "
+            "numbers, booleans, None, lists, dicts, or a pydantic model, attrs class or dataclass of them",
+            True,
+            (),
+        )
+    return _clean(_truncate(text, limit)), False, ()
 
 
 def _conversion_error(error: Exception) -> str:

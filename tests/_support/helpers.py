@@ -10,9 +10,10 @@ from typing import Any
 
 from segue import Agent, RunDetail, RunResult
 from segue._core.contracts import ProviderRequest
+from segue.cache.layout import RuntimeState
 from segue.catalog import Catalog
 from segue.generated import Message, ReasoningBlock, RunMeta, TextBlock, ToolCallBlock, get_converter
-from segue.testing import ScriptedProvider
+from segue.testing import ScriptedProvider, call, text
 
 
 def stored_meta(run: RunDetail | None) -> dict[str, Any]:
@@ -111,3 +112,11 @@ def catalog_layer(
     doc = {"$schema": "../schemas/catalog.schema.json", "version": 2, "model_vendors": [row]}
     (folder / file).write_text(json.dumps(doc))
     return Catalog.load(extra_dirs=[folder], env=False)
+
+
+def state_text(state: RuntimeState) -> str:
+    return f"iteration {state.iteration} of {state.max_iterations}; tokens so far {state.usage_so_far.input_tokens}"
+
+
+def script() -> list[Any]:
+    return [call("lookup", {"q": "a"}, id="c1"), call("lookup", {"q": "b"}, id="c2"), text("done")]

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from conftest import REPO
+from tests._support.environment import REPO
 
 SERVER = REPO / "tests" / "_support" / "mcp_servers" / "fixture_server.py"
 #: A hand-written server for answers an SDK server never sends (tests/_support/mcp_servers/raw_server.py).

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_dashboard import get
-from test_wire_support import Recorder, json_response, openai_client
 
 from segue import Agent, ModelSettings, RunStore
 from segue.apps.cli.main import _catalog_cost, main
 from segue.apps.dashboard import create_app
 from segue.catalog import Catalog
 from segue.providers import OpenAIChatProvider
+from tests._support.dashboard import get
+from tests._support.vendor_http import Recorder, json_response, openai_client
 
 URL = "http://127.0.0.1:8080/v1"
 

@@ -5,20 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers import lookup, stored_meta
 
 from segue import Agent, RunStore
-from segue.cache.layout import RuntimeState, is_fragment
+from segue.cache.layout import is_fragment
 from segue.generated import TextBlock
 from segue.testing import ScriptedProvider, call, canonical_messages, text
-
-
-def state_text(state: RuntimeState) -> str:
-    return f"iteration {state.iteration} of {state.max_iterations}; tokens so far {state.usage_so_far.input_tokens}"
-
-
-def script() -> list[Any]:
-    return [call("lookup", {"q": "a"}, id="c1"), call("lookup", {"q": "b"}, id="c2"), text("done")]
+from tests._support.helpers import lookup, script, state_text, stored_meta
 
 
 def fragment_iterations(messages: list[Any]) -> list[int]:

@@ -30,11 +30,6 @@ PROMPT = "You answer questions about the shop database. Keep answers short and e
 TOOLS = [sample_db.list_tables, sample_db.describe_table, sample_db.run_query]
 
 
-@pytest.fixture(scope="module")
-def catalog() -> Catalog:
-    return Catalog.load(env=False)
-
-
 def _layer(tmp_path: Path, configuration: dict[str, Any]) -> Catalog:
     d = tmp_path / "layer"
     d.mkdir(exist_ok=True)

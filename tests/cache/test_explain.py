@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-from test_dashboard_data import EDITED_PROMPT, PROMPT, SampleRuns, build_store
-
 from segue import RunStore
 from segue._core.hashing import canonical_json
 from segue._core.usage import cache_parts
@@ -21,13 +18,9 @@ from segue.cache.explain import (
 )
 from segue.cache.layout import build_fragment
 from segue.generated import LayoutMeta, LlmInteraction, ReplaySummary, RunDetail, RunMeta, Usage, get_converter
+from tests._support.sample_runs import EDITED_PROMPT, PROMPT, SampleRuns
 
 USAGE = Usage(input_tokens=100, output_tokens=10, cache_read_tokens=60, cache_write_tokens=40)
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> SampleRuns:
-    return build_store(tmp_path_factory.mktemp("explain") / "segue.db")
 
 
 def _get(url: str, run_id: str) -> tuple[RunDetail, RunDetail | None]:

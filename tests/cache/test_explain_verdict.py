@@ -117,9 +117,8 @@ async def test_runs_explain_text_and_json_lead_with_the_vendor(
     assert "VENDOR SAYS" in shown and "system_changed" in shown
 
     # The dashboard's run page: the vendor's verdict first in the request's row, segue's reasoning after it.
-    from test_dashboard import get
-
     from segue.apps.dashboard import create_app
+    from tests._support.dashboard import get
 
     store = RunStore(url)
     try:

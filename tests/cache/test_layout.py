@@ -26,11 +26,6 @@ PREFIX_HOST = ("openai", "gpt-4.1-mini")  # catalog: prefix_prompt_cache true
 BLOCK_HOST = ("anthropic", "claude-sonnet-4-6")  # catalog: prefix_prompt_cache false
 
 
-@pytest.fixture(scope="module")
-def catalog() -> Catalog:
-    return Catalog.load(env=False)
-
-
 def user(text: str) -> Message:
     return Message(role="user", content=[TextBlock(text=text)])
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from segue import Agent, RunStore, RuntimeState, tool
 from segue.cache.layout import LayoutPolicy
 from segue.catalog import Catalog
@@ -24,11 +22,6 @@ from segue_twin import Twin
 PREFIX_HOST = ("openai", "gpt-4.1-mini")  # catalog: prefix_prompt_cache true, $0.40 input, $0.10 cache read
 BLOCK_HOST = ("anthropic", "claude-sonnet-4-6")
 SELF_HOSTED = ("vllm", "gpt-4.1-mini")  # vendors.json: vllm, prefix cache, pricing.self_hosted
-
-
-@pytest.fixture(scope="module")
-def catalog() -> Catalog:
-    return Catalog.load(env=False)
 
 
 def words(tokens: int) -> str:

@@ -43,3 +43,33 @@ def test_each_tool_block_counts_one_lookback_position(calls: int, noted: bool) -
     assert [n.kind for n in notes] == (["cache-beyond-lookback"] if noted else [])
     if noted:
         assert notes[0].measured == 2 * calls and notes[0].limit == 20
+
+
+def test_every_wire_reads_its_own_bodies_for_the_misses_check() -> None:
+    """cache/misses.py reads no vendor key: each catalog `wire` (the enum of schemas/catalog.schema.json) has its
+    `segue.wire.<wire>.misses` module, so a new wire cannot be skipped silently."""
+    import json
+
+    from segue.cache import misses
+    from tests._support.environment import REPO
+
+    schema = json.loads((REPO / "schemas" / "catalog.schema.json").read_text())
+    wires = set(schema["$defs"]["Vendor"]["properties"]["wire"]["enum"])
+    assert set(misses._WIRES) == wires
+    assert {m.__name__ for m in misses._WIRES.values()} == {f"segue.wire.{w}.misses" for w in wires}
+
+
+def test_the_lookback_and_the_routing_key_are_each_one_wires_knowledge() -> None:
+    """The same marked body: Anthropic's wire (and OpenRouter's, whose anthropic/* bodies carry Anthropic's
+    cache_control) counts its breakpoints; the OpenAI wires have no block lookback. Only the Responses wire routes by
+    `prompt_cache_key`."""
+    from segue.wire.anthropic import misses as anthropic
+    from segue.wire.openai_chat import misses as chat
+    from segue.wire.openai_responses import misses as responses
+    from segue.wire.openrouter import misses as openrouter
+
+    body = fan_out(3)
+    assert anthropic.breakpoint_positions(body) == openrouter.breakpoint_positions(body) == [7]
+    assert chat.breakpoint_positions(body) == responses.breakpoint_positions(body) == []
+    assert responses.lacks_routing_key({"input": []}) and not responses.lacks_routing_key({"prompt_cache_key": "t1"})
+    assert not any(m.lacks_routing_key({"input": []}) for m in (anthropic, chat, openrouter))

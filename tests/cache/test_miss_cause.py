@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_dashboard import get
 
 from segue import Agent, RunStore, tool
 from segue.apps.cli.main import main
@@ -24,6 +23,7 @@ from segue.apps.dashboard import create_app
 from segue.catalog import Catalog
 from segue.providers import AnthropicProvider
 from segue.twin import Twin
+from tests._support.dashboard import get
 
 MODEL = "claude-sonnet-4-6"
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from segue._support.readers import tokens_by_ttl
 from segue.catalog import Catalog, CatalogLookupError, Prices
 from segue.generated import Usage, get_converter
 from segue.run.conversation import add_usage
 from segue.wire.anthropic import request as anthropic_wire
-from segue.wire.common import tokens_by_ttl
 
 M = 1_000_000
 

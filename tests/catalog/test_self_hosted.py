@@ -7,14 +7,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from test_wire_support import Recorder, json_response, openai_client
-
 from segue import Agent, RunStore
 from segue.apps.dashboard.views import no_pricing, run_row
 from segue.catalog import Catalog
 from segue.catalog.costs import price_source
 from segue.generated import Usage
 from segue.providers import OpenAIChatProvider
+from tests._support.vendor_http import Recorder, json_response, openai_client
 
 URL = "http://127.0.0.1:8080/v1"
 USAGE = Usage(input_tokens=1_000_000, output_tokens=500_000)

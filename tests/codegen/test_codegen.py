@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from codegen_runner import codegen
 
 from codegen.model import load_model
 from codegen.naming import py_field_name, ts_property
+from tests._support.codegen_runner import codegen
 
 REPO = Path(__file__).resolve().parents[2]
 GENERATED = Path("sdk/segue/generated")

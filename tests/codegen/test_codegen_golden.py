@@ -16,11 +16,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import NODE_INSTALL, require_tool
 
 from codegen import golden
 from codegen.driver import PLUGINS, write
 from codegen.spec import load_spec
+from tests._support.environment import NODE_INSTALL, require_tool
 
 
 @pytest.fixture(scope="module")

@@ -1,12 +1,13 @@
 """codegen's modules import down their layers only: no import circle (at module level or inside functions),
-plugins never import each other, and only the driver knows the plugins (as modules with `generate`)."""
+plugins never import each other, only the driver knows the plugins (as modules with `generate`), and no module is
+over 500 lines."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-from conftest import REPO
+from tests._support.environment import REPO
 
 CODEGEN = REPO / "codegen"
 #: Each hand-written module's layer, lowest first; a module may import only modules of a lower layer.
@@ -107,3 +108,11 @@ def test_only_the_driver_knows_the_plugins() -> None:
     ]
     # Whole plugin modules, never a name from inside one.
     assert names and all(mod == "codegen.plugins" and f"{mod}.{name}" in plugins for mod, name in names)
+
+
+def test_no_codegen_module_is_over_500_lines() -> None:
+    """The runtime's limit (tests/project/test_sdk_layers.py) holds for codegen too: past ~500 lines a module owns
+    two things."""
+    sizes = {module_name(p): len(p.read_text(encoding="utf-8").splitlines()) for p in CODEGEN.rglob("*.py")}
+    assert {m: n for m, n in sizes.items() if n > 500} == {}
+    assert max(sizes.values()) > 250, "the sizes were not read"

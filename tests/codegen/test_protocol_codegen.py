@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from codegen_runner import codegen
 
 from codegen.errors import SchemaError
 from codegen.method_table import load_protocol
@@ -23,6 +22,7 @@ from segue.apps.protocol.methods import Methods
 from segue.apps.protocol.rpc import Dispatcher
 from segue.generated.protocol import ServerLimits
 from segue.generated.protocol_methods import ERROR_DATA, LEGACY_CODES, METHODS, PROTOCOL_VERSION, ErrorCode
+from tests._support.codegen_runner import codegen
 
 REPO = Path(__file__).resolve().parents[2]
 GENERATED = Path("sdk/segue/generated")

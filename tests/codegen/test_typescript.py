@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import NODE_INSTALL, REPO, require_tool
+from tests._support.environment import NODE_INSTALL, REPO, require_tool
 
 
 def test_declarations_type_the_valid_fixtures(tmp_path: Path) -> None:

@@ -16,9 +16,10 @@ from codegen.model import load_model
 from codegen.plugins import wire
 from codegen.spec import load_spec
 from codegen.wire_mapping import iter_wire_files, load_mappings
+from segue._support.readers import Unknown
+from segue.errors import MalformedResponseError, WireError
 from segue.generated import ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock, Usage
 from segue.generated.wire import anthropic, openai_chat, openai_responses, openrouter
-from segue.wire.common import MalformedResponseError, Unknown, WireError
 
 WIRE_DIR = REPO_ROOT / "schemas" / "wire"
 CACHE_CONTROL = "anthropic.types.CacheControlEphemeralParam"

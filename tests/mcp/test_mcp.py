@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_helpers import SERVER, http_server, records, running, stdio, wait_gone
 
 from segue._core.hashing import canonical_json
 from segue.generated import get_converter
 from segue.mcp import MCPTools, MCPToolsError, canonical_schema
 from segue.tools import Tool
+from tests._support.mcp_helpers import SERVER, http_server, records, running, stdio, wait_gone
 
 
 def blocks(tools: list[Tool]) -> str:
@@ -207,8 +207,8 @@ def test_keyboard_interrupt_stops_the_server(tmp_path: Path) -> None:
         textwrap.dedent(
             f"""
             import asyncio, sys
-            sys.path[:0] = [{str(SERVER.parent.parent)!r}, {str(SERVER.parents[2])!r}]  # tests/_support, tests
-            from mcp_helpers import stdio
+            sys.path[:0] = [{str(SERVER.parents[3])!r}]  # the repository, for the package tests._support
+            from tests._support.mcp_helpers import stdio
             from pathlib import Path
 
             async def main():

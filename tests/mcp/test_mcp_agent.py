@@ -14,13 +14,13 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp_helpers import http_server, records, stdio, wait_gone
 
 from segue import Agent, InputError, RunStore, tool
 from segue.generated import ImageBlock, RunResult, ToolResultBlock
 from segue.mcp import MCPTools, MCPToolsError
 from segue.providers import AnthropicProvider
 from segue_twin import Twin
+from tests._support.mcp_helpers import http_server, records, stdio, wait_gone
 
 SYSTEM = "You answer questions about orders and the weather, precisely and briefly. " * 150  # above cache minimums
 TURNS = [

@@ -11,13 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-from mcp_helpers import raw_stdio, records, running, wait_gone
 from test_mcp_agent import Recording, anthropic, store_at
 
 from segue import Agent
 from segue.generated import ToolResultBlock
 from segue.tools import Tool
 from segue_twin import Twin
+from tests._support.mcp_helpers import raw_stdio, records, running, wait_gone
 
 
 def named(tools: list[Tool]) -> dict[str, Tool]:

@@ -7,10 +7,9 @@ import inspect
 import re
 from typing import get_args
 
-from conftest import REPO
-
 from segue import Agent
 from segue.generated import RunEventType, RunNoteKind
+from tests._support.environment import REPO
 
 PAGE = (REPO / "docs" / "api.md").read_text(encoding="utf-8")
 

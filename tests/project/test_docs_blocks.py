@@ -22,8 +22,9 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import REPO
-from docs_blocks import blocks
+
+from tests._support.docs_blocks import blocks
+from tests._support.environment import REPO
 
 RUNNER = Path(__file__).parents[1] / "_support" / "docs_blocks.py"
 PAGES = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])

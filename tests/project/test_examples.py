@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO
+from tests._support.environment import REPO
 
 
 def run_example(name: str, *args: str) -> str:

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
-from docs_blocks import blocks
 
 from segue.catalog import Catalog
+from tests._support.docs_blocks import blocks
+from tests._support.environment import REPO
 
 PAGE = REPO / "docs" / "quickstart.md"
 

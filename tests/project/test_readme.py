@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from conftest import REPO
+from tests._support.environment import REPO
 
 
 def _commands() -> list[str]:
@@ -29,7 +29,7 @@ def test_the_test_command_needs_no_node_and_pytest_installs_nothing() -> None:
     """Issue 30 item 6: the test command stopped before pytest without npm, and pytest ran a second `npm ci` (the
     network) that the README did not mention. Node packages are installed beforehand, by .ci/run; tests that need
     them skip without them, naming the install line (conftest.NODE_INSTALL)."""
-    from conftest import NODE_INSTALL
+    from tests._support.environment import NODE_INSTALL
 
     assert "npm" not in _commands()[1]
     assert NODE_INSTALL in (REPO / "README.md").read_text().replace("\n", " ")
@@ -50,8 +50,9 @@ def test_the_readme_examples_second_turn_reads_from_the_cache(tmp_path: Path) ->
     import subprocess
     import sys
 
-    from docs_blocks import blocks
     from test_docs_blocks import RUNNER, offline_env
+
+    from tests._support.docs_blocks import blocks
 
     page = tmp_path / "readme.md"
     page.write_text(f"```python\n{blocks(REPO / 'README.md').blocks[0].source}```\n", encoding="utf-8")

@@ -11,7 +11,8 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import REPO
+
+from tests._support.environment import REPO
 
 #: What a tracked file may be, by suffix (a file without one is named in NAMES).
 SUFFIXES = {

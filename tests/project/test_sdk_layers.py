@@ -18,7 +18,7 @@ import ast
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
-from conftest import REPO
+from tests._support.environment import REPO
 
 SDK = REPO / "sdk"
 PACKAGE = SDK / "segue"

@@ -19,16 +19,6 @@ from typing import Any, TypeVar
 
 import httpx2
 import pytest
-from helpers import stored_meta
-from test_dashboard import get, run_ids_on
-from test_faults import answer, anthropic_events, streamed_tool_use, tool_use
-from test_provider_anthropic import MODEL
-from test_provider_anthropic import response as anthropic_body
-from test_provider_openai_chat import completion
-from test_provider_openai_responses import MODEL as RESPONSES_MODEL
-from test_provider_openai_responses import response as responses_body
-from test_provider_openai_responses import text_output
-from test_wire_support import Recorder, json_response, sse
 
 from segue import (
     Agent,
@@ -45,6 +35,15 @@ from segue.generated import get_converter
 from segue.providers import AnthropicProvider, Failover, OpenAIChatProvider, OpenAIResponsesProvider
 from segue.store.models import ALL_MODELS
 from segue.testing import ScriptedProvider, call, text
+from tests._support.anthropic_bodies import MODEL, answer, anthropic_events, streamed_tool_use, tool_use
+from tests._support.anthropic_bodies import response as anthropic_body
+from tests._support.dashboard import get, run_ids_on
+from tests._support.helpers import stored_meta
+from tests._support.openai_chat_bodies import completion
+from tests._support.responses_bodies import MODEL as RESPONSES_MODEL
+from tests._support.responses_bodies import response as responses_body
+from tests._support.responses_bodies import text_output
+from tests._support.vendor_http import Recorder, json_response, sse
 
 T = TypeVar("T")
 ANTHROPIC_KEY = "sk-ant-FAKE-SECRET-123"

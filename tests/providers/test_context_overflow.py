@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_wire_support import Recorder, anthropic_client, json_response, openai_client, sse
 
 from segue import Agent
 from segue._core.contracts import ProviderRequest
 from segue.errors import ProviderError
 from segue.generated import Message, TextBlock
 from segue.providers import AnthropicProvider, OpenAIChatProvider, OpenAIResponsesProvider, OpenRouterProvider
+from tests._support.vendor_http import Recorder, anthropic_client, json_response, openai_client, sse
 
 ADVICE = "replay fewer runs"
 REQUEST = ProviderRequest(system="s", messages=[Message(role="user", content=[TextBlock(text="hi")])])

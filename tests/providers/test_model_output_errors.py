@@ -18,12 +18,12 @@ from typing import Any
 
 import httpx2
 import pytest
-from test_wire_support import Recorder, json_response, openai_client, sse
 
 from segue import Agent, ModelSettings, RunStore
 from segue.errors import ProviderError
 from segue.providers import OpenAIChatProvider
 from segue.tools import tool
+from tests._support.vendor_http import Recorder, json_response, openai_client, sse
 
 URL = "http://127.0.0.1:8080/v1"
 PEG = "The model produced output that does not match the expected peg-native format"

@@ -17,7 +17,6 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from test_wire_support import Recorder, anthropic_client, json_response
 
 from segue import Agent, RunStore, tool
 from segue._core.contracts import ProviderRequest
@@ -26,6 +25,7 @@ from segue.providers import AnthropicProvider, OpenAIChatProvider, OpenAIRespons
 from segue.wire.common import BodyEncoder, WireRequest
 from segue_twin import Twin
 from segue_twin.transport import TwinAsyncTransport
+from tests._support.vendor_http import Recorder, anthropic_client, json_response
 
 SYSTEM = "You answer questions about orders, precisely and briefly. Prices in euro (€)."
 
@@ -214,7 +214,7 @@ async def test_a_client_of_another_class_than_the_sdks_own_gets_the_typed_create
             },
         ),
     ]
-    from test_wire_support import sse
+    from tests._support.vendor_http import sse
 
     rec = Recorder(sse(chunks, done=True) if streaming else json_response(answer))
     client = openai.AsyncAzureOpenAI(

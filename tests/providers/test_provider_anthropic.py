@@ -7,35 +7,25 @@ import json
 from typing import Any
 
 import pytest
-from anthropic.types import Message as SdkMessage
 from anthropic.types import RawMessageStreamEvent
 from anthropic.types.message_create_params import MessageCreateParamsNonStreaming, MessageCreateParamsStreaming
 from pydantic import TypeAdapter
-from test_wire_support import Recorder, anthropic_client, assert_typed, json_response, sse
 
 from segue._core.contracts import FRAGMENT_META_KEY, OutputFormat, ProviderRequest
-from segue.errors import ProviderError
+from segue.errors import ProviderError, WireError
 from segue.generated import (
     Message,
     ModelSettings,
     ReasoningBlock,
     TextBlock,
     ToolCallBlock,
-    ToolDefinition,
     ToolResultBlock,
     Usage,
 )
 from segue.providers import AnthropicProvider, StreamDelta, StreamDone
-from segue.wire.common import WireError
+from tests._support.anthropic_bodies import MODEL, TOOLS, response
+from tests._support.vendor_http import Recorder, anthropic_client, assert_typed, json_response, sse
 
-MODEL = "claude-sonnet-4-6"
-TOOLS = [
-    ToolDefinition(
-        name="run_query",
-        description="Run a read-only SQL query.",
-        parameters={"type": "object", "properties": {"sql": {"type": "string"}}, "required": ["sql"]},
-    )
-]
 TOOL_PARAM = {
     "name": "run_query",
     "description": "Run a read-only SQL query.",
@@ -43,28 +33,6 @@ TOOL_PARAM = {
 }
 BINDING_EXTRA = {"ThinkingConfigEnabledParam": {"block_binding"}, "ThinkingConfigAdaptiveParam": {"block_binding"}}
 EPHEMERAL = {"type": "ephemeral", "ttl": "5m"}
-
-
-def response(content: list[dict[str, Any]], *, stop: str = "end_turn", **extra: Any) -> dict[str, Any]:
-    body = {
-        "id": "msg_01",
-        "type": "message",
-        "role": "assistant",
-        "model": MODEL,
-        "content": content,
-        "stop_reason": stop,
-        "stop_sequence": None,
-        "usage": {
-            "input_tokens": 12,
-            "output_tokens": 30,
-            "cache_read_input_tokens": 1800,
-            "cache_creation_input_tokens": 200,
-            "cache_creation": {"ephemeral_5m_input_tokens": 200, "ephemeral_1h_input_tokens": 0},
-        },
-        **extra,
-    }
-    SdkMessage.model_validate(body)  # fixtures must be what the SDK itself accepts
-    return body
 
 
 def replayed() -> list[Message]:

@@ -12,8 +12,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from helpers import stored_meta
-
 from segue import Agent, RunStore, tool
 from segue._core.contracts import ProviderRequest
 from segue.apps.protocol.config import build_app, load_config
@@ -25,6 +23,7 @@ from segue.providers import AnthropicProvider, OpenAIChatProvider, OpenAIRespons
 from segue.wire.breakpoints import implicit_only
 from segue_twin import ScriptedPolicy, Twin
 from segue_twin.view import AssistantTurn, PlannedCall
+from tests._support.helpers import stored_meta
 
 MODEL = "gpt-5.6-sol"  # catalog: a breakpoint cache
 #: Long enough that tools + instructions pass the catalog's minimum cacheable length (1,024 tokens).

@@ -8,13 +8,13 @@ import sys
 from typing import Any
 
 import pytest
-from test_provider_openai_chat import completion
-from test_wire_support import Recorder, anthropic_client, json_response, openai_client, sse
 
 from segue._core.contracts import Provider, ProviderRequest
 from segue.errors import ProviderError
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from segue.providers import AnthropicProvider, Failover, OpenAIChatProvider, StreamDelta, StreamDone
+from tests._support.openai_chat_bodies import completion
+from tests._support.vendor_http import Recorder, anthropic_client, json_response, openai_client, sse
 
 RATE_LIMITED = {"type": "error", "error": {"type": "rate_limit_error", "message": "Too many requests"}}
 TOO_LONG = {

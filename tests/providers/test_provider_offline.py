@@ -18,7 +18,6 @@ from typing import Any
 
 import httpx2
 import pytest
-from test_wire_support import Recorder, anthropic_client, openai_client
 
 from segue import Agent, RunStore
 from segue._core.contracts import TWIN_HEADER, ProviderRequest, StreamDone
@@ -28,6 +27,7 @@ from segue.generated import Message, TextBlock
 from segue.providers import AnthropicProvider, OpenAIChatProvider, OpenAIResponsesProvider, OpenRouterProvider
 from segue_twin import TWIN_BASE_URL, Twin
 from segue_twin import TWIN_HEADER as TWINS_OWN_HEADER
+from tests._support.vendor_http import Recorder, anthropic_client, openai_client
 
 VARIABLES = (
     "ANTHROPIC_API_KEY",

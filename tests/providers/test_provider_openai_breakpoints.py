@@ -19,14 +19,14 @@ from openai.types.chat import ChatCompletion
 from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
 from openai.types.responses import Response
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
-from test_wire_support import Recorder, assert_typed, json_response, openai_client
 
 from segue._core.contracts import ProviderRequest
 from segue.cache.layout import build_fragment
 from segue.catalog import Catalog
+from segue.errors import WireError
 from segue.generated import Message, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock, Usage
 from segue.providers import OpenAIChatProvider, OpenAIResponsesProvider, OpenRouterProvider, StreamDone
-from segue.wire.common import WireError
+from tests._support.vendor_http import Recorder, assert_typed, json_response, openai_client
 
 MODEL = "gpt-5.6-sol"  # catalog: llm.cache_kind "breakpoint", 4 writes per request, TTLs 30m / 12h
 PREFIX_MODEL = "gpt-4.1-mini"  # catalog: llm.cache_kind "prefix"
@@ -40,11 +40,6 @@ TOOL_PARAM = {
     "parameters": {"type": "object", "properties": {}},
     "strict": False,
 }
-
-
-@pytest.fixture(scope="module")
-def catalog() -> Catalog:
-    return Catalog.load(env=False)
 
 
 def layer(tmp_path: Path, *rows: dict[str, Any]) -> Catalog:

@@ -6,12 +6,11 @@ import json
 from typing import Any
 
 import pytest
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletionChunk
 from openai.types.chat.completion_create_params import (
     CompletionCreateParamsNonStreaming,
     CompletionCreateParamsStreaming,
 )
-from test_wire_support import Recorder, assert_typed, json_response, openai_client, sse
 
 from segue._core.contracts import ProviderRequest
 from segue.errors import ProviderError
@@ -26,6 +25,8 @@ from segue.generated import (
     Usage,
 )
 from segue.providers import OpenAIChatProvider, StreamDelta, StreamDone
+from tests._support.openai_chat_bodies import completion
+from tests._support.vendor_http import Recorder, assert_typed, json_response, openai_client, sse
 
 TOOLS = [ToolDefinition(name="run_query", description="Run SQL.", parameters={"type": "object"}, strict=True)]
 TOOL_PARAM = {
@@ -37,32 +38,6 @@ CALL = {
     "type": "function",
     "function": {"name": "run_query", "arguments": '{"sql": "SELECT count(*) FROM orders"}'},
 }
-
-
-def completion(
-    message: dict[str, Any], *, model: str = "gpt-4.1", finish: str = "stop", usage: Any = "default", **extra: Any
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1767225600,
-        "model": model,
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish, "logprobs": None}
-        ],
-        **extra,
-    }
-    if usage == "default":
-        usage = {
-            "prompt_tokens": 2000,
-            "completion_tokens": 20,
-            "total_tokens": 2020,
-            "prompt_tokens_details": {"cached_tokens": 1920},
-        }
-    if usage is not None:
-        body["usage"] = usage
-    ChatCompletion.model_validate(body)
-    return body
 
 
 def replayed() -> list[Message]:

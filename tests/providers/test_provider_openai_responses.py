@@ -6,21 +6,21 @@ import json
 from typing import Any
 
 import pytest
-from openai.types.responses import Response, ResponseStreamEvent
+from openai.types.responses import ResponseStreamEvent
 from openai.types.responses.response_create_params import (
     ResponseCreateParamsNonStreaming,
     ResponseCreateParamsStreaming,
 )
 from pydantic import TypeAdapter
-from test_wire_support import Recorder, assert_typed, json_response, openai_client, sse
 
 from segue._core.contracts import ProviderRequest
 from segue.errors import ProviderError
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock, Usage
 from segue.providers import OpenAIResponsesProvider, StreamDelta, StreamDone
 from segue.wire.openai_responses.request import cache_key
+from tests._support.responses_bodies import MODEL, response, text_output
+from tests._support.vendor_http import Recorder, assert_typed, json_response, openai_client, sse
 
-MODEL = "gpt-5.5"
 TOOLS = [
     ToolDefinition(
         name="run_query",
@@ -49,40 +49,6 @@ CALL = {
     "arguments": '{"sql":"SELECT count(*) FROM orders"}',
     "status": "completed",
 }
-
-
-def response(output: list[dict[str, Any]], *, status: str = "completed", **extra: Any) -> dict[str, Any]:
-    body = {
-        "id": "resp_1",
-        "object": "response",
-        "created_at": 1767225600,
-        "model": MODEL,
-        "status": status,
-        "output": output,
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [],
-        "usage": {
-            "input_tokens": 2000,
-            "input_tokens_details": {"cached_tokens": 1536, "cache_write_tokens": 0},
-            "output_tokens": 40,
-            "output_tokens_details": {"reasoning_tokens": 24},
-            "total_tokens": 2040,
-        },
-        **extra,
-    }
-    Response.model_validate(body)
-    return body
-
-
-def text_output(text: str) -> dict[str, Any]:
-    return {
-        "type": "message",
-        "id": "msg_1",
-        "role": "assistant",
-        "status": "completed",
-        "content": [{"type": "output_text", "text": text, "annotations": []}],
-    }
 
 
 def replayed() -> list[Message]:

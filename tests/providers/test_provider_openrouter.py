@@ -11,12 +11,12 @@ from openai.types.chat.completion_create_params import (
     CompletionCreateParamsNonStreaming,
     CompletionCreateParamsStreaming,
 )
-from test_wire_support import Recorder, assert_typed, json_response, openai_client, sse
 
 from segue._core.contracts import FRAGMENT_META_KEY, ProviderRequest
 from segue.errors import ProviderError
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock, Usage
 from segue.providers import OpenRouterProvider, StreamDelta, StreamDone
+from tests._support.vendor_http import Recorder, assert_typed, json_response, openai_client, sse
 
 BASE = "https://openrouter.ai/api/v1"
 CLAUDE = "anthropic/claude-sonnet-4.6"

@@ -7,11 +7,11 @@ import importlib
 import json
 
 import pytest
-from conftest import REPO
 
 import segue.providers
 from segue.apps.protocol import config
 from segue.providers.registry import BY_KIND, KINDS, LAZY, OPTIONS, kinds_taking
+from tests._support.environment import REPO
 
 SCHEMA = json.loads((REPO / "schemas" / "serve.schema.json").read_text(encoding="utf-8"))
 

@@ -22,13 +22,13 @@ from typing import Any
 
 import attrs
 import pytest
-from test_wire_support import Recorder, json_response, openai_client
 
 from segue import Agent, ModelSettings, RunStore
 from segue.catalog import Catalog
 from segue.errors import InputError
 from segue.providers import OpenAIChatProvider
 from segue.tools import tool
+from tests._support.vendor_http import Recorder, json_response, openai_client
 
 URL = "http://127.0.0.1:8080/v1"
 

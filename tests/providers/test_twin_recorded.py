@@ -14,8 +14,6 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import unmarked_twin_client
-from test_dashboard import get
 
 from segue import Agent, RunStore
 from segue.apps.cli.main import main
@@ -23,6 +21,8 @@ from segue.apps.dashboard import create_app
 from segue.demo import shop_db as sample_db
 from segue.providers import AnthropicProvider
 from segue_twin import Twin
+from tests._support.dashboard import get
+from tests._support.helpers import unmarked_twin_client
 
 TOOLS = [sample_db.list_tables, sample_db.describe_table, sample_db.run_query]
 QUESTION = "Which tables are there?"

@@ -6,11 +6,11 @@ import logging
 from typing import Any
 
 import pytest
-from helpers import LookupPolicy, converse, lookup, policy_provider, stored_meta
 
 from segue import Agent, ContextBlock, IdempotencyConflictError, PIIGuardrail, ReplayRunError, RunStore, SingleCall
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from segue.testing import ScriptedProvider, canonical_messages, text
+from tests._support.helpers import LookupPolicy, converse, lookup, policy_provider, stored_meta
 
 
 def reasoning_in(messages: list[Message]) -> list[str]:

@@ -12,7 +12,6 @@ import json
 from typing import Any
 
 import httpx2
-from helpers import stored_meta
 
 from segue import Agent, RunResult, RunStore
 from segue._core.contracts import Provider
@@ -21,6 +20,7 @@ from segue.demo.chat import PROMPT, QUESTIONS, demo_tools
 from segue.generated import RunDetail
 from segue.providers import AnthropicProvider, Failover, OpenAIResponsesProvider
 from segue_twin import Twin
+from tests._support.helpers import stored_meta
 
 SONNET, HAIKU, TERRA = "claude-sonnet-4-6", "claude-haiku-4-5", "gpt-5.6-terra"
 OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
@@ -223,8 +223,8 @@ async def test_a_same_vendor_backup_on_another_model_gets_no_thinking_and_the_su
 async def test_notes_repeated_on_every_request_are_one_note_and_never_a_replay_warning(sqlite_store: RunStore) -> None:
     """Anthropic answering without `input_transformations` although binding was asked: one `unconfirmed` note with
     a count, no `vendor-dropped` warning (the vendor reported no drop)."""
-    from test_provider_anthropic import response as anthropic_body
-    from test_wire_support import Recorder, anthropic_client, json_response
+    from tests._support.anthropic_bodies import response as anthropic_body
+    from tests._support.vendor_http import Recorder, anthropic_client, json_response
 
     thinking = {"type": "thinking", "thinking": "Count them.", "signature": "sig-1"}
 

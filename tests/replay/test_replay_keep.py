@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers import converse, lookup, policy_provider
 
 from segue import Agent, IdempotencyConflictError, ReplayRunError, RunStore
 from segue.cache.explain import explain_run
@@ -15,6 +14,7 @@ from segue.generated import TextBlock
 from segue.providers import AnthropicProvider
 from segue.testing import canonical_messages
 from segue_twin import Twin
+from tests._support.helpers import converse, lookup, policy_provider
 
 
 def question(turn: int) -> str:

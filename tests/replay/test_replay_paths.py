@@ -10,10 +10,6 @@ from typing import Any
 
 import attrs
 import pytest
-from helpers import LookupPolicy, converse, lookup, policy_provider, stored_meta
-from protocol_harness import stdio_server, twin_agent, write_config
-from test_provider_anthropic import response as anthropic_body
-from test_wire_support import Recorder, anthropic_client, json_response
 
 from segue import Agent, IdempotencyConflictError, InputError, ReplayRunError, RunStore
 from segue._core.contracts import ProviderRequest
@@ -21,6 +17,10 @@ from segue.cache.layout import RuntimeState, is_fragment
 from segue.generated import Message, ReasoningBlock, TextBlock
 from segue.providers import AnthropicProvider, Failover
 from segue.testing import ScriptedProvider, canonical_messages, text
+from tests._support.anthropic_bodies import response as anthropic_body
+from tests._support.helpers import LookupPolicy, converse, lookup, policy_provider, stored_meta
+from tests._support.protocol_harness import stdio_server, twin_agent, write_config
+from tests._support.vendor_http import Recorder, anthropic_client, json_response
 
 MINI = "gpt-4.1-mini"  # catalog: prefix_prompt_cache=true on openai, so `auto` is appendOnly
 

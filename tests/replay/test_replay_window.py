@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import catalog_layer, converse, lookup, policy_provider
 
 from segue import Agent, ContextBlock, IdempotencyConflictError, InputError, ReplayRunError, RunStore, SingleCall
 from segue.catalog import Catalog
@@ -14,6 +13,7 @@ from segue.demo import PROMPT, QUESTIONS, demo_tools
 from segue.providers import AnthropicProvider
 from segue.testing import canonical_messages
 from segue_twin import Twin
+from tests._support.helpers import catalog_layer, converse, lookup, policy_provider
 
 
 def seeds(result: Any) -> list[str]:

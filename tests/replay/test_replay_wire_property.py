@@ -17,7 +17,6 @@ import json
 from typing import Any
 
 import attrs
-from helpers import LookupPolicy, lookup, stored_meta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +27,7 @@ from segue.errors import ProviderError
 from segue.generated import LlmInteraction, Message
 from segue.providers import Failover
 from segue.testing import ScriptedProvider
+from tests._support.helpers import LookupPolicy, lookup, stored_meta
 
 PATHS = {"va": ("m1", "m2"), "vb": ("m3",)}  # vendor -> models the turn may run on
 PROMPTS = ("You look things up.", "You look things up, and cite the lookup.")

@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import pytest
-from helpers import lookup, policy_provider, stored_meta
 
 from segue import (
     Agent,
@@ -23,6 +22,7 @@ from segue import (
 )
 from segue.generated import Message, TextBlock
 from segue.testing import ScriptedProvider, call, text
+from tests._support.helpers import lookup, policy_provider, stored_meta
 
 
 def rows(store: RunStore) -> dict[str, int]:

@@ -17,7 +17,6 @@ from typing import Any
 import anthropic
 import openai
 import pytest
-from test_wire_support import Recorder, anthropic_client, json_response
 
 from segue import Agent, RunStore
 from segue.catalog import Catalog
@@ -25,6 +24,7 @@ from segue.demo import shop_db as sample_db
 from segue.generated import CacheVerdict
 from segue.providers import AnthropicProvider, OpenAIResponsesProvider
 from segue_twin import Twin
+from tests._support.vendor_http import Recorder, anthropic_client, json_response
 
 PROMPT = "You answer questions about the shop database. Keep answers short and exact. " * 150
 TOOLS = [sample_db.list_tables, sample_db.describe_table, sample_db.run_query]

@@ -19,13 +19,13 @@ import inspect
 import json
 
 import openai.types.responses.response_create_params as sdk_params
-from helpers import lookup, policy_provider
-from test_wire_support import Recorder, json_response, openai_client
 
 from segue import Agent, RunStore
 from segue.providers import OpenAIResponsesProvider, OpenRouterProvider
 from segue.run.request import CONVERSATION_KEY
 from segue_twin import Twin
+from tests._support.helpers import lookup, policy_provider
+from tests._support.vendor_http import Recorder, json_response, openai_client
 
 
 def test_the_rule_is_the_pinned_sdks() -> None:

@@ -16,18 +16,17 @@ from typing import Any, TypeVar
 
 import httpx2
 import pytest
-from helpers import lookup, stored_meta
-from test_provider_anthropic import MODEL
-from test_provider_anthropic import response as anthropic_body
-from test_provider_openai_chat import completion
-from test_provider_openai_responses import MODEL as RESPONSES_MODEL
-from test_wire_support import Recorder, anthropic_client, json_response, openai_client, sse
 
 from segue import Agent, RunStore, tool
 from segue._core.contracts import Provider
 from segue.generated import RunDetail, RunEvent
 from segue.providers import AnthropicProvider, Failover, OpenAIChatProvider, OpenAIResponsesProvider
 from segue.tools import TRUNCATION_MARKER
+from tests._support.anthropic_bodies import MODEL, answer, anthropic_events, streamed_tool_use, tool_use
+from tests._support.helpers import lookup, stored_meta
+from tests._support.openai_chat_bodies import completion
+from tests._support.responses_bodies import MODEL as RESPONSES_MODEL
+from tests._support.vendor_http import Recorder, anthropic_client, json_response, openai_client, sse
 
 T = TypeVar("T")
 BOUND = 10.0  # seconds: a fault must end the run long before this; hitting it means a hang
@@ -50,46 +49,6 @@ async def bounded(awaitable: Awaitable[T]) -> T:
 
 async def collect(events: AsyncIterator[RunEvent]) -> list[RunEvent]:
     return [e async for e in events]
-
-
-def tool_use(*calls: tuple[str, str, dict[str, Any]]) -> httpx2.Response:
-    blocks = [{"type": "tool_use", "id": cid, "name": name, "input": args} for cid, name, args in calls]
-    return json_response(anthropic_body(blocks, stop="tool_use"))
-
-
-def answer(text: str) -> httpx2.Response:
-    return json_response(anthropic_body([{"type": "text", "text": text}]))
-
-
-def anthropic_events(blocks: list[dict[str, Any]], stop: str) -> list[tuple[str, Any]]:
-    """The Messages API event sequence that streams `blocks` (text and tool_use), as (event name, data)."""
-    start = anthropic_body([], stop=stop)
-    start.update(stop_reason=None)
-    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
-    for i, block in enumerate(blocks):
-        if block["type"] == "text":
-            events.append({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}})
-            delta = {"type": "text_delta", "text": block["text"]}
-        else:
-            head = {**block, "input": {}}
-            events.append({"type": "content_block_start", "index": i, "content_block": head})
-            delta = {"type": "input_json_delta", "partial_json": block["partial_json"]}
-        events.append({"type": "content_block_delta", "index": i, "delta": delta})
-        events.append({"type": "content_block_stop", "index": i})
-    events.append(
-        {
-            "type": "message_delta",
-            "delta": {"type": "message_delta", "stop_reason": stop, "stop_sequence": None},
-            "usage": {"output_tokens": 9},
-        }
-    )
-    events.append({"type": "message_stop"})
-    return [(e["type"], e) for e in events]
-
-
-def streamed_tool_use(call_id: str, q: str) -> list[tuple[str, Any]]:
-    block = {"type": "tool_use", "id": call_id, "name": "lookup", "partial_json": json.dumps({"q": q})}
-    return anthropic_events([block], "tool_use")
 
 
 def cut_stream(events: Iterable[tuple[str, Any]], error: Exception | None) -> httpx2.Response:

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
 
 from segue import Agent, RunStore
 from segue._core.contracts import ProviderRequest, StreamDelta, StreamEvent
 from segue.generated import Message, ToolCallBlock
 from segue.testing import ScriptedProvider, text
+from tests._support.environment import REPO
 
 _INTERRUPTED = textwrap.dedent(
     """

@@ -12,10 +12,8 @@ from typing import Any
 
 import pytest
 from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
-from helpers import catalog_layer
 from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
-from test_wire_support import Recorder, anthropic_client, assert_typed, json_response, openai_client
 
 from segue import Agent, IdempotencyConflictError, InputError, ModelSettings, RunStore, tool
 from segue.cache.explain import compare_bodies
@@ -29,6 +27,8 @@ from segue.providers import (
     OpenRouterProvider,
 )
 from segue_twin import Twin
+from tests._support.helpers import catalog_layer
+from tests._support.vendor_http import Recorder, anthropic_client, assert_typed, json_response, openai_client
 
 
 @tool

@@ -7,14 +7,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from helpers import LookupPolicy, converse, lookup, policy_provider
-from test_agent_layout import script, state_text
 
 import segue.replay.prefix_rule as prefix_rule
 import segue.run.plan as plan_module
 from segue import Agent, InputError, ReplayRunError, RunStore
 from segue.run.plan import Planner, RunPlan
 from segue.testing import ScriptedProvider
+from tests._support.helpers import LookupPolicy, converse, lookup, policy_provider, script, state_text
 
 STORE_CALLS = ("find_idempotent", "load_runs", "get_run", "create_run", "record_iteration", "finish_run")
 A_RUN = "01J9Z3M6Q2W8X4Y7T5R1N0P3K6"

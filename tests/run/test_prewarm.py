@@ -20,7 +20,6 @@ import anthropic
 import attrs
 import openai
 import pytest
-from helpers import catalog_layer
 
 from segue import Agent, RunStore
 from segue._core.contracts import ProviderRequest, ProviderResponse, StreamEvent
@@ -32,6 +31,7 @@ from segue.generated import PrewarmParams
 from segue.providers import AnthropicProvider, OpenAIResponsesProvider
 from segue.wire.anthropic.request import PREWARM_TURN
 from segue_twin import Twin
+from tests._support.helpers import catalog_layer
 
 PROMPT = "You answer questions about the shop database. Keep answers short and exact. " * 150
 TOOLS = [sample_db.list_tables, sample_db.describe_table, sample_db.run_query]

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import fresh_pg_store
 from durable_agent import LEASE_SECONDS, build
 
 from segue import RunStore
 from segue.errors import RunStateError
+from tests._support.environment import fresh_pg_store
 
 HERE = Path(__file__).resolve().parent
 POINTS = ["model", "between", "tool", "tool_safe", "final"]

@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import lookup, policy_provider
 
 from segue import Agent, InputError, ReplayRunError, RunStore
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock
 from segue.testing import ScriptedProvider, call, text
+from tests._support.helpers import lookup, policy_provider
 
 REPO = Path(__file__).resolve().parents[2]
 

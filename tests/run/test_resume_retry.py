@@ -8,11 +8,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import stored_meta
-from protocol_harness import LIST_TABLES_CLIENT, answer_list_tables, stdio_server, twin_agent, write_config
 
 from segue import Agent, InputError, ProviderError, RunStore, tool
 from segue.testing import ScriptedProvider, call, text
+from tests._support.helpers import stored_meta
+from tests._support.protocol_harness import (
+    LIST_TABLES_CLIENT,
+    answer_list_tables,
+    stdio_server,
+    twin_agent,
+    write_config,
+)
 
 
 @tool(requires_approval=True)

@@ -8,11 +8,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from helpers import lookup, stored_meta
 
 from segue import Agent, RunStore, StoreError
 from segue.generated import ContextBlock, LayoutMeta, RunMeta, StoredRequest
 from segue.testing import ScriptedProvider, call, text
+from tests._support.helpers import lookup, stored_meta
 
 OLD_SEED = "sha256:" + "7" * 64
 

@@ -8,7 +8,6 @@ import logging
 from typing import Any
 
 import pytest
-from helpers import lookup, policy_provider
 
 from segue import Agent
 from segue._core.run_text import question, replay_text
@@ -19,6 +18,7 @@ from segue.generated import ReplaySummary, ReplayWarning, Usage
 from segue.providers import AnthropicProvider, OpenAIResponsesProvider
 from segue.tools import tool
 from segue_twin import AssistantTurn, PlannedCall, ScriptedPolicy, Twin
+from tests._support.helpers import lookup, policy_provider
 
 LONG = "You answer questions about the shop database, precisely and briefly. " * 150  # above every minimum
 
@@ -139,7 +139,7 @@ async def test_replay_pending_approvals_and_retry_of_on_results_and_summaries(sq
         """
         return "dropped"
 
-    from helpers import LookupPolicy
+    from tests._support.helpers import LookupPolicy
 
     agent = Agent(policy_provider(LookupPolicy(tool="drop_table")), "", [drop_table], sqlite_store)
     paused = await agent.run("drop orders")

@@ -6,9 +6,9 @@ import inspect
 from typing import Any
 
 import pytest
-from helpers import lookup, policy_provider
 
 from segue import Agent
+from tests._support.helpers import lookup, policy_provider
 
 
 def test_run_sync_takes_runs_arguments_and_returns_its_result(sqlite_store: Any) -> None:

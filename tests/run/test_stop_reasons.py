@@ -12,10 +12,10 @@ import json
 from typing import Any
 
 import pytest
-from test_wire_support import Recorder, anthropic_client, json_response, openai_client, sse
 
 from segue import Agent, ModelSettings, RunStore, tool
 from segue.providers import AnthropicProvider, OpenAIChatProvider
+from tests._support.vendor_http import Recorder, anthropic_client, json_response, openai_client, sse
 
 URL = "http://127.0.0.1:8080/v1"
 COMPLETE = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"city": "Oslo"}'}}

@@ -26,7 +26,6 @@ from openai.types.chat.completion_create_params import CompletionCreateParamsNon
 from openai.types.responses import ResponseTextConfigParam
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 from openai.types.shared_params import ResponseFormatJSONSchema
-from test_wire_support import assert_typed
 
 from segue import Agent, RunStore
 from segue._core.contracts import FINAL_ANSWER_TOOL
@@ -36,6 +35,7 @@ from segue.providers import AnthropicProvider, OpenAIChatProvider, OpenAIRespons
 from segue_twin import Twin
 from segue_twin.scripted import ScriptedPolicy
 from segue_twin.view import AssistantTurn, PlannedCall
+from tests._support.vendor_http import assert_typed
 
 
 @attrs.frozen
@@ -365,7 +365,7 @@ async def test_retry_keeps_the_agents_type(tmp_path: Path) -> None:
 
 
 def test_output_type_over_the_protocol_is_a_json_schema_and_output_plain_json(tmp_path: Path) -> None:
-    from protocol_harness import stdio_server, twin_agent, write_config
+    from tests._support.protocol_harness import stdio_server, twin_agent, write_config
 
     config = write_config(tmp_path / "agents.json", [twin_agent([], store=f"sqlite:///{tmp_path}/runs.db")])
     with stdio_server(config) as client:

@@ -11,13 +11,12 @@ import base64
 import struct
 from pathlib import Path
 
-from helpers import catalog_layer
-
 from segue import Agent, RunStore
 from segue.catalog import Catalog
 from segue.generated import Base64ImageSource, ImageBlock, Message, TextBlock
 from segue.providers import AnthropicProvider
 from segue_twin import Twin
+from tests._support.helpers import catalog_layer
 
 
 def png(width: int, height: int, padding: int) -> bytes:

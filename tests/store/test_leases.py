@@ -11,13 +11,13 @@ import time
 from typing import Any
 
 import pytest
-from test_store import assistant, new_run, run_ids, user
 
 from segue import Agent
 from segue.generated import Usage
 from segue.store import RunStore
 from segue.store.leases import LeaseLost
 from segue.testing import ScriptedProvider, call, text
+from tests._support.store_rows import assistant, new_run, run_ids, user
 
 ZERO = Usage(input_tokens=0, output_tokens=0)
 

@@ -4,41 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from segue.errors import StoreError
-from segue.generated import LlmInteraction, Message, RunMeta, TextBlock, ToolCallRecord, Usage
-from segue.store import NewRun, RunStore
+from segue.generated import LlmInteraction, RunMeta, ToolCallRecord, Usage
+from segue.store import RunStore
 from segue.store.records import IdempotencyKeyTaken
-
-
-def new_run(run_id: str, tenant: str = "t1", **kw: Any) -> NewRun:
-    base: dict[str, Any] = {
-        "run_id": run_id,
-        "tenant_id": tenant,
-        "agent_name": "sql",
-        "input": "hello",
-        "model": "m",
-        "vendor": "v",
-        "meta": RunMeta(extra={"segue.x": 1}),
-        "metadata": {"team": "blue"},
-    }
-    base.update(kw)
-    return NewRun(**base)
-
-
-def user(text: str) -> Message:
-    return Message(role="user", content=[TextBlock(text=text)])
-
-
-def assistant(text: str) -> Message:
-    return Message(role="assistant", content=[TextBlock(text=text)])
-
-
-def run_ids(n: int) -> list[str]:
-    return [f"01J{i:023d}" for i in range(n)]
+from tests._support.store_rows import assistant, new_run, run_ids, user
 
 
 def test_create_record_finish_and_read_back(store: RunStore) -> None:
@@ -312,7 +285,7 @@ def test_stored_usage_moves_to_per_ttl_writes(tmp_path: Path) -> None:
 
 
 def test_postgres_real_columns_become_double_precision() -> None:
-    from conftest import fresh_pg_store
+    from tests._support.environment import fresh_pg_store
 
     store = fresh_pg_store()
     store.db.execute_sql('ALTER TABLE "agent_runs" ALTER COLUMN "lease_expires_at" TYPE REAL')

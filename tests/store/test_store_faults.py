@@ -8,8 +8,6 @@ from typing import Any
 
 import peewee as pw
 import pytest
-from conftest import fresh_pg_store, pg_url
-from test_store import new_run
 
 from segue import Agent, InputError, RunStore
 from segue._core.contracts import ProviderRequest
@@ -18,6 +16,8 @@ from segue.generated import Message, TextBlock, ToolResultBlock
 from segue.store import migrations
 from segue.store.text import MARK, decode, encode
 from segue.testing import ScriptedProvider, call, text
+from tests._support.environment import fresh_pg_store, pg_url
+from tests._support.store_rows import new_run, version_one_store
 
 ODD = ["", "plain", "nul \x00 inside", "\x00", "lone \ud800 surrogate", MARK + "starts with the marker", "é\udfff€"]
 
@@ -198,15 +198,6 @@ def test_an_unreachable_postgresql_server_is_one_clear_error() -> None:
         StoreError, match=r"run store at postgresql://.* is unreachable: .*tried to reconnect for 0.3 s"
     ):
         store.list_runs(tenant_id="t")
-
-
-def version_one_store(path: Path) -> bytes:
-    """A SQLite store at schema version 1 in rollback-journal mode (as an older segue left it); its bytes."""
-    writer = RunStore(f"sqlite:///{path}")
-    writer.db.execute_sql("DELETE FROM segue_schema_version WHERE version > 1")
-    writer.db.execute_sql("PRAGMA journal_mode = DELETE")
-    writer.close()
-    return path.read_bytes()
 
 
 def test_read_only_opens_change_nothing(tmp_path: Path) -> None:

@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import pg_url, require_tool
-from protocol_harness import serve_command, twin_agent, write_config
 
 from segue.errors import StoreError
 from segue.store import RunStore
 from segue.store.connection import redact
+from tests._support.environment import pg_url, require_tool
+from tests._support.protocol_harness import serve_command, twin_agent, write_config
 
 TIMEOUT = 120
 NO_TLS = "server does not support SSL, but SSL was required"

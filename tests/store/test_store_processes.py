@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import pg_url
 
 from segue import Agent, RunStore
 from segue.errors import StoreError
@@ -28,6 +27,7 @@ from segue.generated import RunStatus
 from segue.store.migrations import LATEST
 from segue.store.models import Bound
 from segue.testing import ScriptedProvider, text
+from tests._support.environment import pg_url
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_helpers import SERVER
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -23,6 +22,7 @@ from segue import Agent, RunStore, tool
 from segue.providers import AnthropicProvider, OpenAIResponsesProvider
 from segue.telemetry import CONTENT_ENV, Telemetry
 from segue_twin import ScriptedPolicy, Twin
+from tests._support.mcp_helpers import SERVER
 
 SYSTEM = "You answer questions about orders, precisely and briefly. " * 150  # above the cache minimums
 

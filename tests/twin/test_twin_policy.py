@@ -212,7 +212,7 @@ def test_a_whole_schema_question_describes_every_table() -> None:
 
 
 async def test_the_scripted_policy_example_in_docs_twin_md_runs_as_written() -> None:
-    from conftest import REPO
+    from tests._support.environment import REPO
 
     blocks = re.findall(r"```python\n(.+?)```", (REPO / "docs" / "twin.md").read_text(), flags=re.S)
     (example,) = [b for b in blocks if "ScriptedPolicy(" in b]

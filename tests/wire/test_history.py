@@ -439,7 +439,7 @@ async def test_the_history_example_in_docs_replay_md_runs_as_written(capsys: pyt
     import ast
     import re
 
-    from conftest import REPO
+    from tests._support.environment import REPO
 
     page = (REPO / "docs" / "replay.md").read_text()
     section = page[page.index("## `history=`") :]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from conftest import REPO
+from tests._support.environment import REPO
 
 PROBE = """
 import anthropic

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from segue._core.contracts import FRAGMENT_META_KEY, ProviderNote, ProviderRequest
+from segue.errors import WireError
 from segue.generated import (
     Base64ImageSource,
     ImageBlock,
@@ -20,7 +21,6 @@ from segue.generated import (
     UrlImageSource,
 )
 from segue.wire.anthropic import request as anthropic
-from segue.wire.common import WireError
 from segue.wire.openai_chat import request as openai_chat
 from segue.wire.openai_responses import request as openai_responses
 from segue.wire.openrouter import request as openrouter

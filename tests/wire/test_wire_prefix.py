@@ -10,8 +10,6 @@ from typing import Any
 
 import httpx2
 import pytest
-from test_provider_anthropic import MODEL, TOOLS, response
-from test_wire_support import Recorder, anthropic_client, json_response
 
 import segue.replay.planner
 import segue.replay.prefix_rule
@@ -26,6 +24,8 @@ from segue.wire.breakpoints import BreakpointCache
 from segue.wire.openai_chat import request as openai_chat
 from segue.wire.openai_responses import request as openai_responses
 from segue.wire.openrouter import request as openrouter
+from tests._support.anthropic_bodies import MODEL, TOOLS, response
+from tests._support.vendor_http import Recorder, anthropic_client, json_response
 
 # --- every wire: a prefix built once, the bodies unchanged -----------------------------------------------------
 

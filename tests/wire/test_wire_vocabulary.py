@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
 
 from codegen.spec import load_spec
 from codegen.wire_rules import Mapping
 from codegen.wire_sdk import SdkLookupError, literals, shape
+from tests._support.environment import REPO
 
 SDK = REPO / "sdk" / "segue"
 #: The hand-written modules that deal with vendor JSON (the generated ones are sdk/segue/generated/wire/).

@@ -247,9 +247,8 @@ StreamEvent = StreamDelta | StreamDone
 class Provider(Protocol):
     """What the agent loop calls. `vendor` names the catalog vendor id of the serving path.
 
-    Two optional attributes: `reasoning_vendor`, the `ReasoningBlock.vendor` whose blocks the driver puts back on
-    the wire (None: none; absent: its own `vendor`), and, for a provider made of others (Failover), `providers`,
-    its members in order.
+    A driver may declare more (`providers`, `reasoning_vendor`, `check_settings`, `prefix_settings`,
+    `default_max_tokens`), each optional: segue.providers.base.ProviderExtras lists them with their defaults.
     """
 
     vendor: str

@@ -1,6 +1,7 @@
-"""The small typed readers the generated wire parsers call, and the two wire errors: a malformed vendor payload
-fails with the vendor, the block and the key, never a KeyError. Generated code imports only this folder, so these
-live here rather than in segue.wire (which imports the generated code): that ends the folder circle (issue 25).
+"""The small typed readers the generated wire parsers call: a malformed vendor payload fails with the vendor,
+the block and the key (segue.errors.MalformedResponseError), never a KeyError. Generated code imports only this
+folder, so these live here rather than in segue.wire (which imports the generated code): that ends the folder
+circle (issue 25).
 
 Nothing here imports a vendor SDK or a generated module.
 """
@@ -13,17 +14,11 @@ from typing import Any, TypeVar
 
 import attrs
 
-from segue.errors import SegueError
+# The two wire errors are segue.errors' (users catch WireError); the generated parsers import them from here.
+from segue.errors import MalformedResponseError as MalformedResponseError
+from segue.errors import WireError as WireError
 
 T = TypeVar("T")
-
-
-class WireError(SegueError, ValueError):
-    """A canonical message cannot be put on this vendor's wire (e.g. a thinking block without its signature)."""
-
-
-class MalformedResponseError(SegueError, ValueError):
-    """The vendor's JSON does not have the shape its API documents. Drivers turn it into a ProviderError."""
 
 
 def dumps_arguments(arguments: Mapping[str, Any]) -> str:

@@ -10,16 +10,36 @@ fell short, so a run that cached nothing says why on its result and in the log i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from segue._core.contracts import ProviderNote
-from segue._core.identity import IdentityMemo
 from segue.catalog import Resolved
 from segue.generated import Usage
+from segue.wire.anthropic import misses as anthropic
+from segue.wire.openai_chat import misses as openai_chat
+from segue.wire.openai_responses import misses as openai_responses
+from segue.wire.openrouter import misses as openrouter
 
-#: Anthropic's lookback counts content blocks: "The system only checks up to 20 blocks before each explicit
-#: `cache_control` breakpoint" (prompt caching page), each tool_use and each tool_result being one block.
-_MARKER = "cache_control"
+
+class WireMisses(Protocol):
+    """What each wire's `misses` module (segue.wire.<vendor>.misses) reads from a request body it built."""
+
+    def breakpoint_positions(self, body: Mapping[str, Any]) -> Sequence[int]:
+        """The lookback position of each block carrying a cache breakpoint (empty: the wire has no block lookback)."""
+        ...
+
+    def lacks_routing_key(self, body: Mapping[str, Any]) -> bool:
+        """Whether the body misses the key its prefix cache routes requests by (False: the wire routes by none)."""
+        ...
+
+
+#: Each wire's reader, by the catalog's `wire` name of a serving path (the `wire` enum of catalog.schema.json).
+_WIRES: Mapping[str, WireMisses] = {
+    "anthropic": anthropic,
+    "openai_chat": openai_chat,
+    "openai_responses": openai_responses,
+    "openrouter": openrouter,
+}
 
 
 def cache_notes(
@@ -42,9 +62,12 @@ def cache_notes(
                 limit=minimum,
             )
         )
+    wire = _WIRES.get(path.wire or "")
+    if wire is None:  # a body no segue wire built (a scripted or custom driver): nothing to read in it
+        return notes
     lookback = path.cache_lookback_blocks
     if path.cache_kind == "block" and lookback is not None and previous is not None:
-        gap = _breakpoint_gap(previous, body)
+        gap = _breakpoint_gap(wire.breakpoint_positions(previous), wire.breakpoint_positions(body))
         if gap is not None and gap >= lookback:
             notes.append(
                 ProviderNote(
@@ -56,7 +79,7 @@ def cache_notes(
                     limit=lookback,
                 )
             )
-    if path.cache_kind == "prefix" and path.wire == "openai_responses" and not body.get("prompt_cache_key"):
+    if path.cache_kind == "prefix" and wire.lacks_routing_key(body):
         notes.append(
             ProviderNote(
                 kind="cache-key-missing",
@@ -67,48 +90,9 @@ def cache_notes(
     return notes
 
 
-def _positions(body: Mapping[str, Any]) -> tuple[int, list[int]]:
-    """(lookback positions of the messages' content, the position of each block with a cache marker)."""
-    found = _LAST_BODY.get(body)  # this request's body is the next request's `previous`
-    return found if found is not None else _LAST_BODY.put(body, _count_positions(body))
-
-
-#: The last body counted -> its _positions.
-_LAST_BODY: IdentityMemo[tuple[int, list[int]]] = IdentityMemo(1)
-
-
-def _count_positions(body: Mapping[str, Any]) -> tuple[int, list[int]]:
-    count = 0
-    marks: list[int] = []
-    messages = body.get("messages")
-    for message in messages if isinstance(messages, list) else ():
-        n, own = _message_positions(message)
-        marks.extend(count + p for p in own)
-        count += n
-    return count, marks
-
-
-#: A wire message -> its _message_positions. The requests of a run share the wire messages of its replayed prefix
-#: (a marker is set on a copy), so each is counted once per run, not once per request twice.
-_SEEN: IdentityMemo[tuple[int, list[int]]] = IdentityMemo(16_384)
-
-
-def _message_positions(message: Any) -> tuple[int, list[int]]:
-    """One message's (content blocks, the positions of its marked blocks counted as if it opened the body)."""
-    found = _SEEN.get(message)
-    if found is not None:
-        return found
-    content = message.get("content") if isinstance(message, dict) else None
-    blocks: Sequence[Any] = content if isinstance(content, list) else [content]
-    marks = [i for i, block in enumerate(blocks, start=1) if isinstance(block, dict) and block.get(_MARKER)]
-    return _SEEN.put(message, (len(blocks), marks))
-
-
-def _breakpoint_gap(previous: Mapping[str, Any], body: Mapping[str, Any]) -> int | None:
-    """Positions from the previous request's last message breakpoint to this request's first breakpoint at or
+def _breakpoint_gap(before: Sequence[int], now: Sequence[int]) -> int | None:
+    """Positions from the previous request's last breakpoint (`before`) to this request's first breakpoint at or
     after it (None: nothing to compare)."""
-    _, before = _positions(previous)
-    _, now = _positions(body)
     if not before:
         return None
     start = before[-1]

@@ -30,8 +30,6 @@ if TYPE_CHECKING:
     from segue.providers.openai_responses import OpenAIResponsesProvider
     from segue.providers.openrouter import OpenRouterProvider
 
-_LAZY = LAZY  # class name -> module, from the one table of provider kinds (segue.providers.registry)
-
 __all__ = [
     "FRAGMENT_META_KEY",
     "REPLAYED_META_KEY",
@@ -50,7 +48,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
+    module = LAZY.get(name)  # class name -> module, from the one table of provider kinds
     if module is None:
         raise AttributeError(f"module 'segue.providers' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)

@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from segue._core.contracts import ProviderNote, ProviderRequest
 from segue.cache.ttl import AUTO, AutoTTL, TtlChoice, auto_ttl
 from segue.catalog import Catalog, CatalogError, Resolved
+from segue.errors import WireError
 from segue.wire.breakpoints import BreakpointCache, CacheMode, CacheTTL
-from segue.wire.common import Comparison, WireError
+from segue.wire.common import Comparison
 
 __all__ = ["AUTO", "AutoTTLPaths", "BreakpointPaths", "CatalogRows", "comparison"]
 

@@ -26,15 +26,13 @@ from segue._core.contracts import (
     StreamDone,
     StreamEvent,
 )
-from segue.errors import ProviderError, ProviderErrorKind
+from segue.errors import MalformedResponseError, ProviderError, ProviderErrorKind
 from segue.generated import ModelSettings, ServedBy
 from segue.providers._cache import CatalogRows
-from segue.providers._errors import provider_error, status_kind, stream_error, transport_error, vendor_message
+from segue.providers._errors import provider_error, retried, stream_error, transport_error
 from segue.providers._output import OutputPaths
-from segue.wire.common import BodyEncoder, MalformedResponseError, ParsedResponse, WireRequest
+from segue.wire.common import BodyEncoder, ParsedResponse, WireRequest
 
-#: The statuses (besides 5xx) the official clients retry: 408, 409, 429 (their `_should_retry`).
-_RETRIED = frozenset({408, 409, 429})
 #: The official clients' INITIAL_RETRY_DELAY (anthropic._constants, openai._constants: 0.5 s).
 _FIRST_RETRY_DELAY = 0.5
 
@@ -207,14 +205,9 @@ class SdkDriver:
             return await call(None)
         try:
             return await call(0)
-        except self._sdk.APIStatusError as e:
-            never = e.response.headers.get("x-should-retry") == "false"  # the SDKs obey it too
-            if never or (e.status_code not in _RETRIED and e.status_code < 500):
+        except (self._sdk.APIStatusError, self._sdk.APIConnectionError, self._sdk.APITimeoutError) as e:
+            if not retried(e, self._sdk):
                 raise
-            if status_kind(e.status_code, vendor_message(e), e) == "model_output":
-                raise  # the same prompt generates the same output
-        except (self._sdk.APIConnectionError, self._sdk.APITimeoutError):
-            pass
         # The SDKs wait INITIAL_RETRY_DELAY (and more) before a retry; the rest of the backoff is the client's.
         await asyncio.sleep(_FIRST_RETRY_DELAY)
         return await call(retries - 1)

@@ -1,4 +1,5 @@
-"""SDK exceptions as ProviderErrors: the kind (what happened), the vendor's own message, and what to do.
+"""SDK exceptions as ProviderErrors: the kind (what happened), the vendor's own message, what to do, and whether the
+client would retry it.
 
 Both official clients raise the same exception families (APIStatusError with its status and JSON body, timeouts,
 connection errors, an error event inside a stream); the vendor's error object is read through the generated
@@ -30,6 +31,8 @@ _CONTEXT = re.compile(
 _MODEL_OUTPUT = re.compile(
     r"model produced output that does not match the expected|failed to parse tool call arguments", re.IGNORECASE
 )
+#: The statuses (besides 5xx) the official clients retry: 408, 409, 429 (their `_should_retry`).
+_RETRIED = frozenset({408, 409, 429})
 _ADVICE: dict[str, str] = {
     "rate_limit": "the vendor is throttling this key; retry later, lower concurrency, or add a fallback with Failover",
     "server": "the vendor failed or is overloaded; retry later or add a fallback with Failover",
@@ -53,6 +56,19 @@ _STATUS_ADVICE: dict[int, str] = {
     404: "the vendor does not serve this model (or this path) to this key: check the model id "
     "(`segue catalog explain MODEL` shows what segue knows of it) and the client's base_url",
 }
+
+
+def retried(e: Exception, sdk: ModuleType) -> bool:
+    """Whether a failure is one the official client would retry and the same request may yet pass: a connection
+    error or timeout, or a 408, 409, 429 or 5xx the server did not mark `x-should-retry: false` (the SDKs obey it
+    too), unless the server could not read what the model generated (the same prompt generates it again)."""
+    if isinstance(e, sdk.APIStatusError):
+        if e.response.headers.get("x-should-retry") == "false":
+            return False
+        if e.status_code not in _RETRIED and e.status_code < 500:
+            return False
+        return status_kind(e.status_code, vendor_message(e), e) != "model_output"
+    return isinstance(e, (sdk.APIConnectionError, sdk.APITimeoutError))
 
 
 def stream_error(vendor: str, e: Exception) -> ProviderError:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from segue._core.contracts import ProviderRequest
+from segue.errors import WireError
 from segue.generated import ModelSettings
 from segue.providers._cache import AUTO, AutoTTLPaths, CatalogRows, comparison
 from segue.providers._common import Assembler, SdkDriver
@@ -18,7 +19,7 @@ from segue.providers._output import OutputPaths
 from segue.wire.anthropic import request as wire
 from segue.wire.anthropic.request import thinking_kind
 from segue.wire.anthropic.stream import AnthropicStream
-from segue.wire.common import ParsedResponse, WireError, WireRequest
+from segue.wire.common import ParsedResponse, WireRequest
 from segue.wire.settings import TOOL_CHOICE_MODES
 
 if TYPE_CHECKING:
@@ -184,7 +185,9 @@ class AnthropicProvider(SdkDriver):
         for a call that does not stream on the default timeout a timeout sized to max_tokens, or its "Streaming is
         required" error for a call that may run past ten minutes."""
         options = super()._post_options(wire, model=model, stream=stream)
-        from anthropic._constants import DEFAULT_TIMEOUT, MODEL_NONSTREAMING_TOKENS
+        # The SDK publishes none of these tables, nor the timeout rule: only messages.create reads them, and segue
+        # posts its own bytes (tests/providers/test_anthropic_sdk_tables.py holds that there is no public way).
+        from anthropic._constants import MODEL_NONSTREAMING_TOKENS
         from anthropic._data import DEPRECATED_MODELS, MODELS_TO_WARN_WITH_THINKING_ENABLED
 
         if model in MODELS_TO_WARN_WITH_THINKING_ENABLED and thinking_kind(self.thinking) == "enabled":
@@ -202,7 +205,7 @@ class AnthropicProvider(SdkDriver):
                 stacklevel=2,
             )
 
-        if not stream and self.client.timeout == DEFAULT_TIMEOUT and wire.output_limit is not None:
+        if not stream and self.client.timeout == self._sdk.DEFAULT_TIMEOUT and wire.output_limit is not None:
             limit = MODEL_NONSTREAMING_TOKENS.get(model)
             options["timeout"] = self.client._calculate_nonstreaming_timeout(wire.output_limit, limit)
         return options

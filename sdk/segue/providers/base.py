@@ -1,4 +1,5 @@
-"""Which drivers stand behind a provider, and the serving paths a request may take through them.
+"""Which drivers stand behind a provider, the serving paths a request may take through them, and the attributes a
+driver may add to Provider (`ProviderExtras`), each read here and nowhere else.
 
 A provider is one driver or a Failover of several (`members`, flattened). A request with a runtime model / vendor
 override goes to that vendor's first member; the paths it may be served on are those members' (vendor, model,
@@ -7,9 +8,36 @@ the reasoning their wire takes back), the first one tried first. The run pipelin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
+from typing import Protocol
 
 from segue._core.contracts import Provider, ServingPath
+from segue.generated import ModelSettings
+
+
+class ProviderExtras(Protocol):
+    """What a driver may declare beyond Provider; each is optional (a custom provider needs none of them), and the
+    reader named beside it says what segue assumes when it is absent.
+
+    - `providers`: a provider made of others (Failover): its members in the order they are tried (`members`;
+      absent: the driver alone).
+    - `reasoning_vendor`: the ReasoningBlock.vendor whose blocks the driver puts back on the wire, None for none
+      (`reasoning_vendor`; absent: its own `vendor`).
+    - `check_settings`: raises WireError for ModelSettings the driver's wire cannot send (`settings_checks`;
+      absent: it takes any).
+    - `prefix_settings`: the ModelSettings fields whose change changes the cached prefix on the driver's wire
+      (read by segue.run.config; absent: none).
+    - `default_max_tokens`: the max_tokens the driver sends for `model` when the run sets none (read by
+      segue.run.window; absent: the driver's `max_tokens` attribute, else unknown).
+    """
+
+    providers: Sequence[Provider]
+    reasoning_vendor: str | None
+    prefix_settings: Collection[str]
+
+    def check_settings(self, settings: ModelSettings) -> None: ...
+
+    def default_max_tokens(self, model: str) -> int: ...
 
 
 def members(provider: Provider) -> list[Provider]:
@@ -24,6 +52,11 @@ def reasoning_vendor(provider: Provider) -> str | None:
     """The ReasoningBlock.vendor a driver replays (its own vendor unless it says otherwise)."""
     value: str | None = getattr(provider, "reasoning_vendor", provider.vendor)
     return value
+
+
+def settings_checks(provider: Provider) -> tuple[Callable[[ModelSettings], None], ...]:
+    """The `check_settings` of every driver behind `provider` that has one, in the order they are tried."""
+    return tuple(c for d in members(provider) if (c := getattr(d, "check_settings", None)) is not None)
 
 
 def first_member(provider: Provider, vendor: str | None = None) -> Provider:

@@ -4,7 +4,8 @@
       -> idempotency (idempotency.py: a repeated request returns its stored result)
       -> plan (plan.py: configuration snapshot, layout decided as far as it can be, one store read for the replay)
       -> record the run row (recorder.py)
-      -> loop (loop.py: per iteration lay out, call, observe who served (serving.py), record, run tools (tools.py))
+      -> loop (loop.py: model steps laid out, sent and priced (model_call.py), who served (serving.py), each
+         response recorded, tool steps (tool_calls.py), the end recorded once)
 
 retry builds its request from the run's RunMeta and goes through the same steps; a prewarm (prewarm.py) validates
 and plans like the run it warms for, lays out its prefix and sends only that; resume re-plans a paused run the

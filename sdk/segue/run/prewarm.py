@@ -23,7 +23,7 @@ from ulid import ULID
 
 from segue.catalog import CatalogError
 from segue.catalog.costs import add_call
-from segue.errors import InputError
+from segue.errors import InputError, WireError
 from segue.generated import LlmInteraction, PrewarmResult
 from segue.run.config import AgentConfig
 from segue.run.model_call import provider_request
@@ -31,7 +31,6 @@ from segue.run.plan import Planner, RunPlan
 from segue.run.recorder import interaction_of
 from segue.run.request import RunRequest
 from segue.run.state import RunState
-from segue.wire.common import WireError
 
 _ABSENT = object()
 

@@ -16,9 +16,8 @@ from typing import Any
 import attrs
 
 from segue._core.hashing import canonical_hash
-from segue.errors import InputError
+from segue.errors import InputError, WireError
 from segue.generated import ModelSettings
-from segue.wire.common import WireError
 from segue.wire.settings import TOOL_CHOICE_MODES, given
 
 SettingsCheck = Callable[[ModelSettings], None]

@@ -16,14 +16,13 @@ from segue._core.hashing import message_json
 from segue._core.image_tokens import FORMULAS, ImageFormula, block_tokens
 from segue._core.tokens import count_json, count_tokens
 from segue.catalog import CatalogError
-from segue.errors import InputError
+from segue.errors import InputError, WireError
 from segue.generated import ImageBlock, Message, get_converter
 from segue.providers.base import first_member, members
 from segue.run.config import AgentConfig, RunConfig
 from segue.run.context import fold_dynamic
 from segue.run.conversation import user_message
 from segue.run.request import RunRequest
-from segue.wire.common import WireError
 
 
 @attrs.frozen(kw_only=True)

@@ -23,10 +23,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from segue.errors import MalformedResponseError
 from segue.generated import CacheVerdict
 from segue.generated.wire import anthropic as a
 from segue.generated.wire import openai_responses as o
-from segue.wire.common import Comparison, MalformedResponseError
+from segue.wire.common import Comparison
 
 __all__ = ["anthropic_verdict", "openai_verdict"]
 

@@ -1,6 +1,6 @@
 """What every vendor wire shares: the request a driver sends, the parsed response, cache anchors and copy-on-write
-for breakpoint markers. The typed readers and the two wire errors live in segue._support.readers (the generated
-parsers call them) and are re-exported here for the wire modules.
+for breakpoint markers. The typed readers are segue._support.readers' (the generated parsers call them), the two wire
+errors segue.errors'.
 
 Nothing here imports a vendor SDK.
 """
@@ -15,90 +15,6 @@ import attrs
 from segue._core.contracts import FRAGMENT_META_KEY, ProviderNote, ProviderRequest, StreamDelta
 from segue._core.hashing import compact_json
 from segue._core.identity import IdentityMemo
-from segue._support.readers import (  # the readers and errors every wire module uses, re-exported
-    MalformedResponseError as MalformedResponseError,
-)
-from segue._support.readers import (
-    Unknown as Unknown,
-)
-from segue._support.readers import (
-    WireError as WireError,
-)
-from segue._support.readers import (
-    as_map as as_map,
-)
-from segue._support.readers import (
-    dumps_arguments as dumps_arguments,
-)
-from segue._support.readers import (
-    known as known,
-)
-from segue._support.readers import (
-    loads_arguments as loads_arguments,
-)
-from segue._support.readers import (
-    need as need,
-)
-from segue._support.readers import (
-    one_of as one_of,
-)
-from segue._support.readers import (
-    opt_any as opt_any,
-)
-from segue._support.readers import (
-    opt_bool as opt_bool,
-)
-from segue._support.readers import (
-    opt_float as opt_float,
-)
-from segue._support.readers import (
-    opt_int as opt_int,
-)
-from segue._support.readers import (
-    opt_list as opt_list,
-)
-from segue._support.readers import (
-    opt_map as opt_map,
-)
-from segue._support.readers import (
-    opt_obj as opt_obj,
-)
-from segue._support.readers import (
-    opt_str as opt_str,
-)
-from segue._support.readers import (
-    req_any as req_any,
-)
-from segue._support.readers import (
-    req_bool as req_bool,
-)
-from segue._support.readers import (
-    req_float as req_float,
-)
-from segue._support.readers import (
-    req_int as req_int,
-)
-from segue._support.readers import (
-    req_list as req_list,
-)
-from segue._support.readers import (
-    req_map as req_map,
-)
-from segue._support.readers import (
-    req_obj as req_obj,
-)
-from segue._support.readers import (
-    req_str as req_str,
-)
-from segue._support.readers import (
-    stop_reason as stop_reason,
-)
-from segue._support.readers import (
-    tokens_by_ttl as tokens_by_ttl,
-)
-from segue._support.readers import (
-    value_or as value_or,
-)
 from segue.generated import CacheVerdict, Message, ReasoningBlock, Role, Usage
 
 #: segue's roles (the canonical Role enum) by name: the wire code compares them, the mappings translate them.

@@ -12,8 +12,8 @@ from typing import Any, Literal, get_args
 
 import attrs
 
+from segue.errors import WireError
 from segue.generated import ModelSettings
-from segue.wire.common import WireError
 
 #: tool_choice values that are not a tool's name (auto, required, none, in that order), spelled alike on the
 #: OpenAI wires.

@@ -22,10 +22,11 @@ import attrs
 from cattrs.errors import BaseValidationError
 
 from segue._core.contracts import ProviderRequest
+from segue._support.readers import Unknown
+from segue.errors import MalformedResponseError
 from segue.generated import ExplainSection, Message, get_converter
 from segue.generated.wire import anthropic, openai_chat, openai_responses, openrouter
 from segue.wire.anthropic import stored as anthropic_stored
-from segue.wire.common import MalformedResponseError, Unknown
 from segue.wire.openai_chat import stored as chat_stored
 from segue.wire.openai_responses import stored as responses_stored
 from segue.wire.openrouter import stored as openrouter_stored

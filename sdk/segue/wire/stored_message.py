@@ -9,8 +9,9 @@ from typing import Any
 
 import attrs
 
+from segue._support.readers import Unknown, as_map
+from segue.errors import MalformedResponseError
 from segue.generated import ContentBlock, ImageBlock, Message, Role, TextBlock, UrlImageSource
-from segue.wire.common import MalformedResponseError, Unknown, as_map
 
 __all__ = ["Block", "StoredMessage", "image_of", "joined", "of_message", "raw", "read_blocks"]
 

@@ -16,21 +16,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import require_tool
-from test_dashboard_data import SampleRuns, build_store
-from test_store import new_run
-from test_store_faults import version_one_store
 
 from segue.errors import StoreError
 from segue.store import RunStore
 from segue.store.migrations import LATEST
+from tests._support.environment import require_tool
+from tests._support.sample_runs import SampleRuns
+from tests._support.store_rows import new_run, version_one_store
 
 TIMEOUT = 120
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> SampleRuns:
-    return build_store(tmp_path_factory.mktemp("cli-contract") / "segue.db")
 
 
 def segue(*argv: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -10,25 +10,14 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import pg_url
-from test_dashboard_data import SampleRuns, build_store, copy_store, validate
 
 from segue import Agent, RunStore
 from segue.apps.cli.main import build_parser, main
 from segue.generated import LayoutMeta, RunDetail, RunMeta, get_converter
 from segue.testing import ScriptedProvider, text
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> SampleRuns:
-    return build_store(tmp_path_factory.mktemp("cli") / "segue.db")
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
+from tests._support.cli import run_cli
+from tests._support.environment import pg_url
+from tests._support.sample_runs import SampleRuns, copy_store, validate
 
 # -- runs list ------------------------------------------------------------------------------------------------
 

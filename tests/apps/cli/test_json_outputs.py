@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
-from test_cli_runs import run_cli
-from test_dashboard import get
-from test_dashboard_data import SampleRuns, build_store, copy_store
 
 from segue import RunStore
 from segue.apps.dashboard import create_app
+from tests._support.cli import run_cli
+from tests._support.dashboard import get
+from tests._support.sample_runs import SampleRuns, copy_store
 
 SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
 _raw = [json.loads(p.read_text()) for p in sorted(SCHEMAS.glob("*.schema.json"))]
@@ -49,11 +49,6 @@ API = [
     ("/api/runs/01J0000000000000000000NONE", ref("ApiError")),
     ("/api/runs?status=bogus", ref("ApiError")),
 ]
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> SampleRuns:
-    return build_store(tmp_path_factory.mktemp("outputs") / "segue.db")
 
 
 def test_every_json_command_is_listed() -> None:

@@ -9,12 +9,12 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 
 from segue import Agent, RunResult, RunStore
 from segue.apps.cli.main import main
 from segue.providers import AnthropicProvider
 from segue.twin import Twin, sample_db
+from tests._support.environment import REPO
 
 
 def _row(model: str) -> int:

@@ -10,14 +10,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_dashboard_data import SampleRuns, build_store
 
 from segue.apps.cli.main import main
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> SampleRuns:
-    return build_store(tmp_path_factory.mktemp("cli-dashboard") / "segue.db")
+from tests._support.sample_runs import SampleRuns
 
 
 def test_dashboard_serves_the_run_list(runs: SampleRuns, tmp_path: Path) -> None:

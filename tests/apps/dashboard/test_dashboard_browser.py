@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import require_tool
-from test_dashboard_data import SampleRuns, build_store
 
 from segue import RunStore
 from segue.apps.dashboard import RunningDashboard, create_app, serve_in_thread
+from tests._support.environment import require_tool
+from tests._support.sample_runs import SampleRuns
 
 pytestmark = pytest.mark.browser
 
@@ -40,11 +40,6 @@ def _require_selenium() -> None:
         if os.environ.get("CI"):
             pytest.fail("selenium is required in CI (dashboard browser tests); add it to the dev extra")
         pytest.skip("selenium is not installed (dashboard browser tests)")
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> SampleRuns:
-    return build_store(tmp_path_factory.mktemp("browser") / "segue.db")
 
 
 @pytest.fixture(scope="module")

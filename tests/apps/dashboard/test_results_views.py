@@ -10,16 +10,16 @@ from pathlib import Path
 
 import attrs
 import pytest
-from helpers import lookup, unmarked_twin_client
 from markupsafe import escape
-from test_cli_runs import run_cli
-from test_dashboard import get
 
 from segue import Agent, RunStore
 from segue.apps.dashboard import create_app
 from segue.catalog import Catalog
 from segue.providers import AnthropicProvider
 from segue_twin import Twin
+from tests._support.cli import run_cli
+from tests._support.dashboard import get
+from tests._support.helpers import lookup, unmarked_twin_client
 
 SYSTEM = "You answer questions about the shop database, precisely and briefly. " * 150
 XSS = '<script>alert("q")</script> & friends'

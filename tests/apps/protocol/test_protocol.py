@@ -12,7 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from protocol_harness import (
+
+from segue.generated import RunDetail, get_converter
+from segue.generated.protocol import RunResponse
+from segue.store import RunStore
+from tests._support.protocol_harness import (
     LIST_TABLES_CLIENT,
     StdioClient,
     answer_list_tables,
@@ -21,10 +25,6 @@ from protocol_harness import (
     twin_agent,
     write_config,
 )
-
-from segue.generated import RunDetail, get_converter
-from segue.generated.protocol import RunResponse
-from segue.store import RunStore
 
 DESCRIBE_PYTHON = {"name": "describe_table", "python": "segue.demo.shop_db:describe_table"}
 RUN_QUERY_PARAMS = {

@@ -14,13 +14,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from protocol_harness import LIST_TABLES_CLIENT, StdioClient, answer_list_tables, stdio_server, twin_agent
-from test_store import new_run
 
 from segue.catalog import Catalog
 from segue.demo import shop_db as sample_db
 from segue.store import RunStore
 from segue.tools import tool
+from tests._support.protocol_harness import (
+    LIST_TABLES_CLIENT,
+    StdioClient,
+    answer_list_tables,
+    stdio_server,
+    twin_agent,
+)
+from tests._support.store_rows import new_run
 
 INITIALIZE = {"protocol_version": "1.1"}
 DESCRIBE = {"name": "describe_table", "python": "segue.demo.shop_db:describe_table", "requires_approval": True}

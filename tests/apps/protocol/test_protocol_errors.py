@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from protocol_harness import LIST_TABLES_CLIENT, frame, stdio_server, twin_agent, write_config
 
 from segue.apps.cli.main import main
 from segue.apps.protocol.framing import FrameError, FrameReader, encode_frame
+from tests._support.protocol_harness import LIST_TABLES_CLIENT, frame, stdio_server, twin_agent, write_config
 
 LIST = {"jsonrpc": "2.0", "id": 900, "method": "runs/list", "params": {}}
 

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from protocol_harness import (
+from segue.store import RunStore
+from tests._support.protocol_harness import (
     LIST_TABLES_CLIENT,
     NO_PARAMS,
     answer_list_tables,
@@ -18,9 +19,7 @@ from protocol_harness import (
     twin_agent,
     write_config,
 )
-from test_store import new_run
-
-from segue.store import RunStore
+from tests._support.store_rows import new_run
 
 LIST = {"jsonrpc": "2.0", "method": "runs/list", "params": {}}
 DEEP = '{"jsonrpc":"2.0","id":7,"method":"runs/list","params":{"x":' + "[" * 1000 + "]" * 1000 + "}}"

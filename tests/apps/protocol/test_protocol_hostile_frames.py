@@ -7,10 +7,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from protocol_harness import LIST_TABLES_CLIENT, answer_list_tables, frame, stdio_server, twin_agent, write_config
 from test_protocol_hostile import LIST, answer, scripted_agent
 
 from segue._core.json_schema import MAX_NESTING
+from tests._support.protocol_harness import (
+    LIST_TABLES_CLIENT,
+    answer_list_tables,
+    frame,
+    stdio_server,
+    twin_agent,
+    write_config,
+)
 
 
 def test_a_null_body_is_an_invalid_request_and_the_session_goes_on(tmp_path: Path) -> None:

@@ -19,9 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from protocol_harness import LIST_TABLES_CLIENT, serve_command, twin_agent, write_config
-
 from segue.demo import shop_db as sample_db
+from tests._support.protocol_harness import LIST_TABLES_CLIENT, serve_command, twin_agent, write_config
 
 DESCRIBE = {"name": "describe_table", "python": "segue.demo.shop_db:describe_table"}
 RUN_QUERY = {"name": "run_query", "python": "segue.demo.shop_db:run_query"}

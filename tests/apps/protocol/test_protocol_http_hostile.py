@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from protocol_harness import serve_command, twin_agent, write_config
 from test_protocol_http import Events, http_server, post
 
 from segue.apps.protocol.auth import Principal, TenantNotAllowed, Tokens
 from segue.apps.protocol.sessions import Sessions
+from tests._support.protocol_harness import serve_command, twin_agent, write_config
 
 RUN = {"jsonrpc": "2.0", "method": "run"}
 LIST = {"jsonrpc": "2.0", "method": "runs/list", "params": {}}

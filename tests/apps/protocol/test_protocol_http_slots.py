@@ -14,10 +14,11 @@ import subprocess
 import time
 from pathlib import Path
 
-from protocol_harness import serve_command
 from test_protocol_http import http_server as serve
 from test_protocol_http import post
 from test_protocol_http_hostile import ACME, LIST, TOKENS, _open, _status, tokens_config, write
+
+from tests._support.protocol_harness import serve_command
 
 HEAD = "POST /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
 

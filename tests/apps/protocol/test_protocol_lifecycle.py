@@ -13,12 +13,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from protocol_harness import LIST_TABLES_CLIENT, StdioClient, answer_list_tables, stdio_server, twin_agent
-
 from segue._support.resources import package_version
 from segue.apps.protocol.framing import MAX_BODY_BYTES
 from segue.generated.protocol_methods import METHODS
 from segue.store import RunStore
+from tests._support.protocol_harness import (
+    LIST_TABLES_CLIENT,
+    StdioClient,
+    answer_list_tables,
+    stdio_server,
+    twin_agent,
+)
 
 DESCRIBE = {"name": "describe_table", "python": "segue.demo.shop_db:describe_table"}
 RUN_QUERY = {"name": "run_query", "python": "segue.demo.shop_db:run_query"}

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import NODE_PROJECT, REPO, require_node_packages
-from protocol_harness import LIST_TABLES_CLIENT, twin_agent, write_config
 
 from segue.apps.bundle import export_bundle
 from segue.store import RunStore
+from tests._support.environment import NODE_PROJECT, REPO, require_node_packages
+from tests._support.protocol_harness import LIST_TABLES_CLIENT, twin_agent, write_config
 
 PROJECT = NODE_PROJECT
 

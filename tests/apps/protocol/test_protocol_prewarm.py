@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from protocol_harness import stdio_server, twin_agent
 from test_protocol_http import http_server, post
 
 from segue.store import RunStore
+from tests._support.protocol_harness import stdio_server, twin_agent
 
 TOOLS = [
     {"name": "list_tables", "python": "segue.demo.shop_db:list_tables"},

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_helpers import RAW_SERVER, SERVER, records, running, wait_gone
-from protocol_harness import stdio_server, write_config
 
 from segue.apps.cli.main import main
+from tests._support.mcp_helpers import RAW_SERVER, SERVER, records, running, wait_gone
+from tests._support.protocol_harness import stdio_server, write_config
 
 
 def agent_with(servers: list[dict[str, Any]]) -> dict[str, Any]:

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 from ag_ui.core import Event, RunAgentInput, UserMessage
-from conftest import REPO
-from protocol_harness import twin_agent
 from pydantic import TypeAdapter
 from test_protocol_http import DESCRIBE, RUN_QUERY, http_server
 
 from segue.store import RunStore
+from tests._support.environment import REPO
+from tests._support.protocol_harness import twin_agent
 
 LIST_TABLES = {"name": "list_tables", "python": "segue.demo.shop_db:list_tables"}
 #: Above the model's 1,024-token cache minimum, so the second turn reads the first turn's prefix from the cache.
@@ -276,9 +276,8 @@ def test_ag_ui_http_agent_from_node_drives_a_two_turn_conversation(tmp_path: Pat
 
 def test_serve_help_and_its_start_up_line_name_the_web_endpoints(tmp_path: Path) -> None:
     """Issue 40 item 8: `segue serve --help` and the line `--http` prints on start named only /rpc and /events."""
-    from protocol_harness import serve_command
-
     from segue.apps.cli.main import build_parser
+    from tests._support.protocol_harness import serve_command
 
     serve = build_parser()._subparsers._group_actions[0].choices["serve"]
     helped = serve.format_help()

@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from protocol_harness import serve_command, twin_agent
 from test_protocol_http import post
 from test_web import _ag_ui_input, _config, _post, _sse
 
 from segue.store import RunStore
+from tests._support.protocol_harness import serve_command, twin_agent
 
 #: How soon after its client goes away a web stream's run must be recorded `cancelled` (docs/reliability.md).
 BOUND_SECONDS = 5.0

@@ -34,11 +34,6 @@ def _load() -> ModuleType:
 ledger = _load()
 
 
-@pytest.fixture(scope="module")
-def catalog() -> Catalog:
-    return Catalog.load(env=False)
-
-
 def _anthropic(write_5m: int, write_1h: int, *, uncached: int = 100, read: int = 2000, out: int = 50) -> dict:
     return {
         "model": "claude-sonnet-4-6",

@@ -15,6 +15,7 @@ import attrs
 
 from segue._core.run_text import question
 from segue._core.usage import cache_parts
+from segue._support.readers import Unknown
 from segue.apps.dashboard.chart import Chart, bar_chart
 from segue.cache.explain import (
     IterationExplanation,
@@ -43,7 +44,6 @@ from segue.generated import (
 )
 from segue.run.conversation import ZERO_USAGE, add_usage
 from segue.wire import stored
-from segue.wire.common import Unknown
 from segue.wire.stored_message import StoredMessage, of_message
 
 #: Dollars for `usage` on a serving path, or None when no pricing is known (the catalog plugs in here).

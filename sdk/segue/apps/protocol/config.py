@@ -18,7 +18,7 @@ from referencing import Registry, Resource
 
 from segue._core.contracts import Provider
 from segue.agent import Agent
-from segue.apps.protocol.rpc import invalid_params
+from segue.apps.protocol.params import invalid_params
 from segue.apps.protocol.tools import Mode, ToolConfigError, build_tool
 from segue.catalog import Catalog
 from segue.generated import get_converter

@@ -20,7 +20,8 @@ import attrs
 from segue.apps.protocol.auth import ANY_TENANT, TenantNotAllowed
 from segue.apps.protocol.config import AgentEntry, ServeApp
 from segue.apps.protocol.errors import RpcError
-from segue.apps.protocol.rpc import Handler, RequestContext, invalid_params
+from segue.apps.protocol.params import invalid_params
+from segue.apps.protocol.rpc import Handler, RequestContext
 from segue.cache.explain import breaks, explain_run
 from segue.generated import RunDetail, RunEvent, RunSummary, ToolCallBlock
 from segue.generated.protocol import (

@@ -4,32 +4,27 @@ A transport hands each decoded message to `Dispatcher.dispatch(session, message)
 envelope, an unknown method, params that fail the schema, a request id still in flight, a request the session's
 lifecycle refuses: segue.apps.protocol.lifecycle) or starts the request as a task and returns it; the task's value is
 the response. The method table is generated from
-schemas/protocol.schema.json (`segue.generated.protocol_methods`): params are validated with jsonschema against
-the bundled schema, then structured with the generated converter, so a handler only ever sees a typed params
-object. Errors segue raises (ReplayRunError, IdempotencyConflictError, InputError, ...) become their codes.
+schemas/protocol.schema.json (`segue.generated.protocol_methods`); params are checked and structured by
+segue.apps.protocol.params, so a handler only ever sees a typed params object. Errors segue raises
+(ReplayRunError, IdempotencyConflictError, InputError, ...) become their codes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import json
 import logging
-import math
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
-from pathlib import Path
 from typing import Any
 
 import attrs
-from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
 
 from segue.apps.protocol import lifecycle
 from segue.apps.protocol.auth import Principal, TenantNotAllowed
 from segue.apps.protocol.errors import RpcError
+from segue.apps.protocol.params import parse_params, schema_errors
 from segue.catalog import CatalogError
 from segue.errors import (
     IdempotencyConflictError,
@@ -44,8 +39,6 @@ from segue.generated.protocol import (
     CancelParams,
     IdempotencyConflictData,
     InputErrorData,
-    InvalidParamsData,
-    ParamError,
     ProviderFailedData,
     ReplayRunErrorData,
     RequestId,
@@ -57,8 +50,6 @@ from segue.generated.protocol_methods import METHODS, PROTOCOL_VERSION, ErrorCod
 log = logging.getLogger("segue.protocol")
 CANCEL_METHOD = "$/cancelRequest"
 _CANCELLED_MEMORY = 1000
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_SCHEMA = Path(__file__).resolve().parents[2] / "generated" / "schemas" / "protocol.schema.json"
 
 Message = dict[str, Any]
 Send = Callable[[Message], None]
@@ -71,14 +62,6 @@ Admit = Callable[["Session", Method], Callable[[], None] | None]
 
 class ClientCallError(Exception):
     """A request to the client failed: it answered with an error, an invalid result, or went away."""
-
-
-def invalid_params(pointer: str, message: str) -> RpcError:
-    return RpcError(
-        ErrorCode.INVALID_PARAMS,
-        f"invalid params: {pointer or '(params)'}: {message}",
-        InvalidParamsData(errors=[ParamError(pointer=pointer, message=message)]),
-    )
 
 
 def response(
@@ -383,64 +366,6 @@ class Dispatcher:
             self.notifications[method](session, params)
 
 
-def parse_params(spec: Method, raw: Any) -> Any:
-    """Validate against the bundled schema, then structure into the generated params class."""
-    params = {} if raw is None else raw
-    if not isinstance(params, dict):
-        raise invalid_params("", f"params must be an object (by-name), got {type(params).__name__}")
-    try:
-        problems = _surrogates(params, "") or schema_errors(spec.params.__name__, params)
-    except RecursionError:
-        raise invalid_params("", "params are nested too deeply to validate; flatten them") from None
-    if problems:
-        first = problems[0]
-        raise RpcError(
-            ErrorCode.INVALID_PARAMS,
-            f"invalid params for {spec.name}: {first.pointer or '(params)'}: {first.message}"
-            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
-            InvalidParamsData(errors=problems),
-        )
-    try:
-        return get_converter().structure(params, spec.params)
-    except Exception as e:  # the schema passed, so this is a mismatch between schema and classes
-        raise invalid_params("", f"{type(e).__name__}: {e}") from None
-
-
-def _surrogates(value: Any, pointer: str) -> list[ParamError]:
-    """Strings holding a lone surrogate (a JSON `\\ud800` escape with no partner): not Unicode text, so no vendor,
-    database or reply can carry them; and NaN or Infinity, which Python's JSON reader takes but JSON has not (RFC
-    8259, section 6), so no body or row can carry them either. Each is named by its pointer."""
-    found: list[ParamError] = []
-    if isinstance(value, float) and not math.isfinite(value):
-        message = f"{json.dumps(value)} is not a JSON number (RFC 8259 has no NaN or Infinity); send a finite number"
-        found.append(ParamError(pointer=pointer, message=message))
-    elif isinstance(value, str):
-        hit = None if value.isascii() else _SURROGATE.search(value)
-        if hit is not None:
-            message = f"holds a lone surrogate (U+{ord(hit.group()):04X}) at index {hit.start()}: not valid Unicode"
-            found.append(ParamError(pointer=pointer, message=message))
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            at = f"{pointer}/{_escape(str(key))}"
-            found += _surrogates(key, at) + _surrogates(item, at)
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            found += _surrogates(item, f"{pointer}/{i}")
-    return found[:20]
-
-
-def schema_errors(type_name: str, value: Any) -> list[ParamError]:
-    errors = sorted(_validator(type_name).iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path])
-    return [ParamError(pointer=_pointer(e.absolute_path), message=e.message) for e in errors[:20]]
-
-
-@functools.cache
-def _validator(type_name: str) -> Draft202012Validator:
-    schema = json.loads(_SCHEMA.read_text(encoding="utf-8"))
-    registry: Registry[Any] = Registry().with_resource(schema["$id"], Resource.from_contents(schema))
-    return Draft202012Validator({"$ref": f"{schema['$id']}#/$defs/{type_name}"}, registry=registry)
-
-
 def error_from_exception(e: Exception) -> RpcError:
     """segue's own errors keep their meaning on the wire; anything else is an InternalError (logged)."""
     if isinstance(e, RpcError):
@@ -485,11 +410,3 @@ def _show(value: Any) -> str:
 
 def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
-def _pointer(path: Any) -> str:
-    return "".join("/" + _escape(str(p)) for p in path)
-
-
-def _escape(part: str) -> str:
-    return part.replace("~", "~0").replace("/", "~1")

@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from segue._core.contracts import OutputFormat, ProviderNote, ProviderRequest, WirePrefix
+from segue._support.readers import Unknown, as_map, stop_reason
+from segue.errors import WireError
 from segue.generated import ContentBlock, Message, ModelSettings, ReasoningBlock, TextBlock, ToolResultBlock
 from segue.generated.wire import anthropic as g
 from segue.wire.cache_verdict import anthropic_verdict
@@ -41,13 +43,9 @@ from segue.wire.common import (
     Comparison,
     LookbackWindow,
     ParsedResponse,
-    Unknown,
-    WireError,
     WireRequest,
-    as_map,
     breakpoint_blocks,
     foreign_reasoning,
-    stop_reason,
     writable,
 )
 from segue.wire.settings import EFFORT_SETTING, TOOL_CHOICE_MODES, refuse, refuse_values, refused

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from segue._support.readers import as_map
+from segue.errors import MalformedResponseError
 from segue.generated.wire import anthropic
-from segue.wire.common import MalformedResponseError, as_map
 from segue.wire.stored_message import StoredMessage, read_blocks
 
 __all__ = ["has_tools", "read_message"]

@@ -16,8 +16,10 @@ from typing import Any
 import attrs
 
 from segue._core.contracts import StreamDelta
+from segue._support.readers import Unknown, loads_arguments
+from segue.errors import MalformedResponseError
 from segue.generated.wire import anthropic
-from segue.wire.common import MalformedResponseError, Unknown, loads_arguments, reasoning_delta, text_delta
+from segue.wire.common import reasoning_delta, text_delta
 
 __all__ = ["AnthropicStream"]
 

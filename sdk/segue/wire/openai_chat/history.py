@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from segue._support.readers import Unknown
 from segue.errors import InputError
 from segue.generated import ContentBlock, ImageBlock, ToolResultBlock
 from segue.generated.wire import openai_chat
-from segue.wire.common import Unknown
 from segue.wire.history_parts import as_object, output_text, url_image
 
 __all__ = ["image", "tool_calls", "tool_message"]

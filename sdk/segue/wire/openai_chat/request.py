@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 
 from segue._core.contracts import OutputFormat, ProviderNote, ProviderRequest, WirePrefix
+from segue._support.readers import Unknown, as_map, stop_reason
+from segue.errors import MalformedResponseError, WireError
 from segue.generated import (
     ContentBlock,
     Message,
@@ -37,17 +39,7 @@ from segue.generated import (
 )
 from segue.generated.wire import openai_chat as g
 from segue.wire.breakpoints import BreakpointCache, mark
-from segue.wire.common import (
-    ASSISTANT,
-    SYSTEM,
-    MalformedResponseError,
-    ParsedResponse,
-    Unknown,
-    WireError,
-    WireRequest,
-    as_map,
-    stop_reason,
-)
+from segue.wire.common import ASSISTANT, SYSTEM, ParsedResponse, WireRequest
 from segue.wire.openai_responses.request import cache_key
 from segue.wire.settings import EFFORT_SETTING, TOOL_CHOICE_MODES, refuse_values
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from segue._support.readers import as_map
 from segue.generated import ToolResultBlock
 from segue.generated.wire import openai_chat
-from segue.wire.common import as_map
 from segue.wire.stored_message import Block, StoredMessage, image_of, read_blocks
 
 __all__ = ["read_message"]

@@ -19,8 +19,9 @@ from typing import Any
 import attrs
 
 from segue._core.contracts import StreamDelta
+from segue.errors import MalformedResponseError
 from segue.generated.wire import openai_chat
-from segue.wire.common import MalformedResponseError, reasoning_delta, text_delta
+from segue.wire.common import reasoning_delta, text_delta
 
 __all__ = ["ChatStream"]
 

@@ -22,21 +22,13 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import attrs
 
 from segue._core.contracts import OutputFormat, ProviderNote, ProviderRequest
+from segue._support.readers import Unknown, as_map
+from segue.errors import MalformedResponseError, WireError
 from segue.generated import Message, ModelSettings, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 from segue.generated.wire import openai_responses as g
 from segue.wire.breakpoints import BreakpointCache, mark
 from segue.wire.cache_verdict import openai_verdict
-from segue.wire.common import (
-    ASSISTANT,
-    Comparison,
-    MalformedResponseError,
-    ParsedResponse,
-    Unknown,
-    WireError,
-    WireRequest,
-    as_map,
-    foreign_reasoning,
-)
+from segue.wire.common import ASSISTANT, Comparison, ParsedResponse, WireRequest, foreign_reasoning
 from segue.wire.settings import EFFORT_SETTING, TOOL_CHOICE_MODES, refuse, refuse_values, refused
 
 if TYPE_CHECKING:

@@ -8,9 +8,10 @@ from typing import Any
 
 import attrs
 
+from segue._support.readers import Unknown, as_map
 from segue.generated import TextBlock, ToolResultBlock
 from segue.generated.wire import openai_responses
-from segue.wire.common import ASSISTANT, TOOL, USER, Unknown, as_map
+from segue.wire.common import ASSISTANT, TOOL, USER
 from segue.wire.openai_responses.request import message_phase
 from segue.wire.stored_message import Block, StoredMessage, image_of, joined, read_blocks
 

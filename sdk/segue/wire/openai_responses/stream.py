@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from segue._core.contracts import StreamDelta
-from segue.errors import ProviderError
+from segue.errors import MalformedResponseError, ProviderError
 from segue.generated.wire import openai_responses
-from segue.wire.common import MalformedResponseError, reasoning_delta, text_delta
+from segue.wire.common import reasoning_delta, text_delta
 
 __all__ = ["ResponsesStream"]
 

@@ -30,11 +30,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from segue._core.contracts import OutputFormat, ProviderRequest
+from segue._support.readers import as_map
 from segue.generated import ReasoningBlock
 from segue.generated.wire import openai_chat as g_chat
 from segue.generated.wire import openrouter as g
 from segue.wire.breakpoints import BreakpointCache, boundaries
-from segue.wire.common import ParsedResponse, WireRequest, as_map, breakpoint_blocks, writable
+from segue.wire.common import ParsedResponse, WireRequest, breakpoint_blocks, writable
 from segue.wire.openai_chat import request as chat
 
 WIRE = "openrouter"
