@@ -19,6 +19,7 @@ from referencing import Registry, Resource
 
 from codegen.errors import SchemaError
 from codegen.naming import module_name, py_field_name
+from codegen.schema_cycles import first_cycle
 
 # The keywords codegen understands. A keyword outside this set is an error, not an omission.
 SUPPORTED_KEYWORDS = frozenset(
@@ -205,7 +206,9 @@ def load_model(schema_dir: Path, display_root: Path | None = None) -> Model:
         )
     model = Model(files=tuple(files))
     _check_unions(model)
-    _check_module_cycles(model)
+    if cycle := first_cycle({f.module: set(model.module_deps(f)) for f in model.files}):
+        path = next(f.path for f in model.files if f.module == cycle[-1])
+        raise SchemaError(path, "/", f"schema files reference each other in a cycle: {' -> '.join(cycle)}")
     return model
 
 
@@ -484,26 +487,3 @@ def _check_unions(model: Model) -> None:
             new_types.append(t)
         fixed_files.append(attrs.evolve(f, types=tuple(new_types)))
     object.__setattr__(model, "files", tuple(fixed_files))
-
-
-def _check_module_cycles(model: Model) -> None:
-    deps = {f.module: set(model.module_deps(f)) for f in model.files}
-    path_of = {f.module: f.path for f in model.files}
-    visiting: set[str] = set()
-    done: set[str] = set()
-
-    def visit(m: str, chain: list[str]) -> None:
-        if m in done:
-            return
-        if m in visiting:
-            raise SchemaError(
-                path_of[m], "/", f"schema files reference each other in a cycle: {' -> '.join([*chain, m])}"
-            )
-        visiting.add(m)
-        for d in sorted(deps[m]):
-            visit(d, [*chain, m])
-        visiting.discard(m)
-        done.add(m)
-
-    for m in sorted(deps):
-        visit(m, [])

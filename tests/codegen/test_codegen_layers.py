@@ -16,6 +16,7 @@ LAYERS: dict[str, int] = {
     "codegen": 0,
     "codegen.errors": 0,
     "codegen.naming": 0,
+    "codegen.schema_cycles": 0,
     "codegen.model": 1,
     "codegen.wire_sdk": 1,
     "codegen.wire_rules": 2,
