@@ -5,7 +5,7 @@
 # Schema: schemas/prefix.schema.json (sha256:cffcc32caa4c17dbd5ac0819c2d9ac2b85916801e0361607e9861b0510a52e7c)
 # Schema: schemas/protocol.schema.json (sha256:48fd8ae9248f72252639c45094475ff21f6018a8c98f20e9a49126c9290040d0)
 # Schema: schemas/replay.schema.json (sha256:a77be0f27152f57ead6cac2188c3803a460d28ccec7372fe5d26250425a963b6)
-# Schema: schemas/runs.schema.json (sha256:09233f3dbeaaa6dddaec4afd72a203ebfd051dc7f1b53e7e38aa0a1f87031a38)
+# Schema: schemas/runs.schema.json (sha256:1783652a613b2e97d123f7ee4fac8e02611c964c0ceae67ba88eba6c73db7f2d)
 # Schema: schemas/serve.schema.json (sha256:fa1f09cb088cd1cdbee17da70b3a789b8640a61e2d7fce5c8a54e8bfd5446c33)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """The one cattrs converter for every generated type: tagged unions dispatch on their tag, None is omitted."""
@@ -112,6 +112,7 @@ CLASSES: tuple[type, ...] = (
     replay.ReplayWarning,
     replay.ReplaySummary,
     runs.RunResult,
+    runs.ChildRun,
     runs.RunCost,
     runs.PriceSource,
     runs.PendingApproval,

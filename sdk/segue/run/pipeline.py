@@ -29,7 +29,7 @@ from ulid import ULID
 
 from segue.cache.notes import RunNotes
 from segue.errors import InputError, RunStateError
-from segue.generated import RunEvent, get_converter
+from segue.generated import RunEvent, RunResult, get_converter
 from segue.providers.base import serving_path
 from segue.run import unfinished
 from segue.run.config import AgentConfig
@@ -62,7 +62,7 @@ class Pipeline:
         self.idempotency = Idempotency(agent.store)
         self.planner = Planner(agent)
         self.recorder = Recorder(agent)
-        self.tools = ToolRunner(guard)
+        self.tools = ToolRunner(guard, pipeline=self, agent=agent.name)
         self.loop = Loop(agent, self.recorder, self.tools, guard)
         self.prewarmer = Prewarmer(agent, self.planner)
 
@@ -298,3 +298,15 @@ class Pipeline:
         if self.agent.store is None:
             raise InputError("this needs a store: create the agent with store=RunStore(...)")
         return self.agent.store
+
+
+async def last_result(events: AsyncIterator[RunEvent]) -> RunResult:
+    """The result a run's events end with (run, resume and recover return it; a sub-run hands it to its parent)."""
+    result: RunResult | None = None
+    async with contextlib.aclosing(events):  # type: ignore[type-var]
+        async for event in events:
+            if event.result is not None:
+                result = event.result
+    if result is None:
+        raise RuntimeError("the run ended without a result event")  # a bug in segue, not in the caller's input
+    return result

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from typing import Any
 
 import attrs
 
 from segue.generated import ImageBlock, Message, RunEvent, ToolCallBlock, ToolCallRecord, ToolResultBlock
 from segue.run.guard import Guard
+from segue.run.lineage import CALLER, Caller
 from segue.run.state import RunState, make_event
 from segue.telemetry import attached
 from segue.tool_context import RunContext
@@ -34,8 +36,11 @@ class ToolRound:
 
 
 class ToolRunner:
-    def __init__(self, guard: Guard) -> None:
+    def __init__(self, guard: Guard, *, pipeline: Any = None, agent: str = "agent") -> None:
         self.guard = guard
+        #: The agent's pipeline and name, which a sub-agent called as a tool links its run to (segue.run.lineage).
+        self.pipeline = pipeline
+        self.agent = agent
 
     def needs_approval(self, state: RunState, call: ToolCallBlock) -> bool:
         tool = state.plan.config.tools.by_name.get(call.name)
@@ -153,6 +158,8 @@ class ToolRunner:
                 tool_call_id=call.id,
                 deps=state.request.deps,
             )
+            # In this call's own task (asyncio.gather): concurrent calls each see their own caller.
+            CALLER.set(Caller(state=state, call_id=call.id, pipeline=self.pipeline, agent=self.agent))
             return await tool.invoke(call.id, arguments, context)
 
         rounds = await asyncio.gather(*(one(c) for c in calls))
