@@ -4,6 +4,7 @@ its children's, each priced on its own path; bad nesting is refused before any r
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -141,3 +142,59 @@ async def test_a_sub_agent_bound_to_another_tenant_is_refused_before_any_row(sto
     assert refused.is_error and "bound to tenant 'globex'" in (refused.result or "")
     assert store.lineage.children([result.run_id], tenant_id="acme") == []
     assert store.list_runs(tenant_id="globex") == []
+
+
+async def test_cancelling_the_parent_cancels_its_running_child(store: RunStore) -> None:
+    started = asyncio.Event()
+
+    @tool
+    async def slow() -> str:
+        """Take a long time."""
+        started.set()
+        await asyncio.sleep(60)
+        return "never"
+
+    child = Agent(ScriptedProvider.of(call("slow")), "Slow.", [slow], store, name="slowpoke")
+    parent = Agent(
+        ScriptedProvider.of(call("slowpoke", {"task": "wait"}, id="p1")), "P.", [child.as_tool()], store, name="p"
+    )
+    task = asyncio.ensure_future(parent.run("go"))
+    await asyncio.wait_for(started.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    statuses = {r.agent_name: (r.status, r.parent_run_id) for r in store.list_runs()}
+    parent_id = next(r.run_id for r in store.list_runs(agent_name="p"))
+    assert statuses == {"p": ("cancelled", None), "slowpoke": ("cancelled", parent_id)}
+
+
+async def test_the_sub_runs_span_nests_under_the_parents_tool_call(store: RunStore) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from segue.telemetry import Telemetry
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry = Telemetry(tracer_provider=provider)
+    child = Agent(ScriptedProvider.of(text("sub answer")), "C.", (), store, name="child", telemetry=telemetry)
+    parent = Agent(
+        ScriptedProvider.of(call("child", {"task": "t"}, id="p1"), text("done")),
+        "P.",
+        [child.as_tool()],
+        store,
+        name="parent",
+        telemetry=telemetry,
+    )
+    await parent.run("go")
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    parent_span, tool_span, child_span = (
+        spans["invoke_agent parent"],
+        spans["execute_tool child"],
+        spans["invoke_agent child"],
+    )
+    assert tool_span.parent is not None and tool_span.parent.span_id == parent_span.context.span_id
+    assert child_span.parent is not None and child_span.parent.span_id == tool_span.context.span_id
+    assert child_span.context.trace_id == parent_span.context.trace_id
