@@ -1,0 +1,94 @@
+"""Issue 41, item 3: forks read the parent's cache. A fork (segue.fork_tool) starts from its caller's prefix: the
+same system and tools, the caller's replayed runs and messages so far, then the sub-task; so its first request
+reads what the caller's last request cached, and forks called together read the same entry. On the twin
+(Anthropic's wire, cache markers and all). A fork onto a path the caller's prefix was not sent on is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from segue import Agent, RunStore, fork_tool, tool
+from segue.providers import AnthropicProvider
+from segue_twin import Twin
+from segue_twin.view import AssistantTurn, ConversationView, PlannedCall
+
+#: Long enough to pass Claude Sonnet 4.6's minimum cacheable prompt (1,024 tokens).
+PROMPT = "You are the operations lead of a parcel company. " + " ".join(
+    f"Rule {i}: answer with the facts the tools return, cite the tool, and keep the customer's tone."
+    for i in range(120)
+)
+
+
+@tool
+def lookup(order: str) -> str:
+    """Look an order up."""
+    return f"order {order}: two parcels, one late"
+
+
+class Lead:
+    """Plays the model for the lead and its forks: the lead looks the order up, forks two sub-tasks at once, then
+    answers from their results; a fork (its last user text is a sub-task) answers it."""
+
+    def respond(self, view: ConversationView) -> AssistantTurn:
+        last = view.turns[-1]
+        if last.role == "user" and last.text.startswith("SUB "):
+            return AssistantTurn(text=f"done: {last.text[4:]}")
+        results = [r for r in last.tool_results] if last.role == "user" else []
+        if not results:
+            return AssistantTurn(tool_calls=(PlannedCall(name="lookup", arguments={"order": "7"}),))
+        if results[0].name == "lookup":
+            return AssistantTurn(
+                tool_calls=(
+                    PlannedCall(name="fork", arguments={"task": "SUB refund the late parcel"}),
+                    PlannedCall(name="fork", arguments={"task": "SUB apologise to the customer"}),
+                )
+            )
+        return AssistantTurn(text="all handled: " + "; ".join(r.content for r in results))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> RunStore:
+    return RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+
+
+async def test_parallel_forks_read_the_parents_cached_prefix(store: RunStore) -> None:
+    twin = Twin(policy=Lead())
+    provider = AnthropicProvider("claude-sonnet-4-6", client=twin.anthropic_client())
+    lead = Agent(provider, PROMPT, [lookup, fork_tool()], store, name="lead")
+    result = await lead.run("Order 7 is late: sort it out.")
+    assert result.status == "success", result.error
+    assert result.answer == "all handled: done: refund the late parcel; done: apologise to the customer"
+    forks = result.children or []
+    assert [c.fork for c in forks] == [True, True] and {c.agent_name for c in forks} == {"lead"}
+    parent = store.get_run(result.run_id)
+    assert parent is not None
+    cached_by_parent = parent.llm_interactions[1].usage  # the request whose response called the forks
+    for child in forks:
+        detail = store.get_run(child.run_id)
+        assert detail is not None and detail.parent_run_id == result.run_id
+        first = detail.llm_interactions[0]
+        # Its first request is the parent's second one plus the sub-task: it reads all of what that one cached.
+        sent = first.provider_request
+        parent_sent = parent.llm_interactions[1].provider_request
+        assert sent["system"] == parent_sent["system"] and sent["tools"] == parent_sent["tools"]
+        cached = (cached_by_parent.cache_read_tokens or 0) + (cached_by_parent.cache_write_tokens or 0)
+        assert cached > 0
+        assert (first.usage.cache_read_tokens or 0) >= cached
+        assert child.cached_share is not None and child.cached_share > 0.9
+
+
+async def test_a_fork_onto_another_path_is_refused_before_any_row(store: RunStore) -> None:
+    twin = Twin(policy=Lead())
+    provider = AnthropicProvider("claude-sonnet-4-6", client=twin.anthropic_client())
+    lead = Agent(provider, PROMPT, [lookup, fork_tool(model="claude-haiku-4-5")], store, name="lead")
+    result = await lead.run("Order 7 is late: sort it out.")
+    detail = store.get_run(result.run_id)
+    assert detail is not None
+    refusals = [c for c in detail.tool_calls if c.name == "fork"]
+    assert len(refusals) == 2
+    for refused in refusals:
+        assert refused.is_error and "cannot start from the parent's prefix" in (refused.result or "")
+        assert "anthropic/claude-haiku-4-5" in (refused.result or "")
+    assert store.lineage.children([result.run_id]) == []
