@@ -1,0 +1,87 @@
+"""Issue 41, item 5: runs seen as a tree. `segue runs show` and `runs explain` list a run's sub-runs under it, each
+with its cache share and cost, and the total; `runs list` puts each sub-run right under its parent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from segue import Agent, RunStore
+from segue.apps.cli.main import main
+from segue.providers import AnthropicProvider
+from segue.testing import ScriptedProvider, text
+from segue_twin import Twin
+from segue_twin.scripted import ScriptedPolicy
+from segue_twin.view import AssistantTurn, PlannedCall
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().out
+
+
+async def test_show_list_and_explain_show_the_sub_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    store = RunStore(url)
+    # Priced runs: every agent on the twin's Anthropic wire (the twin's figures are emulated, and shown as such).
+    twin = Twin(
+        policy=ScriptedPolicy(
+            [
+                AssistantTurn(
+                    tool_calls=(
+                        PlannedCall(name="billing", arguments={"task": "refund?"}),
+                        PlannedCall(name="shipping", arguments={"task": "where?"}),
+                    )
+                ),
+                "refund sent",
+                "in the depot",
+                "Refund sent; parcel in the depot.",
+            ]
+        )
+    )
+    client = twin.anthropic_client()
+
+    def agent(name: str, tools: list[object]) -> Agent:
+        return Agent(AnthropicProvider("claude-sonnet-4-6", client=client), f"You are {name}.", tools, store, name=name)
+
+    billing, shipping = agent("billing", []), agent("shipping", [])
+    lead = agent("lead", [billing.as_tool(), shipping.as_tool()])
+    result = await lead.run("Refund me and find my parcel.")
+    assert result.status == "success"
+    children = result.children or []
+    assert {c.agent_name for c in children} == {"billing", "shipping"}
+    assert result.total_cost is not None and result.total_cost.twin_usd is not None
+    assert result.cost is not None and result.cost.twin_usd is not None
+    assert result.total_cost.twin_usd > result.cost.twin_usd
+    store.close()
+
+    code, out = run_cli(capsys, "runs", "show", result.run_id, "--db", url)
+    assert code == 0
+    lines = out.splitlines()
+    start = lines.index("sub-runs: 2")
+    shown = lines[start + 1 : start + 3]
+    for child in children:
+        [line] = [s for s in shown if child.run_id in s]
+        assert line.startswith("  ⤷ ") and f"{child.agent_name} (call {child.call_id}) success" in line
+        assert "· cached " in line and "· cost twin (emulated, $" in line
+    assert lines[start + 3].startswith("total with sub-runs: twin (emulated, $")
+
+    code, out = run_cli(capsys, "runs", "list", "--db", url)
+    lines = out.splitlines()
+    assert lines[1].split()[0] == result.run_id  # the parent first, its sub-runs right under it
+    assert {line.split()[0] for line in lines[2:4]} == {c.run_id for c in children}
+    question = lines[0].index("QUESTION")
+    # A sub-run's question says it is one, and whose (cut to the column's room).
+    assert sorted(line[question:][:7] for line in lines[2:4]) == ["  ⤷ bil", "  ⤷ shi"]
+
+    code, out = run_cli(capsys, "runs", "explain", result.run_id, "--db", url)
+    assert "sub-runs: 2" in out and "total with sub-runs: twin (emulated, $" in out
+
+
+async def test_a_run_without_sub_runs_shows_no_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    agent = Agent(ScriptedProvider.of(text("hi")), "P.", (), RunStore(url), name="solo")
+    result = await agent.run("hello")
+    code, out = run_cli(capsys, "runs", "show", result.run_id, "--db", url)
+    assert code == 0 and "sub-runs" not in out and "total with sub-runs" not in out
