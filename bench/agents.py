@@ -37,18 +37,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 
-import anthropic  # noqa: E402
-import openai  # noqa: E402
-from _peer_venv import peer_python  # noqa: E402
-from harness import BenchClock, Host, PeerProcess  # noqa: E402
-from ledger import Call, price_exchanges  # noqa: E402
+import anthropic
+import openai
+from _peer_venv import peer_python
+from harness import BenchClock, Host, PeerProcess
+from ledger import Call
 
-from segue import Agent, RunStore, fork_tool, tool  # noqa: E402
-from segue.catalog import Catalog  # noqa: E402
-from segue.providers import AnthropicProvider, OpenAIResponsesProvider  # noqa: E402
-from segue_twin import Twin  # noqa: E402
-from segue_twin.server import serve  # noqa: E402
-from segue_twin.view import AssistantTurn, ConversationView, PlannedCall  # noqa: E402
+from segue import Agent, RunStore, fork_tool, tool
+from segue.catalog import Catalog
+from segue.providers import AnthropicProvider, OpenAIResponsesProvider
+from segue_twin import Twin
+from segue_twin.server import serve
+from segue_twin.view import AssistantTurn, ConversationView, PlannedCall
 
 MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-5-mini"}
 QUESTIONS = [
