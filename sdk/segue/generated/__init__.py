@@ -6,7 +6,7 @@
 # Schema: schemas/protocol.schema.json (sha256:48fd8ae9248f72252639c45094475ff21f6018a8c98f20e9a49126c9290040d0)
 # Schema: schemas/replay.schema.json (sha256:a77be0f27152f57ead6cac2188c3803a460d28ccec7372fe5d26250425a963b6)
 # Schema: schemas/runs.schema.json (sha256:1783652a613b2e97d123f7ee4fac8e02611c964c0ceae67ba88eba6c73db7f2d)
-# Schema: schemas/serve.schema.json (sha256:fa1f09cb088cd1cdbee17da70b3a789b8640a61e2d7fce5c8a54e8bfd5446c33)
+# Schema: schemas/serve.schema.json (sha256:d76549f36ec6b8a79eab39fcf59badcd97133768f1b020b37b19ac788f46e1dd)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """Generated types: one module per schema file, re-exported here."""
 
@@ -162,12 +162,14 @@ from segue.generated.runs import (
 )
 from segue.generated.serve import (
     AgentConfig,
+    ForkConfig,
     HttpConfig,
     HttpToken,
     McpServerConfig,
     ProviderConfig,
     ProviderKind,
     ServeConfig,
+    SubAgentConfig,
     ToolConfig,
 )
 from segue.generated.tool import (
@@ -207,6 +209,7 @@ __all__ = [
     "ExitParams",
     "ExplainCause",
     "ExplainSection",
+    "ForkConfig",
     "Hash",
     "HttpConfig",
     "HttpLimits",
@@ -301,6 +304,7 @@ __all__ = [
     "ShutdownResult",
     "StopReason",
     "StoredRequest",
+    "SubAgentConfig",
     "SweptRuns",
     "TenantNotAllowedData",
     "TextBlock",
