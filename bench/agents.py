@@ -110,10 +110,19 @@ class Desk:
             if "delegate" in view.tools:
                 calls = tuple(PlannedCall(name="delegate", arguments={"task": f"SUB {r}: {task}"}) for r in SPECIALISTS)
             else:
-                calls = tuple(PlannedCall(name=r, arguments={"task": task}) for r in SPECIALISTS)
+                calls = tuple(PlannedCall(name=r, arguments={self._input(view, r): task}) for r in SPECIALISTS)
             return AssistantTurn(tool_calls=calls)
         answers = " / ".join(r.content[:120] for r in last.tool_results)
         return AssistantTurn(text=f"Desk answer: {answers}")
+
+    @staticmethod
+    def _input(view: ConversationView, tool_name: str) -> str:
+        """The argument a delegation tool takes the task in: segue's `task`, the Agents SDK's `input`, ..."""
+        for spec in view.tool_specs:
+            if spec.name == tool_name:
+                required = spec.parameters.get("required") or list(spec.parameters.get("properties") or {})
+                return str(required[0]) if required else "task"
+        return "task"
 
     @staticmethod
     def _role(view: ConversationView, task: str) -> str:
