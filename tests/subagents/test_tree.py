@@ -3,12 +3,17 @@ with its cache share and cost, and the total; `runs list` puts each sub-run righ
 
 from __future__ import annotations
 
+import io
+import re
 from pathlib import Path
+from typing import Any
+from wsgiref.util import setup_testing_defaults
 
 import pytest
 
 from segue import Agent, RunStore
 from segue.apps.cli.main import main
+from segue.apps.dashboard.app import create_app
 from segue.providers import AnthropicProvider
 from segue.testing import ScriptedProvider, text
 from segue_twin import Twin
@@ -77,6 +82,28 @@ async def test_show_list_and_explain_show_the_sub_runs(tmp_path: Path, capsys: p
 
     code, out = run_cli(capsys, "runs", "explain", result.run_id, "--db", url)
     assert "sub-runs: 2" in out and "total with sub-runs: twin (emulated, $" in out
+
+    # The dashboard's run page: the same rows, and each sub-run's page names its parent.
+    reader = RunStore(url, read_only=True)
+    app = create_app(reader)
+    page = dashboard_page(app, f"/runs/{result.run_id}")
+    rows = re.findall(r'<tr class="sub-run" data-run-id="([^"]+)" data-depth="1">', page)
+    assert sorted(rows) == sorted(c.run_id for c in children)
+    assert 'Total with sub-runs: <span class="cost">twin (emulated, $' in page
+    child_page = dashboard_page(app, f"/runs/{children[0].run_id}")
+    assert "A sub-run of <a" in child_page and result.run_id in child_page and children[0].call_id in child_page
+    reader.close()
+
+
+def dashboard_page(app: Any, path: str) -> str:
+    environ: dict[str, Any] = {"PATH_INFO": path, "QUERY_STRING": "", "REQUEST_METHOD": "GET"}
+    setup_testing_defaults(environ)
+    environ["HTTP_HOST"] = "127.0.0.1:8710"
+    environ["wsgi.input"] = io.BytesIO(b"")
+    status: list[str] = []
+    body = b"".join(app(environ, lambda s, h, e=None: status.append(s)))
+    assert status[0].startswith("200"), status
+    return body.decode("utf-8")
 
 
 async def test_a_run_without_sub_runs_shows_no_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,45 +1,30 @@
-"""Runs as a tree (segue.run.subrun): a run's sub-runs under it, each with its cache share and cost, and the total
-(`segue runs show`, `segue runs explain`); `segue runs list` puts each sub-run right under its parent."""
+"""Runs as a tree (segue.run.subrun) in the terminal: `segue runs show` and `segue runs explain` list a run's
+sub-runs under it (apps/dashboard/subruns.py builds the rows), `segue runs list` puts each sub-run right under its
+parent."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from segue._core.usage import cache_parts
-from segue.apps.cli.render import clean, share
-from segue.apps.dashboard.views import CostFn, money, shown_cost, twin_money
-from segue.generated import ChildRun, RunCost, RunDetail, RunSummary
-from segue.run.lineage import total_cost
+from segue.apps.cli.render import clean
+from segue.apps.dashboard.subruns import subrun_rows
+from segue.apps.dashboard.views import CostFn
+from segue.generated import RunDetail, RunSummary
 
 
 def tree_lines(run: RunDetail, descendants: Sequence[tuple[int, RunSummary]], price: CostFn) -> list[str]:
     """The run's sub-runs, depth first, indented by depth, then the run's cost with them all (none: no lines)."""
-    if not descendants:
+    rows, total = subrun_rows(run, descendants, price)
+    if not rows:
         return []
-    out = [f"sub-runs: {len(descendants)}"]
-    for level, child in descendants:
-        call = f" (call {clean(child.parent_call_id or '?', 40)})"
+    out = [f"sub-runs: {len(rows)}"]
+    for r in rows:
         out.append(
-            f"{'  ' * level}⤷ {child.run_id} {clean(child.agent_name, 24)}{call} {child.status} · cached "
-            f"{share(cache_parts(child.usage).read_share)} · cost {shown_cost(child, price)[0]}"
+            f"{'  ' * r.depth}⤷ {r.run_id} {clean(r.agent, 24)} (call {clean(r.call_id, 40)}) {r.status} · cached "
+            f"{r.read_share} · cost {r.cost}"
         )
-    own = run.meta.segue_cost if run.meta is not None else None
-    out.append(f"total with sub-runs: {total_text(own, [c for _, c in descendants])}")
+    out.append(f"total with sub-runs: {clean(total)}")
     return out
-
-
-def total_text(own: RunCost | None, descendants: Sequence[RunSummary]) -> str:
-    """The run's own cost plus every sub-run's (each priced on its own path when it was recorded)."""
-    parts = [
-        ChildRun(run_id=c.run_id, agent_name=c.agent_name, call_id="", status=c.status, usage=c.usage, cost=c.cost)
-        for c in descendants
-    ]
-    total = total_cost(own, parts)
-    if total is None:
-        return "—"
-    if total.twin_usd is not None:
-        return twin_money(total.twin_usd, total.usd)
-    return money(total.usd) if total.usd is not None else f"unknown ({clean(total.missing or '', 80)})"
 
 
 def nested(runs: Sequence[RunSummary]) -> list[RunSummary]:
