@@ -112,3 +112,49 @@ async def test_a_run_without_sub_runs_shows_no_tree(tmp_path: Path, capsys: pyte
     result = await agent.run("hello")
     code, out = run_cli(capsys, "runs", "show", result.run_id, "--db", url)
     assert code == 0 and "sub-runs" not in out and "total with sub-runs" not in out
+
+
+def test_the_web_streams_final_event_carries_the_sub_runs_and_the_total() -> None:
+    """AG-UI's RUN_FINISHED metadata and the AI SDK's finish messageMetadata (segue.apps.protocol.web)."""
+    from segue.apps.protocol.web import AgUiEncoder, AiSdkEncoder
+    from segue.generated import ChildRun, RunCost, RunResult, Usage
+    from segue.run.state import make_event
+
+    usage = Usage(input_tokens=100, output_tokens=5, cache_read_tokens=90)
+    child = ChildRun(
+        run_id="01J0000000000000000000CHLD",
+        agent_name="billing",
+        call_id="call_billing",
+        status="success",
+        usage=usage,
+        cached_share=0.9,
+        cost=RunCost(usd=0.25, prices=[]),
+    )
+    result = RunResult(
+        run_id="01J0000000000000000000PRNT",
+        status="success",
+        usage=usage,
+        iterations=2,
+        cost=RunCost(usd=0.5, prices=[]),
+        children=[child],
+        total_cost=RunCost(usd=0.75, prices=[]),
+    )
+    event = make_event("RUN_COMPLETED", result.run_id, 2, result=result)
+    expected_children = [
+        {
+            "run_id": child.run_id,
+            "agent_name": "billing",
+            "call_id": "call_billing",
+            "status": "success",
+            "cached_share": 0.9,
+            "cost_usd": 0.25,
+        }
+    ]
+    [finished] = AgUiEncoder("thread", result.run_id).event(event)[-1:]
+    assert finished["type"] == "RUN_FINISHED"
+    assert finished["metadata"]["children"] == expected_children
+    assert finished["metadata"]["total_cost"] == {"usd": 0.75}
+    parts = AiSdkEncoder().event(event)
+    [finish] = [p for p in parts if isinstance(p, dict) and p.get("type") == "finish"]
+    assert finish["messageMetadata"]["children"] == expected_children
+    assert finish["messageMetadata"]["total_cost"] == {"usd": 0.75}
