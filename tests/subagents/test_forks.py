@@ -92,3 +92,34 @@ async def test_a_fork_onto_another_path_is_refused_before_any_row(store: RunStor
         assert refused.is_error and "cannot start from the parent's prefix" in (refused.result or "")
         assert "anthropic/claude-haiku-4-5" in (refused.result or "")
     assert store.lineage.children([result.run_id]) == []
+
+
+class ThinkingLead(Lead):
+    def respond(self, view: ConversationView) -> AssistantTurn:
+        turn = super().respond(view)
+        return AssistantTurn(text=turn.text, tool_calls=turn.tool_calls, reasoning="weigh the order first")
+
+
+async def test_a_fork_on_the_callers_path_carries_its_signed_reasoning(store: RunStore) -> None:
+    """Same system, tools and path: the prefix rule keeps the caller's signed thinking, so the fork's request
+    repeats the caller's messages byte for byte (thinking included) and reads them from the cache."""
+    twin = Twin(policy=ThinkingLead())
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    provider = AnthropicProvider("claude-sonnet-4-6", client=twin.anthropic_client(), thinking=thinking)
+    lead = Agent(provider, PROMPT, [lookup, fork_tool()], store, name="lead")
+    result = await lead.run("Order 7 is late: sort it out.")
+    assert result.status == "success", result.error
+    parent = store.get_run(result.run_id)
+    assert parent is not None
+    sent_by_parent = parent.llm_interactions[1].provider_request["messages"]
+    assert [b["type"] for b in sent_by_parent[1]["content"]] == ["thinking", "tool_use"]
+    for child in result.children or []:
+        detail = store.get_run(child.run_id)
+        assert detail is not None
+        sent = detail.llm_interactions[0].provider_request["messages"]
+        assert sent[:2] == sent_by_parent[:2]  # the signed thinking went as the caller sent it
+        # The tool results too; only the cache breakpoint moved on, to the sub-task after them.
+        unmarked = [{k: v for k, v in b.items() if k != "cache_control"} for b in sent[2]["content"]]
+        parents = [{k: v for k, v in b.items() if k != "cache_control"} for b in sent_by_parent[2]["content"]]
+        assert unmarked[: len(parents)] == parents and unmarked[-1]["type"] == "text"
+        assert child.cached_share is not None and child.cached_share > 0.99
