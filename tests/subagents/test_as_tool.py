@@ -198,3 +198,25 @@ async def test_the_sub_runs_span_nests_under_the_parents_tool_call(store: RunSto
     assert tool_span.parent is not None and tool_span.parent.span_id == parent_span.context.span_id
     assert child_span.parent is not None and child_span.parent.span_id == tool_span.context.span_id
     assert child_span.context.trace_id == parent_span.context.trace_id
+
+
+async def test_approval_pauses_the_caller_before_the_sub_run_and_resume_runs_it(store: RunStore) -> None:
+    """as_tool(requires_approval=True): the caller pauses with the delegation pending, nothing of the sub-agent
+    runs; resumed and approved, the sub-run runs, linked to the call, and is the resumed result's child."""
+    child = Agent(ScriptedProvider.of(text("refunded")), "Refunds.", (), store, name="refunds")
+    parent = Agent(
+        ScriptedProvider.of(call("refunds", {"task": "refund 7"}, id="r1"), text("done")),
+        "P.",
+        [child.as_tool(requires_approval=True)],
+        store,
+        name="desk",
+    )
+    paused = await parent.run("refund order 7")
+    assert paused.status == "waiting_approval"
+    assert [p.call_id for p in paused.pending_approvals or []] == ["r1"]
+    assert store.list_runs(agent_name="refunds") == []
+    resumed = await parent.resume(paused.run_id, approved=True)
+    assert resumed.status == "success" and resumed.answer == "done"
+    [sub] = store.lineage.children([paused.run_id])
+    assert (sub.agent_name, sub.parent_call_id, sub.status) == ("refunds", "r1", "success")
+    assert [c.run_id for c in resumed.children or []] == [sub.run_id]
