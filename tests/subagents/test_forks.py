@@ -123,3 +123,23 @@ async def test_a_fork_on_the_callers_path_carries_its_signed_reasoning(store: Ru
         parents = [{k: v for k, v in b.items() if k != "cache_control"} for b in sent_by_parent[2]["content"]]
         assert unmarked[: len(parents)] == parents and unmarked[-1]["type"] == "text"
         assert child.cached_share is not None and child.cached_share > 0.99
+
+
+async def test_history_may_end_with_tool_results_which_the_new_input_follows(store: RunStore) -> None:
+    """What a fork's request is made of (and what its retry, resume or recovery rebuilds): history that ends with
+    the tool results of its last assistant message; the new input follows them in the same user turn."""
+    from segue.generated import Message, TextBlock, ToolCallBlock, ToolResultBlock
+    from segue.testing import ScriptedProvider, canonical_messages, text
+
+    history = [
+        Message(role="user", content=[TextBlock(text="Where is order 7?")]),
+        Message(role="assistant", content=[ToolCallBlock(id="c1", name="lookup", arguments={"order": "7"})]),
+        Message(role="tool", content=[ToolResultBlock(tool_call_id="c1", content="in the depot")]),
+    ]
+    provider = ScriptedProvider.of(text("It is in the depot."), text("again"))
+    agent = Agent(provider, "P.", [lookup], store, name="lead")
+    result = await agent.run("Summarise.", history=history)
+    assert result.status == "success"
+    assert [m["role"] for m in canonical_messages(provider.requests[0])] == ["user", "assistant", "tool", "user"]
+    again = await agent.retry(result.run_id)  # rebuilt from the stored request, history and all
+    assert again.status == "success" and again.retry_of == result.run_id

@@ -174,14 +174,9 @@ async def _sub_run(
                 earlier = await _earlier_runs(pipeline, caller)
                 if earlier:
                     arguments["runs"] = earlier
-            history = arguments.pop("history", None)
             request = pipeline.validate(
                 {**_DEFAULTS, **arguments, "user_input": task, "tenant_id": tenant}, deps=ctx.deps
             )
-            if history is not None:
-                # The caller's messages as they were sent (checked when they were made): they may end with its tool
-                # results, which the sub-task follows as the caller's next request would have.
-                request = attrs.evolve(request, params=attrs.evolve(request.params, history=history))
             if parent is not None:
                 request = attrs.evolve(request, parent=parent)
             result = await last_result(pipeline.run(request, streaming=False))
