@@ -43,6 +43,9 @@ class Caller:
     call_id: str
     pipeline: Any
     agent: str
+    #: The app's approval of this call when the run was resumed (None: no decision was given for it): a sub-run
+    #: that paused for approval is resumed with it.
+    decision: bool | None = None
 
     @property
     def chain(self) -> tuple[str, ...]:

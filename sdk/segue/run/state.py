@@ -93,6 +93,8 @@ class RunState:
     lease_owner: str | None = None
     #: The sub-runs the run's tool calls made, as they ended (segue.run.subrun): RunResult.children, total_cost.
     children: list[ChildRun] = attrs.Factory(list)
+    #: Calls of the current tool round whose sub-run paused for approval (call id -> sub-run id): the run pauses too.
+    paused_children: dict[str, str] = attrs.Factory(dict)
 
     def stored_messages(self) -> list[Message]:
         """This run's messages as they are stored: with the fragments the layout keeps (appendOnly)."""

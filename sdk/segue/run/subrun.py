@@ -165,7 +165,7 @@ async def _sub_run(
     try:
         parent = _validated_link(agent.name, ctx, caller, max_depth=max_depth, tenant_id=tenant_id, fork=fork)
         tenant = ctx.tenant_id
-        existing = await _made_by_this_call(pipeline, parent)
+        existing = await _made_by_this_call(pipeline, parent, caller, ctx)
         if existing is not None:
             result = existing
         else:
@@ -184,7 +184,11 @@ async def _sub_run(
         return ToolOutput(content=f"refused: {e}", is_error=True)
     except SegueError as e:  # bad input the sub-run's validation or plan refused: nothing of it was written
         return ToolOutput(content=f"sub-agent {agent.name} could not start: {e}", is_error=True)
-    if caller is not None:
+    if caller is not None and result.status == "waiting_approval":
+        # The caller pauses too, on this call; resuming it resumes this sub-run with the app's decision.
+        caller.state.paused_children[ctx.tool_call_id] = result.run_id
+    elif caller is not None:
+        caller.state.paused_children.pop(ctx.tool_call_id, None)
         caller.state.children.append(child_of(result, agent.name, ctx.tool_call_id, fork=fork is not None))
     return outcome(result, agent.name)
 
@@ -256,9 +260,12 @@ def _fork_arguments(caller: Caller, fork: ServingPath) -> dict[str, Any]:
     }
 
 
-async def _made_by_this_call(pipeline: Pipeline, parent: Parent | None) -> RunResult | None:
-    """The sub-run this tool call made already, when the parent runs it again after a recovery: its result when it
-    ended, recovered with its parent when its lease lapsed too (None: the call made none)."""
+async def _made_by_this_call(
+    pipeline: Pipeline, parent: Parent | None, caller: Caller | None, ctx: RunContext[Any]
+) -> RunResult | None:
+    """The sub-run this tool call made already, when the parent runs it again: after a recovery, its result when
+    it ended, recovered with its parent when its lease lapsed too; after the parent was resumed, the sub-run that
+    paused for approval, resumed with the app's decision (None: the call made none)."""
     store = pipeline.agent.store
     if parent is None or store is None:
         return None
@@ -268,7 +275,10 @@ async def _made_by_this_call(pipeline: Pipeline, parent: Parent | None) -> RunRe
         return None
     made = mine[-1]
     if made.status == "running":
-        return await last_result(pipeline.recover(made.run_id, parent.tenant_id, streaming=False))
+        return await last_result(pipeline.recover(made.run_id, parent.tenant_id, streaming=False, deps=ctx.deps))
+    if made.status == "waiting_approval" and caller is not None and caller.decision is not None:
+        resumed = pipeline.resume(made.run_id, caller.decision, None, parent.tenant_id, streaming=False, deps=ctx.deps)
+        return await last_result(resumed)
     detail = await asyncio.to_thread(store.get_run, made.run_id, tenant_id=parent.tenant_id)
     assert detail is not None
     return stored_result(detail)
