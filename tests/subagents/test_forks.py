@@ -143,3 +143,35 @@ async def test_history_may_end_with_tool_results_which_the_new_input_follows(sto
     assert [m["role"] for m in canonical_messages(provider.requests[0])] == ["user", "assistant", "tool", "user"]
     again = await agent.retry(result.run_id)  # rebuilt from the stored request, history and all
     assert again.status == "success" and again.retry_of == result.run_id
+
+
+async def test_a_fork_from_the_callers_first_response_follows_its_question(store: RunStore) -> None:
+    """The caller forks at once: the fork's request is the caller's first request (its question) then the
+    sub-task, so it reads what that request cached."""
+    from segue_twin.scripted import ScriptedPolicy
+
+    twin = Twin(
+        policy=ScriptedPolicy(
+            [
+                AssistantTurn(tool_calls=(PlannedCall(name="fork", arguments={"task": "SUB draft a note"}),)),
+                "note drafted",
+                "done",
+            ]
+        )
+    )
+    lead = Agent(
+        AnthropicProvider("claude-sonnet-4-6", client=twin.anthropic_client()),
+        PROMPT,
+        [fork_tool()],
+        store,
+        name="lead",
+    )
+    result = await lead.run("Order 7 is late.")
+    assert result.status == "success" and result.answer == "done"
+    [fork] = result.children or []
+    detail = store.get_run(fork.run_id)
+    assert detail is not None
+    sent = detail.llm_interactions[0].provider_request["messages"]
+    texts = [b["text"] for m in sent for b in m["content"] if b.get("type") == "text"]
+    assert texts == ["Order 7 is late.", "SUB draft a note"]
+    assert fork.cached_share is not None and fork.cached_share > 0.9

@@ -174,9 +174,15 @@ async def _sub_run(
                 earlier = await _earlier_runs(pipeline, caller)
                 if earlier:
                     arguments["runs"] = earlier
+            history = arguments.get("history")
+            # A fork called in the caller's first response follows its user message: history refuses to end with
+            # one (an app's history must end with an answer), so the caller's messages go in as they were sent.
+            unanswered = arguments.pop("history") if history and history[-1].role == "user" else None
             request = pipeline.validate(
                 {**_DEFAULTS, **arguments, "user_input": task, "tenant_id": tenant}, deps=ctx.deps
             )
+            if unanswered is not None:
+                request = attrs.evolve(request, params=attrs.evolve(request.params, history=unanswered))
             if parent is not None:
                 request = attrs.evolve(request, parent=parent)
             result = await last_result(pipeline.run(request, streaming=False))
