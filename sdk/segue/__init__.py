@@ -20,6 +20,7 @@ from segue.errors import (
     ToolSourceError,
 )
 from segue.generated import (
+    ChildRun,
     ContextBlock,
     Message,
     ModelSettings,
@@ -34,6 +35,7 @@ from segue.generated import (
     Usage,
 )
 from segue.guardrails import PIIGuardrail
+from segue.run.subrun import fork_tool
 from segue.skills import Skill
 from segue.store import RunStore
 from segue.tool_context import RunContext
@@ -46,6 +48,7 @@ except PackageNotFoundError:  # imported from a checkout that was never installe
 
 __all__ = [
     "Agent",
+    "ChildRun",
     "ContextBlock",
     "IdempotencyConflictError",
     "InputError",
@@ -73,5 +76,6 @@ __all__ = [
     "ToolResultBlock",
     "ToolSourceError",
     "Usage",
+    "fork_tool",
     "tool",
 ]

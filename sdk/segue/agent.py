@@ -33,10 +33,12 @@ from segue.generated import ContextBlock, ModelSettings, PrewarmResult, RunEvent
 from segue.guardrails import Guardrail
 from segue.providers.base import members, settings_checks
 from segue.run.config import AgentConfig
-from segue.run.pipeline import Pipeline
+from segue.run.lineage import DEFAULT_MAX_DEPTH
+from segue.run.pipeline import Pipeline, last_result
 from segue.run.request import DEFAULT_MAX_INPUT_CHARS, PYTHON_ONLY, Rules, RunRequest
 from segue.run.settings import check_paths, settings_of
 from segue.run.state import make_event
+from segue.run.subrun import agent_tool
 from segue.run.toolbox import Toolbox
 from segue.skills import Skill, render_system
 from segue.store.records import DEFAULT_TENANT
@@ -222,6 +224,34 @@ class Agent:
 
     # -- public API -------------------------------------------------------------------------------------------
 
+    def as_tool(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        input_type: Any = None,
+        remember: bool = True,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        tenant_id: str | None = None,
+        requires_approval: bool = False,
+    ) -> Tool:
+        """This agent as a tool another agent may call (`tools=[specialist.as_tool()]`): the model passes a `task`
+        (or an `input_type` object, given as JSON); the result is this agent's answer (its output as JSON with an
+        output_type). Each call is a run of this agent linked to the calling run and tool call, in its tenant with
+        its deps, listed in its `RunResult.children` (`total_cost` includes them). `remember`: replay this agent's
+        earlier runs in the caller's conversation. `max_depth` bounds nesting; `tenant_id` binds the tool to one
+        tenant. Name and description default to the agent's name and prompt's first line (docs/subagents.md)."""
+        return agent_tool(
+            self._pipeline,
+            name=name or self.name,
+            description=description or _first_line(self.prompt) or f"Ask the {self.name} agent to do a task.",
+            input_type=input_type,
+            remember=remember,
+            max_depth=max_depth,
+            tenant_id=tenant_id,
+            requires_approval=requires_approval,
+        )
+
     async def aclose(self) -> None:
         """Stop what the agent's tool sources hold (MCP server processes and sessions). They start again lazily
         if the agent runs once more."""
@@ -267,7 +297,7 @@ class Agent:
         is handed to the tools that take a RunContext (`ctx.deps`); it is never stored, so retry and resume take it
         again."""
         request = await self._validate(_arguments(locals()), deps)
-        return await _last_result(self._pipeline.run(request, streaming=False))
+        return await last_result(self._pipeline.run(request, streaming=False))
 
     run_sync = _blocking(run)
 
@@ -342,7 +372,7 @@ class Agent:
         """Run a finished run again as a new run (retry_of=run_id), with the same input, history, context,
         replayed runs and knobs, through the same replay planner (`deps` is not stored: pass it again)."""
         request = await self._pipeline.retry_request(run_id, tenant_id, deps)
-        return await _last_result(self._pipeline.run(request, streaming=False))
+        return await last_result(self._pipeline.run(request, streaming=False))
 
     async def resume(
         self,
@@ -358,7 +388,7 @@ class Agent:
         results for calls the client ran itself (client-side tools). `deps`: the tools' RunContext.deps, as
         `run` took it (it is not stored)."""
         resumed = self._pipeline.resume(run_id, approved, tool_results, tenant_id, streaming=False, deps=deps)
-        return await _last_result(resumed)
+        return await last_result(resumed)
 
     async def resume_stream(
         self,
@@ -383,7 +413,7 @@ class Agent:
         only if its tool is `retry_safe` (docs/durability.md). RunStateError, with nothing written, for a run that
         is not lapsed (still leased, finished, paused), unknown, another tenant's or agent's, another
         configuration's, or recovered by another process first. `deps`: the tools' RunContext.deps."""
-        return await _last_result(self._pipeline.recover(run_id, tenant_id, streaming=False, deps=deps))
+        return await last_result(self._pipeline.recover(run_id, tenant_id, streaming=False, deps=deps))
 
     async def recover_stream(
         self, run_id: str, *, tenant_id: str = DEFAULT_TENANT, deps: Any = None
@@ -452,22 +482,15 @@ def _validation_event(e: Exception) -> RunEvent:
     return make_event("RUN_ERROR", "", 0, error=str(e), meta=meta)
 
 
-async def _last_result(events: AsyncIterator[RunEvent]) -> RunResult:
-    result: RunResult | None = None
-    async with contextlib.aclosing(events):  # type: ignore[type-var]
-        async for event in events:
-            if event.result is not None:
-                result = event.result
-    if result is None:
-        raise RuntimeError("the run ended without a result event")  # a bug in segue, not in the caller's input
-    return result
-
-
 def _arguments(call_locals: dict[str, Any]) -> dict[str, Any]:
     """run / stream pass their own keyword arguments (locals() before anything else is assigned): they are the
     RunParams fields by name, which tests/run/test_run_params.py holds to the schema, so no list of them is kept
     here; the Python-only ones (`deps`) go their own way."""
     return {k: v for k, v in call_locals.items() if k != "self" and k not in PYTHON_ONLY}
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:1024]
 
 
 def _positive_int(value: object) -> bool:

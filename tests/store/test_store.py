@@ -209,7 +209,7 @@ def test_version_one_databases_are_migrated(tmp_path: Path) -> None:
     reopened = RunStore(url)
     from segue.store import migrations
 
-    assert migrations.current_version(reopened.db, reopened.models) == migrations.LATEST == 7
+    assert migrations.current_version(reopened.db, reopened.models) == migrations.LATEST == 8
 
 
 def test_version_three_databases_get_the_prewarms_table(tmp_path: Path) -> None:
@@ -299,3 +299,35 @@ def test_postgres_real_columns_become_double_precision() -> None:
     ).fetchone()
     assert kind == "double precision"
     reopened.close()
+
+
+def test_version_seven_databases_get_the_parent_links(store: RunStore) -> None:
+    """Store schema 8 adds `agent_runs.parent_run_id` (indexed) and `parent_call_id`, which link a sub-run to the
+    run and tool call that made it (segue.run.subrun), on SQLite and PostgreSQL; the runs recorded before read back
+    as top-level runs, and a sub-run written after the upgrade is found from its parent."""
+    from segue.store import migrations
+
+    parent, child = run_ids(2)
+    store.create_run(new_run(parent), [user("hi")])
+    store.db.execute_sql('DROP INDEX "agent_runs_parent_run_id"')
+    for column in ("parent_run_id", "parent_call_id"):
+        store.db.execute_sql(f'ALTER TABLE "agent_runs" DROP COLUMN "{column}"')
+    store.db.execute_sql("DELETE FROM segue_schema_version WHERE version > 7")
+    url = store.url
+    store.close()
+    reopened = RunStore(url)
+    try:
+        assert reopened.migrated_from == 7
+        assert migrations.current_version(reopened.db, reopened.models) == migrations.LATEST == 8
+        columns = {c.name for c in reopened.db.get_columns("agent_runs")}
+        assert {"parent_run_id", "parent_call_id"} <= columns
+        indexes = {i.name: i.columns for i in reopened.db.get_indexes("agent_runs")}
+        assert indexes["agent_runs_parent_run_id"] == ["parent_run_id"]
+        old = reopened.get_run(parent, tenant_id="t1")
+        assert old is not None and (old.parent_run_id, old.parent_call_id) == (None, None)
+        reopened.create_run(new_run(child, parent_run_id=parent, parent_call_id="call_1"), [user("sub-task")])
+        [found] = reopened.lineage.children([parent], tenant_id="t1")
+        assert (found.run_id, found.parent_run_id, found.parent_call_id) == (child, parent, "call_1")
+        assert reopened.lineage.children([parent], tenant_id="t2") == []
+    finally:
+        reopened.close()

@@ -5,8 +5,8 @@
 # Schema: schemas/prefix.schema.json (sha256:cffcc32caa4c17dbd5ac0819c2d9ac2b85916801e0361607e9861b0510a52e7c)
 # Schema: schemas/protocol.schema.json (sha256:48fd8ae9248f72252639c45094475ff21f6018a8c98f20e9a49126c9290040d0)
 # Schema: schemas/replay.schema.json (sha256:a77be0f27152f57ead6cac2188c3803a460d28ccec7372fe5d26250425a963b6)
-# Schema: schemas/runs.schema.json (sha256:b928bfe1815d9eb86c4fe061fbb1ab8e65c0a74401f5e09c5c723708c6886db7)
-# Schema: schemas/serve.schema.json (sha256:fa1f09cb088cd1cdbee17da70b3a789b8640a61e2d7fce5c8a54e8bfd5446c33)
+# Schema: schemas/runs.schema.json (sha256:388e57d3a1ca9855547557cbb3a6806658514d31f2fe2e5fd7f1f5a0d53be0fb)
+# Schema: schemas/serve.schema.json (sha256:d76549f36ec6b8a79eab39fcf59badcd97133768f1b020b37b19ac788f46e1dd)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """Generated types: one module per schema file, re-exported here."""
 
@@ -132,6 +132,7 @@ from segue.generated.runs import (
     CacheCollapse,
     CacheVerdict,
     CacheVerdictStatus,
+    ChildRun,
     ContextBlock,
     LayoutMeta,
     LlmInteraction,
@@ -161,12 +162,14 @@ from segue.generated.runs import (
 )
 from segue.generated.serve import (
     AgentConfig,
+    ForkConfig,
     HttpConfig,
     HttpToken,
     McpServerConfig,
     ProviderConfig,
     ProviderKind,
     ServeConfig,
+    SubAgentConfig,
     ToolConfig,
 )
 from segue.generated.tool import (
@@ -195,6 +198,7 @@ __all__ = [
     "CatalogListParams",
     "CatalogListResult",
     "CatalogPath",
+    "ChildRun",
     "ClientCapabilities",
     "ClientInfo",
     "ClientToolResult",
@@ -205,6 +209,7 @@ __all__ = [
     "ExitParams",
     "ExplainCause",
     "ExplainSection",
+    "ForkConfig",
     "Hash",
     "HttpConfig",
     "HttpLimits",
@@ -299,6 +304,7 @@ __all__ = [
     "ShutdownResult",
     "StopReason",
     "StoredRequest",
+    "SubAgentConfig",
     "SweptRuns",
     "TenantNotAllowedData",
     "TextBlock",

@@ -48,8 +48,12 @@ def check_alternation(messages: Sequence[Message], what: str, positions: Sequenc
             if results != calls:
                 raise InputError(f"{name} answers tool calls {sorted(results)} but {sorted(calls)} were made")
         previous = m.role
-    if previous not in (None, "assistant"):
-        raise InputError(f"{what} must end with an assistant message; the new input is the next user turn")
+    # It may end with tool results: the new input then follows them in the same turn, as a fork's sub-task follows
+    # its caller's messages (segue.run.subrun); every wire sends a user message after tool results.
+    if previous not in (None, "assistant", "tool"):
+        raise InputError(
+            f"{what} must end with an assistant message (or its tool results); the new input is the next user turn"
+        )
 
 
 def user_message(text: str) -> Message:

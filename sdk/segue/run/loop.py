@@ -220,6 +220,9 @@ class Loop:
         )
         for event in done.events:
             yield event
+        if done.paused:
+            async for event in self._pause(state, [c for c in calls if c.id in done.paused], sub_runs=True):
+                yield event
 
     async def recovered(
         self,
@@ -267,13 +270,16 @@ class Loop:
         event_meta = {"error_type": error_type, **(meta or {})} if error_type else meta
         yield make_event("RUN_ERROR", state.run_id, state.iteration, error=error, result=result, meta=event_meta)
 
-    async def _pause(self, state: RunState, calls: list[ToolCallBlock]) -> AsyncIterator[RunEvent]:
-        """A call waits for approval: the run pauses with every call of the response pending."""
+    async def _pause(
+        self, state: RunState, calls: list[ToolCallBlock], *, sub_runs: bool = False
+    ) -> AsyncIterator[RunEvent]:
+        """A call waits for approval: the run pauses with every call of the response pending. `sub_runs`: the
+        calls ran, and the sub-runs they made (segue.run.subrun) wait for approval; resuming approves those."""
         iteration = state.iteration
         pending = PendingCalls(iteration=iteration, calls=[c.id for c in calls], names={c.id: c.name for c in calls})
         await self.recorder.finish(state, "waiting_approval", None, None, pending)
         state.ended = True
-        for c in calls:
+        for c in [] if sub_runs else calls:
             yield make_event(
                 "TOOL_CALL",
                 state.run_id,

@@ -30,7 +30,7 @@ from ulid import ULID
 
 from segue.cache.notes import RunNotes
 from segue.errors import InputError, RunStateError
-from segue.generated import RunEvent, get_converter
+from segue.generated import RunEvent, RunResult, ToolCallRecord, get_converter
 from segue.providers.base import serving_path
 from segue.run import unfinished
 from segue.run.config import AgentConfig
@@ -63,7 +63,7 @@ class Pipeline:
         self.idempotency = Idempotency(agent.store)
         self.planner = Planner(agent)
         self.recorder = Recorder(agent)
-        self.tools = ToolRunner(guard)
+        self.tools = ToolRunner(guard, pipeline=self, agent=agent.name)
         self.loop = Loop(agent, self.recorder, self.tools, guard)
         self.prewarmer = Prewarmer(agent, self.planner)
 
@@ -194,13 +194,27 @@ class Pipeline:
         tool_results: Mapping[str, str] | None,
         streaming: bool,
     ) -> AsyncGenerator[RunEvent, None]:
-        """A claimed run: the calls it waited on, then the loop."""
-        calls = [c for c in tool_calls(state.own[-1]) if c.id in waiting]
-        if calls:
-            async for event in self.loop.tool_round(state, calls, decisions, tool_results, {}):
+        """A claimed run: the calls it waited on (with the results its round journaled already: the calls that ran
+        beside a sub-run that paused for approval), then the loop."""
+        calls = tool_calls(state.own[-1])
+        if any(c.id in waiting for c in calls):
+            finished = await self._journaled(state, waiting)
+            calls = [c for c in calls if c.id in waiting or c.id in finished]
+            async for event in self.loop.tool_round(state, calls, decisions, tool_results, finished):
                 yield event
-        async for event in self.loop.run(state, streaming=streaming, resumed=True):
-            yield event
+        if not state.ended:
+            async for event in self.loop.run(state, streaming=streaming, resumed=True):
+                yield event
+
+    async def _journaled(self, state: RunState, waiting: Collection[str]) -> dict[str, ToolCallRecord]:
+        """The results the paused round recorded, by call id (none when it paused before running its calls)."""
+        detail = await asyncio.to_thread(self.store().get_run, state.run_id, tenant_id=state.request.tenant_id)
+        calls = detail.tool_calls if detail is not None else []
+        return {
+            c.call_id: c
+            for c in calls
+            if c.iteration == state.iteration and c.result is not None and c.call_id not in waiting
+        }
 
     async def claim(self, state: RunState, claim: Callable[..., bool], run_id: str, tenant_id: str) -> bool:
         """Take the run for this process (`claim`: the store's claim of a paused or a lapsed run) under a new lease
@@ -299,3 +313,15 @@ class Pipeline:
         if self.agent.store is None:
             raise InputError("this needs a store: create the agent with store=RunStore(...)")
         return self.agent.store
+
+
+async def last_result(events: AsyncIterator[RunEvent]) -> RunResult:
+    """The result a run's events end with (run, resume and recover return it; a sub-run hands it to its parent)."""
+    result: RunResult | None = None
+    async with contextlib.aclosing(events):  # type: ignore[type-var]
+        async for event in events:
+            if event.result is not None:
+                result = event.result
+    if result is None:
+        raise RuntimeError("the run ended without a result event")  # a bug in segue, not in the caller's input
+    return result

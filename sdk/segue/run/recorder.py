@@ -125,6 +125,8 @@ class Recorder:
             fingerprint=fingerprint,
             retry_of=request.retry_of,
             continued_from=plan.continued_from,
+            parent_run_id=request.parent.run_id if request.parent is not None else None,
+            parent_call_id=request.parent.call_id if request.parent is not None else None,
             private={"pii": state.pii} if state.pii else None,
             lease_seconds=self.agent.lease_seconds,
             lease_owner=state.lease_owner,

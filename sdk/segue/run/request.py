@@ -80,6 +80,8 @@ class RunRequest:
     #: The app's `deps=` object, handed to tools as RunContext.deps: not a RunParams field (never stored, not in
     #: the idempotency fingerprint), so a retry or a resume takes it again.
     deps: Any = attrs.field(default=None, eq=False, repr=False)
+    #: A sub-run's link to the run whose tool call made it (segue.run.lineage.Parent); None: a top-level run.
+    parent: Any = attrs.field(default=None, eq=False)
 
     # The fields whose RunParams type is optional only because they have defaults:
     @property

@@ -13,6 +13,7 @@ from segue.cache.notes import RunNotes
 from segue.generated import (
     CacheCollapse,
     CacheVerdict,
+    ChildRun,
     Message,
     PendingApproval,
     PrefixDescriptor,
@@ -31,6 +32,7 @@ from segue.generated import (
     Usage,
 )
 from segue.run.conversation import ZERO_USAGE, tool_calls
+from segue.run.lineage import total_cost
 from segue.run.plan import RunPlan
 from segue.run.request import RunRequest
 from segue.telemetry import RunTrace
@@ -89,6 +91,10 @@ class RunState:
     fresh_retry: bool = False
     #: This process's lease token on the run (segue.store.leases): every write of the run names it.
     lease_owner: str | None = None
+    #: The sub-runs the run's tool calls made, as they ended (segue.run.subrun): RunResult.children, total_cost.
+    children: list[ChildRun] = attrs.Factory(list)
+    #: Calls of the current tool round whose sub-run paused for approval (call id -> sub-run id): the run pauses too.
+    paused_children: dict[str, str] = attrs.Factory(dict)
 
     def stored_messages(self) -> list[Message]:
         """This run's messages as they are stored: with the fragments the layout keeps (appendOnly)."""
@@ -106,6 +112,7 @@ class RunState:
         pending: list[PendingApproval] | None = None,
         output: Any = None,
     ) -> RunResult:
+        parent = self.request.parent
         return RunResult(
             run_id=self.run_id,
             status=status,
@@ -122,6 +129,10 @@ class RunState:
             replay_text=replay_text(self.replay) if self.replay is not None else None,
             pending_approvals=pending,
             retry_of=self.request.retry_of,
+            parent_run_id=parent.run_id if parent is not None else None,
+            parent_call_id=parent.call_id if parent is not None else None,
+            children=list(self.children) or None,
+            total_cost=total_cost(self.cost, self.children),
             output=output,
             stop_reason=self.stop_reason,
         )
@@ -148,6 +159,8 @@ def stored_result(run: RunDetail, error: str | None = None) -> RunResult:
         replay_text=replay_text(run.replay) if run.replay is not None else None,
         pending_approvals=[PendingApproval(call_id=c, name=names.get(c)) for c in pending.calls] if pending else None,
         retry_of=run.retry_of,
+        parent_run_id=run.parent_run_id,
+        parent_call_id=run.parent_call_id,
         stop_reason=meta.segue_stop_reason if meta is not None else None,
     )
 

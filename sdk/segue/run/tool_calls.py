@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from typing import Any
 
 import attrs
 
 from segue.generated import ImageBlock, Message, RunEvent, ToolCallBlock, ToolCallRecord, ToolResultBlock
 from segue.run.guard import Guard
+from segue.run.lineage import CALLER, Caller
 from segue.run.state import RunState, make_event
 from segue.telemetry import attached
 from segue.tool_context import RunContext
@@ -28,14 +30,19 @@ class ToolRound:
     """What one iteration's calls produced: the tool message for the model, the records for the store, and a
     TOOL_RESULT event per call."""
 
-    message: Message
+    message: Message | None
     records: list[ToolCallRecord]
     events: list[RunEvent]
+    #: Calls whose sub-run paused for approval (segue.run.subrun): unrecorded, and the run pauses on them.
+    paused: list[str] = attrs.Factory(list)
 
 
 class ToolRunner:
-    def __init__(self, guard: Guard) -> None:
+    def __init__(self, guard: Guard, *, pipeline: Any = None, agent: str = "agent") -> None:
         self.guard = guard
+        #: The agent's pipeline and name, which a sub-agent called as a tool links its run to (segue.run.lineage).
+        self.pipeline = pipeline
+        self.agent = agent
 
     def needs_approval(self, state: RunState, call: ToolCallBlock) -> bool:
         tool = state.plan.config.tools.by_name.get(call.name)
@@ -106,7 +113,7 @@ class ToolRunner:
                 )
                 completed[call.id] = (outcome, _protected(outcome.result), stored)
 
-        async def one(call: ToolCallBlock) -> tuple[ToolOutcome, ToolResultBlock, ToolCallRecord]:
+        async def one(call: ToolCallBlock) -> tuple[ToolOutcome, ToolResultBlock, ToolCallRecord] | None:
             if call.id in completed:
                 return completed[call.id]
             tool = tools.get(call.name)
@@ -114,6 +121,8 @@ class ToolRunner:
             with attached(span):  # an MCP client's own spans nest in execute_tool
                 outcome = await run(call, tool)
             span.finish(outcome.result, images=len(outcome.images))
+            if call.id in state.paused_children:  # its sub-run waits for approval: no result yet, the run pauses
+                return None
             content = self.guard.protect(outcome.result.content, state.pii)
             result = ToolResultBlock(tool_call_id=call.id, content=content, is_error=outcome.result.is_error)
             done = ToolCallRecord(
@@ -153,11 +162,19 @@ class ToolRunner:
                 tool_call_id=call.id,
                 deps=state.request.deps,
             )
+            # In this call's own task (asyncio.gather): concurrent calls each see their own caller.
+            decision = decisions.get(call.id) if call.id in decisions else None
+            CALLER.set(
+                Caller(state=state, call_id=call.id, pipeline=self.pipeline, agent=self.agent, decision=decision)
+            )
             return await tool.invoke(call.id, arguments, context)
 
-        rounds = await asyncio.gather(*(one(c) for c in calls))
+        outcomes = await asyncio.gather(*(one(c) for c in calls))
+        rounds = [r for r in outcomes if r is not None]
+        paused = [c.id for c, r in zip(calls, outcomes, strict=True) if r is None]
         events = [make_event("TOOL_RESULT", state.run_id, iteration, tool_result=r) for _, r, _ in rounds]
-        return ToolRound(message=tool_message(rounds), records=[d for _, _, d in rounds], events=events)
+        message = tool_message(rounds) if not paused else None
+        return ToolRound(message=message, records=[d for _, _, d in rounds], events=events, paused=paused)
 
 
 def tool_message(finished: Sequence[tuple[ToolOutcome, ToolResultBlock, ToolCallRecord]]) -> Message:

@@ -100,6 +100,21 @@ def _v7(db: pw.Database, models: Bound) -> None:
         db.execute_sql('ALTER TABLE "agent_runs" ADD COLUMN "lease_owner" VARCHAR(32)')  # type: ignore[no-untyped-call]
 
 
+def _v8(db: pw.Database, models: Bound) -> None:
+    """`agent_runs.parent_run_id` and `parent_call_id`: a sub-run (an agent offered to another as a tool) names the
+    run whose tool call made it and that call, so the runs of a conversation read as a tree and a sub-agent's
+    earlier runs are found from its parent's. Indexed on the parent: every read of a tree asks for a run's
+    children. Older rows keep NULL (top-level runs). A table created at version 1 by this segue has them already."""
+    columns = {column.name for column in db.get_columns("agent_runs")}
+    if "parent_run_id" not in columns:
+        db.execute_sql('ALTER TABLE "agent_runs" ADD COLUMN "parent_run_id" VARCHAR(26)')  # type: ignore[no-untyped-call]
+    if "parent_call_id" not in columns:
+        db.execute_sql('ALTER TABLE "agent_runs" ADD COLUMN "parent_call_id" VARCHAR(200)')  # type: ignore[no-untyped-call]
+    # The name Peewee gives the model's index (agent_runs_parent_run_id), so both ways of getting there agree.
+    if all(index.columns != ["parent_run_id"] for index in db.get_indexes("agent_runs")):
+        db.execute_sql('CREATE INDEX "agent_runs_parent_run_id" ON "agent_runs" ("parent_run_id")')  # type: ignore[no-untyped-call]
+
+
 #: version -> migration that produces it, in order.
 MIGRATIONS: list[tuple[int, Callable[[pw.Database, Bound], None]]] = [
     (1, _v1),
@@ -109,6 +124,7 @@ MIGRATIONS: list[tuple[int, Callable[[pw.Database, Bound], None]]] = [
     (5, _v5),
     (6, _v6),
     (7, _v7),
+    (8, _v8),
 ]
 LATEST = MIGRATIONS[-1][0]
 MIGRATION_LOCK = int.from_bytes(b"segue-db")  # the PostgreSQL advisory lock key migrations hold

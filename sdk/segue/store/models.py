@@ -43,6 +43,9 @@ class AgentRun(BaseModel):
     fingerprint = CharField(max_length=80, null=True)
     retry_of = CharField(max_length=26, null=True)
     continued_from = CharField(max_length=26, null=True, index=True)
+    # A sub-run (an agent offered as a tool, segue.subagents): the run whose tool call made it, and that call.
+    parent_run_id = CharField(max_length=26, null=True, index=True)
+    parent_call_id = CharField(max_length=200, null=True)
     usage = TextField(default='{"input_tokens": 0, "output_tokens": 0}')
     iterations = pw.IntegerField(default=0)
     created_at = CharField(max_length=32, index=True)  # ISO 8601 UTC, lexicographically sortable

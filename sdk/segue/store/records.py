@@ -42,6 +42,9 @@ class NewRun:
     fingerprint: str | None = None
     retry_of: str | None = None
     continued_from: str | None = None
+    #: A sub-run's parent run and the parent's tool call that made it (segue.subagents).
+    parent_run_id: str | None = None
+    parent_call_id: str | None = None
     private: dict[str, Any] | None = None
     lease_seconds: float | None = None
     #: The lease holder's token (segue.store.leases); every later write of the running run names it.

@@ -131,6 +131,8 @@ def summary_from_row(row: AgentRun, meta: RunMeta) -> RunSummary:
         replay_text=replay_text(meta.segue_replay) if meta.segue_replay is not None else None,
         pending_approvals=_pending(meta) if row.status == "waiting_approval" else None,
         retry_of=row.retry_of,
+        parent_run_id=row.parent_run_id,
+        parent_call_id=row.parent_call_id,
     )
 
 
@@ -178,6 +180,8 @@ def detail_from_rows(
         input=row.input,
         answer=row.answer,
         retry_of=row.retry_of,
+        parent_run_id=row.parent_run_id,
+        parent_call_id=row.parent_call_id,
         prefix=meta.segue_prefix,
         meta=meta,
         traces=traces,

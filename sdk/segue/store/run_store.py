@@ -38,6 +38,7 @@ from segue.store import migrations
 from segue.store.bodies import Bodies
 from segue.store.connection import DEFAULT_RECONNECT_SECONDS, Units, open_database, redact
 from segue.store.leases import LeaseLost, Leases
+from segue.store.lineage import Lineage  # sub-runs: store.lineage.children(...)
 from segue.store.migrations import check_schema
 from segue.store.models import Bound
 from segue.store.prewarms import Prewarms
@@ -72,8 +73,7 @@ class RunStore:
         create: bool = True,
         reconnect_seconds: float = DEFAULT_RECONNECT_SECONDS,
     ) -> None:
-        # Peewee logs every statement with its parameters at DEBUG: run inputs and the PII guardrail's mapping
-        # would reach an app's DEBUG logs. Unless the app chose a level for the "peewee" logger, keep it at INFO.
+        # Peewee logs each statement with its parameters at DEBUG (run inputs, the PII mapping): INFO unless set.
         peewee_log = logging.getLogger("peewee")
         if peewee_log.level == logging.NOTSET:
             peewee_log.setLevel(logging.INFO)
@@ -88,6 +88,7 @@ class RunStore:
         self._metas = Metas(self.bodies)  # what a conversation's runs repeat, stored once (segue.store.repeats)
         self.prewarms = Prewarms(self.models, self._units, self.bodies)
         self.leases = Leases(self.db, self.models, self._units)
+        self.lineage = Lineage(self.models, self._units)
         shown = redact(self.url)
         #: The schema version found when a writer opened the store (before migrating); None for readers.
         self.migrated_from: int | None = None
@@ -113,7 +114,6 @@ class RunStore:
         self._units.close()
 
     # -- writes used by the agent -----------------------------------------------------------------------------
-
     def create_run(self, run: NewRun, traces: Sequence[Message]) -> None:
         """The run row, its tags and first traces, atomically. Raises IdempotencyKeyTaken on a key clash."""
         now = utc_now()
@@ -136,6 +136,8 @@ class RunStore:
                 fingerprint=run.fingerprint,
                 retry_of=run.retry_of,
                 continued_from=run.continued_from,
+                parent_run_id=run.parent_run_id,
+                parent_call_id=run.parent_call_id,
                 created_at=now,
                 lease_expires_at=self.leases.deadline(run.lease_seconds),
                 lease_owner=run.lease_owner,

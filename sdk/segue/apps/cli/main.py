@@ -27,6 +27,7 @@ from segue._core.run_text import other_tenants
 from segue._support.resources import package_version
 from segue.apps.cli.arguments import Parser, offset, port_number, positive_int, store_url
 from segue.apps.cli.render import LIST_WIDTH, clean, count, explain_text, prewarm_text, runs_table, show_text
+from segue.apps.cli.tree import nested, tree_lines
 from segue.errors import StoreError
 from segue.generated import RunDetail, RunExplanation, RunStatus, RunSummary, SweptRuns, Usage, get_converter
 
@@ -124,7 +125,7 @@ def _runs_list(args: argparse.Namespace) -> int:
     if args.json:
         return EXIT_OK
     width = shutil.get_terminal_size((LIST_WIDTH, 24)).columns if sys.stdout.isatty() else LIST_WIDTH
-    print(runs_table(runs, _catalog_cost(), wide=args.wide, width=width))
+    print(runs_table(nested(runs), _catalog_cost(), wide=args.wide, width=width))
     return EXIT_OK
 
 
@@ -135,6 +136,7 @@ def _runs_show(args: argparse.Namespace) -> int:
             _print_json(get_converter().unstructure(run, RunDetail))
             return EXIT_OK
         chain = _conversation_so_far(store, args, run)
+        descendants = store.lineage.tree(run.run_id, **_scope(args))
     from segue.apps.dashboard.views import TWIN_TITLE, price_sources, run_cost, shown_cost, totals
 
     price = _catalog_cost()
@@ -157,6 +159,7 @@ def _runs_show(args: argparse.Namespace) -> int:
         facts.append(f"cache miss: {clean(miss)} (segue runs explain {run.run_id} has every request)")
     notes = run.meta.segue_notes if run.meta is not None else None
     facts += [f"cache TTL: {clean(n.message)}" for n in notes or () if n.kind == "ttl-chosen"]
+    facts += tree_lines(run, descendants, price)
     print(show_text(run, facts))
     return EXIT_OK
 
@@ -178,11 +181,12 @@ def _runs_explain(args: argparse.Namespace) -> int:
     with _store(args) as store:
         run = _get_run(store, args, args.run_id)
         previous = store.get_run(run.continued_from, **_scope(args)) if run.continued_from else None
+        descendants = store.lineage.tree(run.run_id, **_scope(args))
     explanation = explain_run(run, previous)
     if args.json:
         _print_json(get_converter().unstructure(explanation, RunExplanation))
         return EXIT_PROBLEM if breaks(explanation) else EXIT_OK
-    print(explain_text(run, explanation))
+    print("\n".join([explain_text(run, explanation), *tree_lines(run, descendants, _catalog_cost())]))
     return EXIT_PROBLEM if breaks(explanation) else EXIT_OK
 
 

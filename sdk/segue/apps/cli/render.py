@@ -280,7 +280,7 @@ def runs_table(runs: Sequence[RunSummary], price: CostFn, *, wide: bool, width: 
     if wide:
         headers = [
             "RUN", "STATUS", "TENANT", "AGENT", "MODEL", "STARTED", "INPUT", "OUTPUT", "CACHE READ", "COST",
-            "STOP", "NOTES", "CONTINUES", "QUESTION",
+            "STOP", "NOTES", "CONTINUES", "PARENT", "QUESTION",
         ]  # fmt: skip
         rows = [
             [
@@ -297,11 +297,12 @@ def runs_table(runs: Sequence[RunSummary], price: CostFn, *, wide: bool, width: 
                 r.stop_reason or "",
                 note_kinds(r),
                 r.continued_from or "",
+                r.parent_run_id or "",
                 clean(r.question or "", 60),
             ]
             for r in runs
         ]
-        return table(headers, rows, [[*s, *([None] * 12)] for s in statuses])
+        return table(headers, rows, [[*s, *([None] * 13)] for s in statuses])
 
     def cost(run: RunSummary) -> str:
         if run.served_by != "twin":
@@ -333,7 +334,12 @@ def runs_table(runs: Sequence[RunSummary], price: CostFn, *, wide: bool, width: 
     used = sum(max(len(h), *(len(v) for v in values)) + 2 for h, values in columns)
     room = max(16, (width or LIST_WIDTH) - used)
     questions = [
-        "↳ " + clean(r.question or "", room - 2) if r.continued_from else clean(r.question or "", room) for r in runs
+        "  ⤷ " + clean(f"{r.agent_name}: {r.question or ''}", room - 4)
+        if r.parent_run_id
+        else "↳ " + clean(r.question or "", room - 2)
+        if r.continued_from
+        else clean(r.question or "", room)
+        for r in runs
     ]
     columns.append(("QUESTION", questions))
     headers = [h for h, _ in columns]

@@ -21,6 +21,7 @@ import attrs
 import jinja2
 
 from segue.apps.dashboard.listing import empty_hint, run_groups
+from segue.apps.dashboard.subruns import subrun_rows
 from segue.apps.dashboard.views import CostFn, chain_view, no_pricing, run_view
 from segue.cache.explain import explain_run
 from segue.generated import ApiError, RunDetail, RunExplanation, RunStatus, RunSummary, get_converter
@@ -230,7 +231,9 @@ class DashboardApp:
         previous = None
         if run.continued_from:
             previous = self.store.get_run(run.continued_from, tenant_id=self.tenant, all_tenants=self.admin)
-        return self._render("run.html", view=run_view(run, previous, self.cost))
+        descendants = self.store.lineage.tree(run.run_id, tenant_id=self.tenant, all_tenants=self.admin)
+        subruns, total = subrun_rows(run, descendants, self.cost)
+        return self._render("run.html", view=run_view(run, previous, self.cost), subruns=subruns, total=total)
 
     def _conversation(self, query: Mapping[str, list[str]], run_id: str) -> Response:
         run = self._get(run_id)

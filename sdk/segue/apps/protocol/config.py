@@ -24,6 +24,8 @@ from segue.catalog import Catalog
 from segue.generated import get_converter
 from segue.generated.serve import AgentConfig, McpServerConfig, ProviderConfig, ServeConfig
 from segue.providers.registry import BY_KIND, KINDS, OPTIONS, kinds_taking
+from segue.run.lineage import DEFAULT_MAX_DEPTH
+from segue.run.subrun import fork_tool
 from segue.store.connection import redact
 from segue.store.run_store import RunStore
 from segue.tools import Tool, ToolSource
@@ -143,6 +145,11 @@ def load_config(path: Path) -> ServeConfig:
             problem = _mcp_shape(server)
             if problem is not None:
                 raise ConfigError(shown, where, problem)
+        for j, sub in enumerate(agent.sub_agents or []):
+            if sub.agent not in {a.name for a in config.agents}:
+                raise ConfigError(
+                    shown, f"/agents/{i}/sub_agents/{j}/agent", f"no agent named {sub.agent!r} in this file to offer"
+                )
         for key, kinds in _ONLY_FOR.items():
             if getattr(agent.provider, key) is not None and agent.provider.kind not in kinds:
                 raise ConfigError(
@@ -150,7 +157,38 @@ def load_config(path: Path) -> ServeConfig:
                     f"/agents/{i}/provider/{key}",
                     f"{key} applies to provider kinds {', '.join(kinds)}, not {agent.provider.kind!r}; remove it",
                 )
+    _build_order(config, shown)  # a cycle of agents offering each other is refused here
     return config
+
+
+def _build_order(config: ServeConfig, shown: str) -> list[int]:
+    """The agents' indexes, each after the agents it offers as tools (sub_agents); ConfigError naming the cycle
+    when agents offer each other (A offers B, B offers A): an agent can only be offered once it is built."""
+    index = {a.name: i for i, a in enumerate(config.agents)}
+    order: list[int] = []
+    state: dict[int, str] = {}
+
+    def visit(i: int, path: list[str]) -> None:
+        if state.get(i) == "done":
+            return
+        name = config.agents[i].name
+        if state.get(i) == "visiting":
+            cycle = " -> ".join([*path[path.index(name) :], name])
+            raise ConfigError(
+                shown,
+                f"/agents/{i}/sub_agents",
+                f"agents offer each other in a cycle ({cycle}); an agent that needs to call itself again uses "
+                "`fork` (bounded by max_depth)",
+            )
+        state[i] = "visiting"
+        for sub in config.agents[i].sub_agents or []:
+            visit(index[sub.agent], [*path, name])
+        state[i] = "done"
+        order.append(i)
+
+    for i in range(len(config.agents)):
+        visit(i, [])
+    return order
 
 
 def build_app(config: ServeConfig, path: Path, mode: Mode) -> ServeApp:
@@ -161,7 +199,8 @@ def build_app(config: ServeConfig, path: Path, mode: Mode) -> ServeApp:
     agents: dict[str, AgentEntry] = {}
     twin: list[Any] = []
     try:
-        for i, cfg in enumerate(config.agents):
+        for i in _build_order(config, shown):
+            cfg = config.agents[i]
             url = _store_url(cfg.store or os.environ.get(DB_ENV) or DEFAULT_STORE, base)
             if url not in stores:
                 try:
@@ -187,13 +226,14 @@ def build_app(config: ServeConfig, path: Path, mode: Mode) -> ServeApp:
                 _mcp_source(server, base, shown, f"/agents/{i}/mcp_servers/{j}")
                 for j, server in enumerate(cfg.mcp_servers or [])
             ]
+            offered = _sub_agent_tools(cfg, agents)
             provider = _provider(cfg.provider, shown, f"/agents/{i}/provider", twin)
-            agent = _agent(cfg, provider, [*tools, *sources], stores[url])
+            agent = _agent(cfg, provider, [*tools, *offered, *sources], stores[url])
             same = all(p is t for p, t in zip(pausing_tools, tools, strict=True))
             agents[cfg.name] = AgentEntry(
                 config=cfg,
                 agent=agent,
-                pausing=agent if same else _agent(cfg, provider, [*pausing_tools, *sources], stores[url]),
+                pausing=agent if same else _agent(cfg, provider, [*pausing_tools, *offered, *sources], stores[url]),
                 store=stores[url],
                 client_tools=frozenset(client_tools),
             )
@@ -202,6 +242,26 @@ def build_app(config: ServeConfig, path: Path, mode: Mode) -> ServeApp:
             store.close()
         raise
     return ServeApp(agents, stores, twin[0] if twin else None)
+
+
+def _sub_agent_tools(cfg: AgentConfig, built: dict[str, AgentEntry]) -> list[Tool]:
+    """The agents this one offers (built before it: `_build_order`), and its fork tool."""
+    tools = [
+        built[sub.agent].agent.as_tool(
+            sub.name,
+            sub.description,
+            remember=sub.remember is not False,
+            max_depth=sub.max_depth or DEFAULT_MAX_DEPTH,
+        )
+        for sub in cfg.sub_agents or []
+    ]
+    if cfg.fork is not None:
+        fork = cfg.fork
+        options: dict[str, Any] = {"name": fork.name or "fork", "max_depth": fork.max_depth or DEFAULT_MAX_DEPTH}
+        if fork.description:
+            options["description"] = fork.description
+        tools.append(fork_tool(**options))
+    return tools
 
 
 def _agent(cfg: AgentConfig, provider: Provider, tools: list[Tool | ToolSource], store: RunStore) -> Agent:

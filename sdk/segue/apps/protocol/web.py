@@ -37,7 +37,7 @@ from segue.apps.protocol.auth import DEFAULT_TENANT, Principal, TenantNotAllowed
 from segue.apps.protocol.config import AgentEntry, ServeApp
 from segue.apps.protocol.errors import RpcError
 from segue.catalog.costs import price_ref
-from segue.generated import RunEvent, RunResult, get_converter
+from segue.generated import ChildRun, RunEvent, RunResult, get_converter
 from segue.store.records import TERMINAL
 
 #: The app metadata key under which each run records its thread.
@@ -303,7 +303,28 @@ def final_metadata(result: RunResult | None) -> dict[str, Any]:
         out["cost"]["prices"] = [{k: v for k, v in price.items() if v is not None} for price in short]
     if result.pending_approvals:
         out["pending_approvals"] = shown["pending_approvals"]
+    # The run as a tree: each sub-run (an agent called as a tool, a fork) with its cache share and own cost, and
+    # the run's total with them (segue.run.subrun).
+    if result.children:
+        out["children"] = [_child_metadata(c) for c in result.children]
+    if result.total_cost is not None:
+        total = result.total_cost
+        out["total_cost"] = {k: v for k, v in (("usd", total.usd), ("twin_usd", total.twin_usd)) if v is not None}
     return out
+
+
+def _child_metadata(child: ChildRun) -> dict[str, Any]:
+    cost = child.total_cost or child.cost
+    shown = {
+        "run_id": child.run_id,
+        "agent_name": child.agent_name,
+        "call_id": child.call_id,
+        "status": child.status,
+        "cached_share": child.cached_share,
+        "cost_usd": cost.usd if cost is not None else None,
+        "fork": child.fork,
+    }
+    return {k: v for k, v in shown.items() if v is not None}
 
 
 class AgUiEncoder:
