@@ -20,6 +20,7 @@ from segue.errors import (
     ToolSourceError,
 )
 from segue.generated import (
+    Compaction,
     ContextBlock,
     Message,
     ModelSettings,
@@ -46,6 +47,7 @@ except PackageNotFoundError:  # imported from a checkout that was never installe
 
 __all__ = [
     "Agent",
+    "Compaction",
     "ContextBlock",
     "IdempotencyConflictError",
     "InputError",

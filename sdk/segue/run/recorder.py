@@ -102,11 +102,13 @@ class Recorder:
                 replay_budget_tokens=params.replay_budget_tokens,
                 replay_step=params.replay_step,
                 replay_keep=params.replay_keep,
+                compaction=params.compaction,
                 output_type=params.output_type,
                 output_repairs=params.output_repairs,
                 model_settings=params.model_settings,
             ),
             segue_replay=state.replay,
+            segue_compaction=plan.makes,
         )
         state.persisted = state.stored_messages()
         if self.store is None:
@@ -279,8 +281,9 @@ class Recorder:
         if not trace.recording:
             return
         layout = state.plan.layout
-        # The run's cost is the sum of its calls, each priced once on the path that served it (ModelCall.priced, segue.run.model_call); a
-        # twin run cost nothing (its price at the vendor's rates, RunCost.twin_usd, is no cost to report).
+        # The run's cost is the sum of its calls, each priced once on the path that served it (ModelCall.priced,
+        # segue.run.model_call); a twin run cost nothing (its price at the vendor's rates, RunCost.twin_usd, is no
+        # cost to report).
         cost = state.cost.usd if state.cost is not None and state.served_by != "twin" else None
         trace.finish(
             status=status,
