@@ -5,7 +5,7 @@
 # Schema: schemas/prefix.schema.json (sha256:cffcc32caa4c17dbd5ac0819c2d9ac2b85916801e0361607e9861b0510a52e7c)
 # Schema: schemas/protocol.schema.json (sha256:da42b0de465bb5981b3c7fd694e2ab139f4d46f01c67fa1e44653886c6d15ab0)
 # Schema: schemas/replay.schema.json (sha256:8b0efeadbe5a8258395e4c54b991d7867c71f67d6779a90af8c459637922c43e)
-# Schema: schemas/runs.schema.json (sha256:7a231a354dc2e273d2c903f14fbdf0111ba74644798c2a7ff90f5ab8c53cde84)
+# Schema: schemas/runs.schema.json (sha256:8c9c95f1e9a8d341734942fba1cee458009756403df18011764f2683fa5c10bf)
 # Schema: schemas/serve.schema.json (sha256:fa1f09cb088cd1cdbee17da70b3a789b8640a61e2d7fce5c8a54e8bfd5446c33)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """The one cattrs converter for every generated type: tagged unions dispatch on their tag, None is omitted."""

@@ -17,6 +17,7 @@ from segue.catalog.costs import add_call
 from segue.errors import ProviderError
 from segue.generated import Message, RunCost, RunEvent
 from segue.run.config import AgentConfig
+from segue.run.fit_iterations import fit_iteration
 from segue.run.guard import Guard
 from segue.run.serving import fit
 from segue.run.state import RunState, make_event
@@ -78,7 +79,8 @@ class ModelCall:
             path, response.request_body, response.usage, previous[1] if same_path and previous else None
         )
         state.last_request = ((response.vendor, model), response.request_body)
-        return attrs.evolve(response, notes=[*response.notes, *found]) if found else response
+        own, state.pending_notes = state.pending_notes, []
+        return attrs.evolve(response, notes=[*response.notes, *own, *found]) if found or own else response
 
     async def _stream(self, state: RunState, request: ProviderRequest) -> AsyncIterator[RunEvent | ProviderResponse]:
         """The streamed call: its text and reasoning deltas as events, then the response."""
@@ -99,7 +101,8 @@ class ModelCall:
 
     def request(self, state: RunState) -> ProviderRequest:
         plan = state.plan
-        messages = [*plan.prefix, *state.own]
+        own = fit_iteration(state, plan.room, plan.prefix) if plan.room is not None else state.own
+        messages = [*plan.prefix, *own]
         if plan.layout is not None:
             runtime = RuntimeState(
                 run_id=state.run_id,

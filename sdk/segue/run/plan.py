@@ -28,7 +28,7 @@ from segue.replay.prefix_rule import WireView, seed_of
 from segue.run.config import AgentConfig, RunConfig
 from segue.run.request import RunRequest
 from segue.run.settings import check_tool_choice
-from segue.run.window import replay_room
+from segue.run.window import Room, replay_room
 from segue.store import records
 from segue.store.records import StoredRun
 
@@ -58,6 +58,8 @@ class RunPlan:
     compaction_due: bool = False
     #: This run is a compaction: the runs its summary stands for (run_id: its own, set when its row is made).
     makes: CompactionRef | None = None
+    #: The tightest serving path's room (None: no window known): every request's messages fit `room.messages`.
+    room: Room | None = None
 
     @property
     def path(self) -> ServingPath:
@@ -167,6 +169,7 @@ class Planner:
                 seeds={config.current.path: seed},
                 continued_from=None,
                 diagnose=self.agent.cache_diagnostics,
+                room=room,
             )
         ref = (compaction or compactions.in_use(stored, request.knobs.runs)) if policy is not None else None
         made = None
@@ -200,6 +203,7 @@ class Planner:
             previous_response=stored[request.knobs.runs[-1]].meta.segue_last_response,
             diagnose=self.agent.cache_diagnostics,
             compaction_due=due,
+            room=room,
         )
 
     def _check_policy(self, policy: Compaction, config: RunConfig) -> None:

@@ -7,7 +7,9 @@ from typing import Any
 import attrs
 
 from segue._core.contracts import ProviderNote, ProviderResponse, ServingPath, WirePrefix
+from segue._core.hashing import message_json
 from segue._core.run_text import replay_text
+from segue._core.tokens import count_tokens
 from segue._core.usage import cache_parts
 from segue.cache.notes import RunNotes
 from segue.generated import (
@@ -89,6 +91,19 @@ class RunState:
     fresh_retry: bool = False
     #: This process's lease token on the run (segue.store.leases): every write of the run names it.
     lease_owner: str | None = None
+    #: Index in `own` -> the message as the run's requests send it, its earlier tool results clipped to fit the
+    #: context window (segue.run.fit_iterations); the same object on every later request.
+    clipped: dict[int, Message] = attrs.Factory(dict)
+    #: Notes of the run's own making for the next response (ModelCall.priced adds them to it).
+    pending_notes: list[ProviderNote] = attrs.Factory(list)
+    #: id(message) -> (message, its tokens): each message counted once per run.
+    token_counts: dict[int, tuple[Message, int]] = attrs.Factory(dict)
+
+    def tokens_of(self, message: Message) -> int:
+        found = self.token_counts.get(id(message))
+        if found is None or found[0] is not message:
+            found = self.token_counts[id(message)] = (message, count_tokens(message_json(message)))
+        return found[1]
 
     def stored_messages(self) -> list[Message]:
         """This run's messages as they are stored: with the fragments the layout keeps (appendOnly)."""

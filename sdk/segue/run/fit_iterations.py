@@ -1,0 +1,82 @@
+"""Every iteration of a run fits the context window, not only its first request.
+
+The plan fits the replayed runs to the room the run's own part leaves (segue.run.window); each later iteration
+appends the run's tool calls and results, which can outgrow it. Before a request is laid out, its messages are
+counted (segue's token approximation, the one the plan uses; each message once, by identity) against the
+tightest serving path's room for messages. Over it, the results of the run's earlier tool calls are clipped,
+oldest first, to a note naming the tool and the tokens left out; the latest tool results (what the model is
+answering now) are never clipped, and a call keeps its result block, so a call and its result are never split. A
+clipped message is the same object on every later request of the run, so the request still extends the one before
+it from there on. The stored traces keep every result whole: clipping is what the requests sent (a
+`context-clipped` note says so once per run).
+
+A request that does not fit with every earlier result clipped ends the run with a ProviderError of kind
+`context_overflow`, before anything is sent, naming what to change.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from segue._core.contracts import ProviderNote
+from segue._core.tokens import count_tokens
+from segue.errors import ProviderError
+from segue.generated import Message, ToolCallBlock, ToolResultBlock
+from segue.run.state import RunState
+from segue.run.window import Room
+
+
+def fit_iteration(state: RunState, room: Room, prefix: list[Message]) -> list[Message]:
+    """The run's own messages for this request, clipped where the whole would not fit `room.messages`."""
+    own = [state.clipped.get(i, m) for i, m in enumerate(state.own)]
+    total = _tokens(state, prefix) + _tokens(state, own)
+    if total <= room.messages:
+        return own
+    latest = max((i for i, m in enumerate(own) if m.role == "tool"), default=len(own))
+    names = {b.id: b.name for m in own for b in m.content if isinstance(b, ToolCallBlock)}
+    clipped: list[str] = []
+    for i, m in enumerate(own[:latest]):
+        if total <= room.messages:
+            break
+        if m.role != "tool" or i in state.clipped:
+            continue
+        short = _clip(m, names)
+        total -= state.tokens_of(m) - state.tokens_of(short)
+        state.clipped[i] = own[i] = short
+        clipped.extend(names.get(b.tool_call_id, b.tool_call_id) for b in m.content if isinstance(b, ToolResultBlock))
+    if total > room.messages:
+        raise ProviderError(
+            f"iteration {state.iteration} of run {state.run_id} does not fit {room.why()}: its request comes to about "
+            f"{total + room.window - room.output - room.messages:,} tokens with every earlier tool result clipped; "
+            "replay less (a Compaction policy, replay_keep, or a lower replay_budget_tokens), return smaller tool "
+            "results, lower max_iterations or model_settings.max_tokens, or serve it on a model with a larger window",
+            vendor=room.path.split("/", 1)[0],
+            kind="context_overflow",
+        )
+    if clipped:
+        state.pending_notes.append(
+            ProviderNote(
+                kind="context-clipped",
+                message=f"results of earlier tool calls clipped in the requests of iteration {state.iteration} on "
+                f"to fit {room.why()}: {', '.join(clipped)}",
+            )
+        )
+    return own
+
+
+def _tokens(state: RunState, messages: list[Message]) -> int:
+    return sum(state.tokens_of(m) for m in messages)
+
+
+def _clip(message: Message, names: dict[str, str]) -> Message:
+    blocks = [
+        attrs.evolve(
+            b,
+            content=f"(result of {names.get(b.tool_call_id, 'the tool')} clipped to fit the context window: "
+            f"{count_tokens(b.content):,} tokens left out; call it again if you need it)",
+        )
+        if isinstance(b, ToolResultBlock)
+        else b
+        for b in message.content
+    ]
+    return attrs.evolve(message, content=blocks)
