@@ -138,7 +138,7 @@ def _knowledge(view: ConversationView) -> _Knowledge:
 #: answers from a summary as it would from the results themselves (and explores what the summary left out).
 _FACTS = re.compile(r"<facts>(.*?)</facts>", re.DOTALL)
 #: A summary keeps the results of this many of the latest queries.
-SUMMARY_QUERIES = 30
+SUMMARY_QUERIES = 3
 
 
 def is_summary_request(question: str) -> bool:

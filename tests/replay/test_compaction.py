@@ -187,3 +187,32 @@ async def test_compaction_with_another_window_is_refused(store: RunStore) -> Non
     agent = twin_agent(store, compaction=Compaction(every=1))
     result = await agent.run("Top 3 products?", runs=[first.run_id], replay_keep=4)
     assert result.status == "success" and result.replay is not None and result.replay.compaction is None
+
+
+async def test_runs_show_explain_and_the_dashboard_say_which_runs_a_compaction_stands_for(store: RunStore) -> None:
+    from segue._core.run_text import replay_text
+    from segue.apps.cli.render import show_text
+    from segue.apps.dashboard.views import run_view
+    from segue.cache.explain import explain_run
+
+    agent = twin_agent(store, compaction=Compaction(every=2))
+    ids: list[str] = []
+    for question in long_chat(3):
+        ids.append((await agent.run(question, runs=ids or None)).run_id)
+    turn3 = store.get_run(ids[2])
+    assert turn3 is not None and turn3.replay is not None and turn3.replay.compaction is not None
+    made = turn3.replay.compaction
+    stands = f"the first 2 runs ({ids[0]} to {ids[1]})"
+    assert replay_text(turn3.replay).startswith(
+        f"replayed compaction {made.run_id} (the summary of the first 2 runs, {ids[0]} to {ids[1]}), then 0 runs after it"
+    )
+    shown = show_text(turn3)
+    assert f"compaction: {made.run_id}, the summary of {stands}; its call: segue runs show {made.run_id}" in shown
+    compaction_run = store.get_run(made.run_id)
+    assert compaction_run is not None
+    assert f"compaction: this run's answer summarizes {stands}" in show_text(compaction_run)
+    view = run_view(turn3, store.get_run(ids[1]), lambda usage, model, vendor: None)
+    assert view.replay_runs[0].run_id == made.run_id
+    assert view.replay_runs[0].mode == f"summary of {stands}"
+    explained = explain_run(turn3, store.get_run(ids[1]))
+    assert f"compaction {made.run_id} now stands for {stands}" in explained.iterations[0].reason

@@ -50,7 +50,10 @@ class Compactor:
         the plan it had, with a warning."""
         made, failure = await self.make(request, plan)
         if made is not None:
-            return await self.pipeline.planner.plan(request, compaction=made)
+            replanned = await self.pipeline.planner.plan(request, compaction=made)
+            # The prefix moved on purpose: the turn does not continue the last response's cache, so it names none
+            # (no cache collapse is reported for a move the policy made).
+            return attrs.evolve(replanned, previous_response=None)
         assert failure is not None
         summaries = {p: attrs.evolve(s, warnings=[*s.warnings, failure]) for p, s in plan.summaries.items()}
         return attrs.evolve(plan, summaries=summaries)

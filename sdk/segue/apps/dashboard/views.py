@@ -357,7 +357,7 @@ class IterationView:
 @attrs.frozen(kw_only=True)
 class ReplayRunView:
     run_id: str
-    mode: Literal["full", "question + answer"]
+    mode: str  # "full", "question + answer", or a compaction's "summary of N runs (first to last)"
     reasoning: Literal["kept", "dropped", "none"]
     warnings: list[tuple[str, str]]
 
@@ -419,6 +419,17 @@ def run_view(run: RunDetail, previous: RunDetail | None, cost: CostFn) -> RunVie
         r = run.replay
         listed = [*r.runs_text, *r.runs_full]
         order = r.knobs.runs if r.knobs is not None else listed
+        if r.compaction is not None:  # its row links to the compaction's run, whose page shows its call
+            comp = r.compaction
+            replay_runs.append(
+                ReplayRunView(
+                    run_id=comp.run_id,
+                    mode=f"summary of the first {comp.runs} runs ({comp.first} to {comp.last})",
+                    reasoning="none",
+                    warnings=[(w.cause, w.message) for w in r.warnings if w.run_id == comp.run_id],
+                )
+            )
+            listed.append(comp.run_id)
         for run_id in [x for x in order if x in listed]:
             reasoning: Literal["kept", "dropped", "none"] = (
                 "kept" if run_id in r.reasoning_kept else "dropped" if run_id in r.reasoning_dropped else "none"
