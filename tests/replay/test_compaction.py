@@ -204,7 +204,8 @@ async def test_runs_show_explain_and_the_dashboard_say_which_runs_a_compaction_s
     made = turn3.replay.compaction
     stands = f"the first 2 runs ({ids[0]} to {ids[1]})"
     assert replay_text(turn3.replay).startswith(
-        f"replayed compaction {made.run_id} (the summary of the first 2 runs, {ids[0]} to {ids[1]}), then 0 runs after it"
+        f"replayed compaction {made.run_id} (the summary of the first 2 runs, {ids[0]} to {ids[1]}), "
+        "then 0 runs after it"
     )
     shown = show_text(turn3)
     assert f"compaction: {made.run_id}, the summary of {stands}; its call: segue runs show {made.run_id}" in shown
