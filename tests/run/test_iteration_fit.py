@@ -4,6 +4,7 @@ a request that cannot fit even so ends the run with `context_overflow` before it
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,11 @@ def fetch(q: str) -> str:
 
 
 class FourFetches:
-    """Calls `fetch` four times, one call per iteration, then answers."""
+    """Calls `fetch` four times, one call per iteration, then answers (replayed runs' calls do not count)."""
 
     def __call__(self, request: ProviderRequest) -> Message:
-        done = sum(1 for m in request.messages if m.role == "tool")
+        asked = max(i for i, m in enumerate(request.messages) if m.role == "user")
+        done = sum(1 for m in request.messages[asked:] if m.role == "tool")
         if done < 4:
             return Message(role="assistant", content=[ToolCallBlock(id=f"c{done}", name="fetch", arguments={"q": "d"})])
         return Message(role="assistant", content=[TextBlock(text="done")])
@@ -78,3 +80,28 @@ async def test_a_request_that_cannot_fit_ends_the_run_with_context_overflow_unse
     assert result.error is not None and result.error.startswith("context_overflow error from anthropic")
     assert "iteration 2" in result.error and "Compaction" in result.error and "1,050 tokens" in result.error
     assert len(provider.requests) == 1  # the request that could not fit was never sent
+
+
+async def test_when_the_runs_own_results_are_not_enough_the_replayed_ones_are_clipped(
+    tmp_path: Path, sqlite_store: Any
+) -> None:
+    """A replayed run fitted to the first request leaves no room for the new run's results: its tool results are
+    clipped, oldest first, as few as fit, and stay clipped on the run's later requests."""
+    (tmp_path / "wide").mkdir()
+    (tmp_path / "narrow").mkdir()
+    wide, _ = agent_on(tmp_path / "wide", sqlite_store, 1_000_000)
+    first = await wide.run("read the documents")
+    agent, provider = agent_on(tmp_path / "narrow", sqlite_store, 5_400)
+    result = await agent.run("read them again", runs=[first.run_id])
+    assert result.status == "success", result.error
+    assert result.replay is not None and result.replay.runs_full == [first.run_id]  # the plan kept it in full
+    sent = [results(r) for r in provider.requests]
+    assert [len(r) for r in sent] == [4, 5, 6, 7, 8]
+    assert sent[0] == [BIG] * 4 and sent[1] == [BIG] * 5  # as planned, then one result more still fits
+    # The oldest replayed result, once the run's own were not enough.
+    assert "clipped to fit the context window" in sent[2][0]
+    assert all(r[-1] == BIG for r in sent)  # the latest result, never
+    for before, after in itertools.pairwise(sent):  # clipped once, clipped on every later request
+        assert all(after[i] == b for i, b in enumerate(before) if "clipped" in b)
+    notes = [n for n in result.notes or [] if n.kind == "context-clipped"]
+    assert notes and "fetch (replayed)" in notes[0].message

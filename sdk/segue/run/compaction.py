@@ -16,24 +16,45 @@ again.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Protocol
 
 import attrs
 from ulid import ULID
 
-from segue.generated import CompactionRef, ReplayWarning
+from segue.generated import CompactionRef, ReplayWarning, RunEvent
 from segue.replay.compaction import instruction
+from segue.run.config import AgentConfig
 from segue.run.conversation import user_message
+from segue.run.guard import Guard
 from segue.run.idempotency import fingerprint_of
 from segue.run.loop import Loop
-from segue.run.plan import RunPlan
+from segue.run.plan import Planner, RunPlan
+from segue.run.recorder import Recorder
 from segue.run.request import RunRequest
 from segue.run.state import RunState
-
-if TYPE_CHECKING:
-    from segue.run.pipeline import Pipeline
+from segue.run.tool_calls import ToolRunner
+from segue.telemetry import RunTrace
 
 log = logging.getLogger("segue.replay")
+
+
+class Pipeline(Protocol):
+    """What a compaction needs of the run pipeline (segue.run.pipeline.Pipeline), which starts it."""
+
+    agent: AgentConfig
+    planner: Planner
+    recorder: Recorder
+    tools: ToolRunner
+    guard: Guard
+
+    def trace(self, request: RunRequest) -> RunTrace: ...
+
+    def started(self, state: RunState) -> None: ...
+
+    def until_stopped(
+        self, state: RunState, events: AsyncIterator[RunEvent], *, first: RunEvent | None = None
+    ) -> AsyncGenerator[RunEvent, None]: ...
 
 
 class Compactor:

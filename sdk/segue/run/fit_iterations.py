@@ -4,11 +4,12 @@ The plan fits the replayed runs to the room the run's own part leaves (segue.run
 appends the run's tool calls and results, which can outgrow it. Before a request is laid out, its messages are
 counted (segue's token approximation, the one the plan uses; each message once, by identity) against the
 tightest serving path's room for messages. Over it, the results of the run's earlier tool calls are clipped,
-oldest first, to a note naming the tool and the tokens left out; the latest tool results (what the model is
-answering now) are never clipped, and a call keeps its result block, so a call and its result are never split. A
-clipped message is the same object on every later request of the run, so the request still extends the one before
-it from there on. The stored traces keep every result whole: clipping is what the requests sent (a
-`context-clipped` note says so once per run).
+oldest first, to a note naming the tool and the tokens left out, then, where that is not enough, the replayed
+runs' tool results, oldest first (the cached prefix moves from there, once: they stay clipped); the latest tool
+results (what the model is answering now) are never clipped, and a call keeps its result block, so a call and its
+result are never split. A clipped message is the same object on every later request of the run, so the request
+still extends the one before it from there on. The stored traces keep every result whole: clipping is what the
+requests sent (a `context-clipped` note says so once per run).
 
 A request that does not fit with every earlier result clipped ends the run with a ProviderError of kind
 `context_overflow`, before anything is sent, naming what to change.
@@ -26,24 +27,35 @@ from segue.run.state import RunState
 from segue.run.window import Room
 
 
-def fit_iteration(state: RunState, room: Room, prefix: list[Message]) -> list[Message]:
-    """The run's own messages for this request, clipped where the whole would not fit `room.messages`."""
+def fit_iteration(state: RunState, room: Room, prefix: list[Message]) -> tuple[list[Message], list[Message]]:
+    """The request's prefix and the run's own messages, clipped where the whole would not fit `room.messages`:
+    the run's earlier tool results first, then (only when that is not enough) the replayed runs' tool results,
+    oldest first, which moves the cached prefix from there for the rest of the run."""
+    prefix = [state.clipped_prefix.get(i, m) for i, m in enumerate(prefix)]
     own = [state.clipped.get(i, m) for i, m in enumerate(state.own)]
     total = _tokens(state, prefix) + _tokens(state, own)
     if total <= room.messages:
-        return own
+        return prefix, own
     latest = max((i for i, m in enumerate(own) if m.role == "tool"), default=len(own))
-    names = {b.id: b.name for m in own for b in m.content if isinstance(b, ToolCallBlock)}
+    names = {b.id: b.name for m in [*prefix, *own] for b in m.content if isinstance(b, ToolCallBlock)}
     clipped: list[str] = []
-    for i, m in enumerate(own[:latest]):
-        if total <= room.messages:
-            break
-        if m.role != "tool" or i in state.clipped:
-            continue
-        short = _clip(m, names)
-        total -= state.tokens_of(m) - state.tokens_of(short)
-        state.clipped[i] = own[i] = short
-        clipped.extend(names.get(b.tool_call_id, b.tool_call_id) for b in m.content if isinstance(b, ToolResultBlock))
+    for messages, done, end, where in (
+        (own, state.clipped, latest, "earlier"),
+        (prefix, state.clipped_prefix, len(prefix), "replayed"),
+    ):
+        for i, m in enumerate(messages[:end]):
+            if total <= room.messages:
+                break
+            if m.role != "tool" or i in done:
+                continue
+            short = _clip(m, names)
+            total -= state.tokens_of(m) - state.tokens_of(short)
+            done[i] = messages[i] = short
+            clipped.extend(
+                f"{names.get(b.tool_call_id, b.tool_call_id)} ({where})"
+                for b in m.content
+                if isinstance(b, ToolResultBlock)
+            )
     if total > room.messages:
         raise ProviderError(
             f"iteration {state.iteration} of run {state.run_id} does not fit {room.why()}: its request comes to about "
@@ -57,11 +69,11 @@ def fit_iteration(state: RunState, room: Room, prefix: list[Message]) -> list[Me
         state.pending_notes.append(
             ProviderNote(
                 kind="context-clipped",
-                message=f"results of earlier tool calls clipped in the requests of iteration {state.iteration} on "
-                f"to fit {room.why()}: {', '.join(clipped)}",
+                message=f"tool results clipped in the requests of iteration {state.iteration} on to fit {room.why()}: "
+                f"{', '.join(clipped)}",
             )
         )
-    return own
+    return prefix, own
 
 
 def _tokens(state: RunState, messages: list[Message]) -> int:

@@ -101,8 +101,10 @@ class ModelCall:
 
     def request(self, state: RunState) -> ProviderRequest:
         plan = state.plan
-        own = fit_iteration(state, plan.room, plan.prefix) if plan.room is not None else state.own
-        messages = [*plan.prefix, *own]
+        prefix, own = (
+            fit_iteration(state, plan.room, plan.prefix) if plan.room is not None else (plan.prefix, state.own)
+        )
+        messages = [*prefix, *own]
         if plan.layout is not None:
             runtime = RuntimeState(
                 run_id=state.run_id,

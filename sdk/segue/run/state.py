@@ -94,6 +94,8 @@ class RunState:
     #: Index in `own` -> the message as the run's requests send it, its earlier tool results clipped to fit the
     #: context window (segue.run.fit_iterations); the same object on every later request.
     clipped: dict[int, Message] = attrs.Factory(dict)
+    #: The same for the plan's prefix: replayed tool results clipped when the run's own were not enough.
+    clipped_prefix: dict[int, Message] = attrs.Factory(dict)
     #: Notes of the run's own making for the next response (ModelCall.priced adds them to it).
     pending_notes: list[ProviderNote] = attrs.Factory(list)
     #: id(message) -> (message, its tokens): each message counted once per run.

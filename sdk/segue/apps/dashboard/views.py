@@ -417,19 +417,12 @@ def run_view(run: RunDetail, previous: RunDetail | None, cost: CostFn) -> RunVie
     other: list[tuple[str, str, str]] = []
     if run.replay is not None:
         r = run.replay
-        listed = [*r.runs_text, *r.runs_full]
+        listed = [*r.runs_text, *r.runs_full, *([r.compaction.run_id] if r.compaction is not None else [])]
         order = r.knobs.runs if r.knobs is not None else listed
-        if r.compaction is not None:  # its row links to the compaction's run, whose page shows its call
-            comp = r.compaction
-            replay_runs.append(
-                ReplayRunView(
-                    run_id=comp.run_id,
-                    mode=f"summary of the first {comp.runs} runs ({comp.first} to {comp.last})",
-                    reasoning="none",
-                    warnings=[(w.cause, w.message) for w in r.warnings if w.run_id == comp.run_id],
-                )
-            )
-            listed.append(comp.run_id)
+        if (comp := r.compaction) is not None:  # its row links to the compaction's run, whose page shows its call
+            mode = f"summary of the first {comp.runs} runs ({comp.first} to {comp.last})"
+            said: list[tuple[str, str]] = [(w.cause, w.message) for w in r.warnings if w.run_id == comp.run_id]
+            replay_runs.append(ReplayRunView(run_id=comp.run_id, mode=mode, reasoning="none", warnings=said))
         for run_id in [x for x in order if x in listed]:
             reasoning: Literal["kept", "dropped", "none"] = (
                 "kept" if run_id in r.reasoning_kept else "dropped" if run_id in r.reasoning_dropped else "none"
