@@ -120,6 +120,8 @@ def _knowledge(view: ConversationView) -> _Knowledge:
             described.update(facts.get("described") or ())
             queries.update(facts.get("queries") or {})
         for result in turn.tool_results:
+            if CLIPPED in result.content:  # a result clipped out of the request (segue's fit): not seen
+                continue
             arguments = dict(result.arguments or {})
             if result.is_error or _looks_like_error(result.content):
                 if index > asked_at and result.name:
@@ -137,6 +139,8 @@ def _knowledge(view: ConversationView) -> _Knowledge:
 #: A summary's facts: what a model that summarized the conversation would keep of its tool results, so the twin
 #: answers from a summary as it would from the results themselves (and explores what the summary left out).
 _FACTS = re.compile(r"<facts>(.*?)</facts>", re.DOTALL)
+#: What segue puts in place of a tool result it clipped to fit the context window (segue.run.fit_iterations).
+CLIPPED = "clipped to fit the context window"
 #: A summary keeps the results of this many of the latest queries.
 SUMMARY_QUERIES = 3
 

@@ -82,26 +82,49 @@ async def test_a_request_that_cannot_fit_ends_the_run_with_context_overflow_unse
     assert len(provider.requests) == 1  # the request that could not fit was never sent
 
 
+def fetch_sized(q: str) -> str:
+    """Fetch a document.
+
+    Args:
+        q: which document
+    """
+    return "fact " * (1_600 if q == "long" else 800)
+
+
+class OneFetch:
+    """One `fetch` call (of the long document when the question says so), then an answer."""
+
+    def __call__(self, request: ProviderRequest) -> Message:
+        asked = max(i for i, m in enumerate(request.messages) if m.role == "user")
+        if any(m.role == "tool" for m in request.messages[asked:]):
+            return Message(role="assistant", content=[TextBlock(text="done")])
+        question = "".join(b.text for b in request.messages[asked].content if isinstance(b, TextBlock))
+        q = "long" if "long" in question else "short"
+        return Message(
+            role="assistant", content=[ToolCallBlock(id=f"c{asked}", name="fetch_sized", arguments={"q": q})]
+        )
+
+
 async def test_when_the_runs_own_results_are_not_enough_the_replayed_ones_are_clipped(
     tmp_path: Path, sqlite_store: Any
 ) -> None:
-    """A replayed run fitted to the first request leaves no room for the new run's results: its tool results are
-    clipped, oldest first, as few as fit, and stay clipped on the run's later requests."""
-    (tmp_path / "wide").mkdir()
-    (tmp_path / "narrow").mkdir()
-    wide, _ = agent_on(tmp_path / "wide", sqlite_store, 1_000_000)
-    first = await wide.run("read the documents")
-    agent, provider = agent_on(tmp_path / "narrow", sqlite_store, 5_400)
-    result = await agent.run("read them again", runs=[first.run_id])
+    """The plan keeps the replayed run in full, with room for a run like it; the new run's result is twice as
+    long, and its own earlier results are none: the replayed run's result is clipped, and stays clipped."""
+    provider = ScriptedProvider(replies=[OneFetch()] * 10, vendor="anthropic", model="claude-sonnet-4-6")
+    catalog = catalog_layer(tmp_path, {"context_window": WINDOW})
+    agent = Agent(provider, "p", [fetch_sized], sqlite_store, catalog=catalog, max_iterations=8)
+    first = await agent.run("read the short document")
+    result = await agent.run("read the long document", runs=[first.run_id])
     assert result.status == "success", result.error
     assert result.replay is not None and result.replay.runs_full == [first.run_id]  # the plan kept it in full
-    sent = [results(r) for r in provider.requests]
-    assert [len(r) for r in sent] == [4, 5, 6, 7, 8]
-    assert sent[0] == [BIG] * 4 and sent[1] == [BIG] * 5  # as planned, then one result more still fits
-    # The oldest replayed result, once the run's own were not enough.
-    assert "clipped to fit the context window" in sent[2][0]
-    assert all(r[-1] == BIG for r in sent)  # the latest result, never
-    for before, after in itertools.pairwise(sent):  # clipped once, clipped on every later request
-        assert all(after[i] == b for i, b in enumerate(before) if "clipped" in b)
+    sent = [results(r) for r in provider.requests[2:]]
+    assert sent[0] == ["fact " * 800]  # the first request as planned
+    assert sent[1][0].startswith("(result of fetch_sized clipped to fit the context window: 1,000 tokens left out")
+    assert sent[1][1] == "fact " * 1_600  # the latest result, never
     notes = [n for n in result.notes or [] if n.kind == "context-clipped"]
-    assert notes and "fetch (replayed)" in notes[0].message
+    assert notes and "fetch_sized (replayed)" in notes[0].message
+
+
+#: Room for the prompt, the tool, the replayed run in full and as much again (the plan's reserve), not for a
+#: result twice as long beside it.
+WINDOW = 2_900

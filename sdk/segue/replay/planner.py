@@ -325,6 +325,10 @@ def _fit_budget(
     return modes
 
 
+#: The room a new run's iterations get beside the replayed runs: what the largest of this many latest runs took.
+RESERVE_RUNS = 4
+
+
 def fit_room(
     runs: Sequence[StoredRun],
     modes: list[str],
@@ -336,7 +340,9 @@ def fit_room(
 ) -> list[str]:
     """Collapse the oldest full runs to question + answer, `step` at a time (as the window does), then leave out
     the oldest runs, `step` at a time, until the replayed region fits `room`. Sizes come from the store's
-    precomputed message_json where the messages are the traces as stored (nothing is serialized again)."""
+    precomputed message_json where the messages are the traces as stored (nothing is serialized again). The new
+    run's own iterations are left as much room as the largest of the latest RESERVE_RUNS runs took beyond its
+    question and answer."""
     tokens, why = room
     sizes: dict[tuple[str, str], int] = {}
 
@@ -350,6 +356,9 @@ def fit_room(
         return found
 
     total = sum(size(r, m) for r, m in zip(runs, modes, strict=True) if m not in ("skip", "compacted"))
+    # The new run's own iterations need room too (segue.run.fit_iterations clips them in, or ends the run): as
+    # much as the largest of the latest runs took in full, so it is not born with a window already full.
+    tokens -= max((size(r, "full") - size(r, "text") for r in runs[-RESERVE_RUNS:]), default=0)
     if total <= tokens:
         return modes
     modes = list(modes)

@@ -143,7 +143,8 @@ def provider_request(state: RunState, messages: list[Message], *, prewarm: bool 
     prefix = state.prefix
     if prefix is None:  # the first request: the prefix as it goes on the wire, the same on every request
         view = plan.view
-        length = len(plan.prefix) if view is None else sum(view(m) is not None for m in plan.prefix)
+        kept = plan.prefix[state.prefix_cut :]  # less the replayed runs a later iteration left out to fit
+        length = len(kept) if view is None else sum(view(m) is not None for m in kept)
         prefix = state.prefix = WirePrefix(length)
         replayed = [i for i, m in enumerate(messages[:length]) if m.meta and m.meta.get(REPLAYED_META_KEY)]
         state.replay_end = replayed[-1] if replayed else None

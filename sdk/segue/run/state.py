@@ -96,6 +96,9 @@ class RunState:
     clipped: dict[int, Message] = attrs.Factory(dict)
     #: The same for the plan's prefix: replayed tool results clipped when the run's own were not enough.
     clipped_prefix: dict[int, Message] = attrs.Factory(dict)
+    #: The first messages of the plan's prefix left out of the run's requests (whole replayed runs, oldest first)
+    #: when clipping was not enough.
+    prefix_cut: int = 0
     #: Notes of the run's own making for the next response (ModelCall.priced adds them to it).
     pending_notes: list[ProviderNote] = attrs.Factory(list)
     #: id(message) -> (message, its tokens): each message counted once per run.
