@@ -4,7 +4,6 @@ a request that cannot fit even so ends the run with `context_overflow` before it
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any
 
