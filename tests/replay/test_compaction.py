@@ -124,12 +124,11 @@ async def test_a_trigger_compacts_once_the_replayed_region_passes_it(store: RunS
 async def test_a_failed_summary_leaves_the_conversation_as_it_was_with_a_warning(store: RunStore) -> None:
     """The summarizer answering with a tool call (one call allowed, no tool run for it) makes no compaction: the
     turn replays its runs as before, with a `compacted` warning naming the failed run, and succeeds."""
-    agent = twin_agent(store, compaction=Compaction(every=2, instruction="Which tables are there?"))
+    agent = twin_agent(store)
     ids: list[str] = []
     for question in ["Which tables are there?", "How many customers are in each country?"]:
         ids.append((await agent.run(question, runs=ids or None)).run_id)
-    # The twin answers "Which tables are there?" from the table list in its context: a summary of sorts. To fail,
-    # the instruction must need a tool; a schema question needs describe_table calls.
+    # An instruction the twin's analyst answers with tool calls (a schema question needs describe_table).
     agent = twin_agent(store, compaction=Compaction(every=2, instruction="Which tables and columns are in the schema?"))
     result = await agent.run("What are the top 3 products by revenue?", runs=ids)
     assert result.status == "success"
