@@ -18,6 +18,13 @@ Per setting: the chat's cost (catalog list prices), the share of input read from
 parts, segue.store.bodies) beside the bytes of the bodies themselves (what storing each whole would take), the
 `budget` warnings, and segue's overhead per turn (the turn's wall time less the time inside the twin).
 Token counts are the twin's approximation. Run: python bench/long.py [--turns 60 200] [--window 24000]
+
+`--compaction` runs the long-conversation comparison instead (#38): every setting on the `--window` context window,
+so the 200-turn chat passes it: client-side compaction (`Compaction(every=S)`), `replay_keep=8, replay_step=4` and
+fitted `"all"`. Per setting: cost and cached share (the compaction runs' calls included), the largest request,
+re-explored tool calls (a call repeating, with the same arguments, one answered in an earlier turn: the twin
+explores what it cannot see in the request), failed turns, and for compaction the summary requests' lowest share
+read from the cache. Run: python bench/long.py --compaction [--turns 200] [--window 24000]
 """
 
 from __future__ import annotations
@@ -35,9 +42,10 @@ from typing import Any
 
 import httpx2
 
-from segue import Agent, RunStore
+from segue import Agent, Compaction, RunStore
 from segue.catalog import Catalog
 from segue.demo import PROMPT, demo_tools, long_chat
+from segue.generated import ToolCallBlock
 from segue.providers import AnthropicProvider
 from segue_twin import Twin
 from segue_twin.transport import TwinAsyncTransport
@@ -139,16 +147,119 @@ async def chat(setting: str, turns: int, catalog: Catalog, folder: Path) -> dict
     }
 
 
+#: The long-conversation comparison (--compaction): each on the --window context window.
+WINDOWED: dict[str, dict[str, Any]] = {
+    "compact every 4": {"compaction": Compaction(every=4)},
+    "compact every 8": {"compaction": Compaction(every=8)},
+    "keep8 step4": {"replay_keep": 8, "replay_step": 4},
+    "all, fitted": {"replay_last": "all"},
+}
+
+
+async def windowed_chat(setting: str, turns: int, catalog: Catalog, folder: Path) -> dict[str, Any]:
+    """One chat of the comparison: what it cost in all (compaction runs included), and how it went."""
+    twin = Twin()
+    provider = AnthropicProvider(
+        MODEL, cache_ttl="1h", thinking={"type": "enabled", "budget_tokens": 1024}, client=twin.anthropic_client()
+    )
+    store = RunStore(f"sqlite:///{folder}/w-{setting.replace(' ', '_').replace(',', '')}-{turns}.db")
+    agent = Agent(provider, PROMPT, demo_tools(), store, catalog=catalog, max_iterations=8)
+    ids: list[str] = []
+    cost = read = total_input = largest = 0.0
+    failed = explored = 0
+    answered: set[tuple[str, str]] = set()
+    compactions: dict[str, float] = {}  # compaction run id -> the share its request read from the cache
+    for question in long_chat(turns):
+        result = await agent.run(question, runs=ids or None, **WINDOWED[setting])
+        detail = store.get_run(result.run_id)
+        assert detail is not None
+        calls = [
+            (b.name, json.dumps(b.arguments, sort_keys=True))
+            for t in detail.traces
+            for b in t.message.content
+            if isinstance(b, ToolCallBlock)
+        ]
+        explored += sum(1 for c in calls if c in answered)
+        answered.update(calls)
+        ref = result.replay.compaction if result.replay is not None else None
+        if ref is not None and ref.run_id not in compactions:
+            made = store.get_run(ref.run_id)
+            assert made is not None
+            usage = made.usage
+            cost += catalog.cost(usage, MODEL, "anthropic")
+            read += usage.cache_read_tokens or 0
+            total_input += usage.input_tokens
+            largest = max(largest, *(c.usage.input_tokens for c in made.llm_interactions))
+            compactions[ref.run_id] = (usage.cache_read_tokens or 0) / max(1, usage.input_tokens)
+        cost += catalog.cost(result.usage, MODEL, "anthropic")
+        read += result.usage.cache_read_tokens or 0
+        total_input += result.usage.input_tokens
+        if detail.llm_interactions:
+            largest = max(largest, *(c.usage.input_tokens for c in detail.llm_interactions))
+        if result.status != "success":
+            failed += 1
+        ids.append(result.run_id)
+    store.close()
+    return {
+        "cost": cost,
+        "cached": read / total_input,
+        "largest": int(largest),
+        "explored": explored,
+        "failed": failed,
+        "compactions": len(compactions),
+        "summary_read": min(compactions.values()) if compactions else None,
+    }
+
+
+def compaction_table(turns: int, window: int, folder: Path) -> None:
+    catalog = window_catalog(folder, window)
+    print(f"\n{turns}-turn tool chat, anthropic twin, {MODEL} (thinking, 1h cache), context window {window:,}")
+    print(
+        f"{'setting':<16} {'cost $':>8} {'cached':>7} {'largest':>8} {'re-explored':>11} {'failed':>6} "
+        f"{'summaries':>9} {'lowest summary read':>19}"
+    )
+    rows = {}
+    for setting in WINDOWED:
+        r = rows[setting] = asyncio.run(windowed_chat(setting, turns, catalog, folder))
+        lowest = f"{r['summary_read']:.1%}" if r["summary_read"] is not None else "-"
+        print(
+            f"{setting:<16} {r['cost']:>8.4f} {r['cached']:>7.1%} {r['largest']:>8,} {r['explored']:>11} "
+            f"{r['failed']:>6} {r['compactions']:>9} {lowest:>19}",
+            flush=True,
+        )
+    keep = rows["keep8 step4"]
+    for setting in ("compact every 4", "compact every 8"):
+        r = rows[setting]
+        held = (
+            r["cost"] <= 0.7 * keep["cost"]
+            and r["explored"] <= keep["explored"]
+            and (r["summary_read"] or 0) >= 0.8
+            and r["failed"] == 0
+        )
+        print(
+            f"  {setting} / keep8 step4: cost {r['cost'] / keep['cost']:.2f}x (target <= 0.7x), re-explored "
+            f"{r['explored']} vs {keep['explored']} (target: no more), lowest summary read "
+            f"{(r['summary_read'] or 0):.1%} (target >= 80%), failed turns {r['failed']} (target 0): "
+            f"{'ok' if held else 'MISSED'}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, nargs="+", default=[60, 200], help="turns per chat")
     parser.add_argument("--window", type=int, default=24_000, help="context window of the fitted setting")
     parser.add_argument("--no-peers", action="store_true", help="skip PydanticAI's and dendrux's windows")
+    parser.add_argument("--compaction", action="store_true", help="the long-conversation comparison (#38) instead")
     args = parser.parse_args()
     logging.getLogger("segue.replay").setLevel(logging.ERROR)
     logging.getLogger("segue.cache").setLevel(logging.ERROR)
+    logging.getLogger("segue.run").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        if args.compaction:
+            for turns in args.turns:
+                compaction_table(turns, args.window, folder)
+            return
         plain = Catalog.load(env=False)
         fitted = window_catalog(folder, args.window)
         for turns in args.turns:

@@ -21,6 +21,7 @@ from segue.errors import (
 )
 from segue.generated import (
     ChildRun,
+    Compaction,
     ContextBlock,
     Message,
     ModelSettings,
@@ -49,6 +50,7 @@ except PackageNotFoundError:  # imported from a checkout that was never installe
 __all__ = [
     "Agent",
     "ChildRun",
+    "Compaction",
     "ContextBlock",
     "IdempotencyConflictError",
     "InputError",

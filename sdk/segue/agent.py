@@ -29,13 +29,13 @@ from segue.errors import (
     ToolSourceError,
     UnknownModelWarning,
 )
-from segue.generated import ContextBlock, ModelSettings, PrewarmResult, RunEvent, RunResult
+from segue.generated import Compaction, ContextBlock, ModelSettings, PrewarmResult, RunEvent, RunResult
 from segue.guardrails import Guardrail
 from segue.providers.base import members, settings_checks
 from segue.run.config import AgentConfig
 from segue.run.lineage import DEFAULT_MAX_DEPTH
 from segue.run.pipeline import Pipeline, last_result
-from segue.run.request import DEFAULT_MAX_INPUT_CHARS, PYTHON_ONLY, Rules, RunRequest
+from segue.run.request import DEFAULT_MAX_INPUT_CHARS, PYTHON_ONLY, Rules, RunRequest, compaction_of
 from segue.run.settings import check_paths, settings_of
 from segue.run.state import make_event
 from segue.run.subrun import agent_tool
@@ -115,6 +115,7 @@ class Agent:
         output_repairs: int = 1,
         model_settings: ModelSettings | Mapping[str, Any] | None = None,
         cache_diagnostics: bool = True,
+        compaction: Compaction | Mapping[str, Any] | None = None,
     ) -> None:
         """`output_type` (an attrs class, dataclass, TypedDict, pydantic model or JSON Schema dict) asks every run
         for a structured answer: `result.output` is the validated value, `result.answer` its text; a run may pass
@@ -125,6 +126,7 @@ class Agent:
         vendor, on every request that continues an earlier response, why it could not reuse that response's
         cached prefix, where the serving path's catalog row says `llm.cache_diagnostics`; False sends nothing of
         it (docs/replay.md, "Why a request missed the cache")."""
+        self.compaction = compaction_of(compaction)  # every run's, unless it passes its own (docs/replay.md)
         if not isinstance(cache_diagnostics, bool):
             raise TypeError(f"cache_diagnostics must be True or False, got {cache_diagnostics!r}")
         if not isinstance(provider, Provider):
@@ -186,6 +188,7 @@ class Agent:
                 output_repairs=output_repairs,
                 model_settings=self.model_settings,
                 settings_checks=checks,
+                compaction=self.compaction,
             ),
             telemetry=self.telemetry,
         )
@@ -275,6 +278,7 @@ class Agent:
         replay_budget_tokens: int | None = None,
         replay_step: int | None = None,
         replay_keep: int | None = None,
+        compaction: Compaction | Mapping[str, Any] | None = None,
         tenant_id: str = DEFAULT_TENANT,
         metadata: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
@@ -313,6 +317,7 @@ class Agent:
         replay_budget_tokens: int | None = None,
         replay_step: int | None = None,
         replay_keep: int | None = None,
+        compaction: Compaction | Mapping[str, Any] | None = None,
         tenant_id: str = DEFAULT_TENANT,
         metadata: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
@@ -353,6 +358,7 @@ class Agent:
         replay_budget_tokens: int | None = None,
         replay_step: int | None = None,
         replay_keep: int | None = None,
+        compaction: Compaction | Mapping[str, Any] | None = None,
         tenant_id: str = DEFAULT_TENANT,
         model: str | None = None,
         vendor: str | None = None,

@@ -114,7 +114,14 @@ def _knowledge(view: ConversationView) -> _Knowledge:
     failed: dict[tuple[str, str], str] = {}
     asked_at = max((i for i, t in enumerate(view.turns) if t.role == "user" and t.text.strip()), default=-1)
     for index, turn in enumerate(view.turns):
+        facts = _facts(turn.text) if turn.role == "assistant" else None
+        if facts is not None:  # a summary of earlier turns (client-side compaction) states what they found
+            tables = tuple(facts.get("tables") or ()) or tables
+            described.update(facts.get("described") or ())
+            queries.update(facts.get("queries") or {})
         for result in turn.tool_results:
+            if CLIPPED in result.content:  # a result clipped out of the request (segue's fit): not seen
+                continue
             arguments = dict(result.arguments or {})
             if result.is_error or _looks_like_error(result.content):
                 if index > asked_at and result.name:
@@ -127,6 +134,38 @@ def _knowledge(view: ConversationView) -> _Knowledge:
             elif result.name == RUN_QUERY and isinstance(arguments.get("sql"), str):
                 queries[normalize_sql(arguments["sql"])] = result.content
     return _Knowledge(tables=tables, described=frozenset(described), queries=queries, failed=failed)
+
+
+#: A summary's facts: what a model that summarized the conversation would keep of its tool results, so the twin
+#: answers from a summary as it would from the results themselves (and explores what the summary left out).
+_FACTS = re.compile(r"<facts>(.*?)</facts>", re.DOTALL)
+#: What segue puts in place of a tool result it clipped to fit the context window (segue.run.fit_iterations).
+CLIPPED = "clipped to fit the context window"
+#: A summary keeps the results of this many of the latest queries.
+SUMMARY_QUERIES = 3
+
+
+def is_summary_request(question: str) -> bool:
+    return "summarize the conversation" in question.lower()
+
+
+def _facts(text: str) -> dict[str, Any] | None:
+    found = _FACTS.search(text)
+    parsed = _json(found.group(1)) if found else None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def summary(known: _Knowledge) -> str:
+    """The twin's summary of a conversation: its facts, as a block it reads back on later turns."""
+    facts = {
+        "tables": list(known.tables or ()),
+        "described": sorted(known.described),
+        "queries": dict(list(known.queries.items())[-SUMMARY_QUERIES:]),
+    }
+    return (
+        f"Summary of the conversation so far: {len(known.queries)} queries answered over the shop database "
+        f"({', '.join(known.tables or ()) or 'tables not listed yet'}).\n<facts>{json.dumps(facts)}</facts>"
+    )
 
 
 def _looks_like_error(content: str) -> bool:
@@ -158,6 +197,8 @@ class DatabaseChatPolicy:
 
     def respond(self, view: ConversationView) -> AssistantTurn:
         question = view.last_user_text()
+        if is_summary_request(question):
+            return AssistantTurn(text=summary(_knowledge(view)), reasoning="Summarize what the tools found so far.")
         plan = plan_question(question)
         if plan is None:
             return AssistantTurn(

@@ -112,12 +112,12 @@ def shop_agent(store: RunStore, catalog: Catalog, twin: Twin) -> Agent:
 async def test_all_beyond_the_context_window_collapses_then_leaves_out_the_oldest_runs(
     store: RunStore, tmp_path: Path
 ) -> None:
-    """replay_last="all" on a 5,700-token window less 4,096 for output: the oldest full runs collapse, then the
+    """replay_last="all" on a 7,000-token window less 4,096 for output: the oldest full runs collapse, then the
     oldest question + answer pairs go, each with a `budget` warning, and every run completes."""
-    agent = shop_agent(store, small_window(tmp_path, 5_700), Twin())
+    agent = shop_agent(store, small_window(tmp_path, 7_000), Twin())
     ids: list[str] = []
     collapsed = left_out = False
-    for question in QUESTIONS * 3:
+    for question in QUESTIONS * 6:
         result = await agent.run(question, runs=ids or None, replay_last="all")
         assert result.status == "success", result.error
         if result.replay is not None:
@@ -126,12 +126,12 @@ async def test_all_beyond_the_context_window_collapses_then_leaves_out_the_oldes
             budget = {w.run_id: w.message for w in summary.warnings if w.cause == "budget"}
             assert set(budget) == set(summary.runs_text) | set(gone)
             assert all(
-                "claude-sonnet-4-6's context window (5,700 tokens, less 4,096 for output)" in m for m in budget.values()
+                "claude-sonnet-4-6's context window (7,000 tokens, less 4,096 for output)" in m for m in budget.values()
             )
             assert gone == ids[: len(gone)], "the oldest go first"
             collapsed, left_out = collapsed or bool(summary.runs_text), left_out or bool(gone)
             first = store.get_run(result.run_id).llm_interactions[0]  # type: ignore[union-attr]
-            assert first.usage.input_tokens <= 5_700 - 4_096
+            assert first.usage.input_tokens <= 7_000 - 4_096
         ids.append(result.run_id)
     assert collapsed and left_out
 

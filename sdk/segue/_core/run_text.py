@@ -20,6 +20,10 @@ def replay_text(summary: ReplaySummary) -> str:
         parts[0] += f" ({full} in full, {text} as question + answer)"
     elif text:
         parts[0] += " as question + answer"
+    if summary.compaction is not None:
+        c = summary.compaction
+        after = f"compaction {c.run_id} (the summary of the first {c.runs} runs, {c.first} to {c.last})"
+        parts[0] = f"replayed {after}, then {parts[0][len('replayed ') :]} after it"
     if summary.reasoning_kept or summary.reasoning_dropped:
         parts.append(f"reasoning kept for {len(summary.reasoning_kept)}")
     warnings = summary.warnings

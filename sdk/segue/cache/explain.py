@@ -331,6 +331,13 @@ def _window_move(run: RunDetail, previous: RunDetail | None) -> tuple[str, str |
     if previous is None or run.replay is None:
         return None
     replay, earlier = run.replay, previous.replay
+    made = replay.compaction
+    if made is not None and (earlier is None or earlier.compaction != made):
+        return (
+            f"compaction {made.run_id} now stands for the first {made.runs} runs ({made.first} to {made.last}): its "
+            "summary is replayed in their place (a new compaction moves the prefix once)",
+            None,
+        )
     full_before = {previous.run_id, *(earlier.runs_full if earlier else [])}
     collapsed = next((r for r in replay.runs_text if r in full_before), None)
     if collapsed is not None:

@@ -3,9 +3,9 @@
 # Schema: schemas/explain.schema.json (sha256:000302839e53eba4c49b2272006382b350992cc432026f8e10d1dc3872f78f4f)
 # Schema: schemas/message.schema.json (sha256:4c80bd55466caf1b0f0107d23deef75d8f872382b5a29ebb7ce931d3aab303c2)
 # Schema: schemas/prefix.schema.json (sha256:cffcc32caa4c17dbd5ac0819c2d9ac2b85916801e0361607e9861b0510a52e7c)
-# Schema: schemas/protocol.schema.json (sha256:48fd8ae9248f72252639c45094475ff21f6018a8c98f20e9a49126c9290040d0)
-# Schema: schemas/replay.schema.json (sha256:a77be0f27152f57ead6cac2188c3803a460d28ccec7372fe5d26250425a963b6)
-# Schema: schemas/runs.schema.json (sha256:388e57d3a1ca9855547557cbb3a6806658514d31f2fe2e5fd7f1f5a0d53be0fb)
+# Schema: schemas/protocol.schema.json (sha256:da42b0de465bb5981b3c7fd694e2ab139f4d46f01c67fa1e44653886c6d15ab0)
+# Schema: schemas/replay.schema.json (sha256:8b0efeadbe5a8258395e4c54b991d7867c71f67d6779a90af8c459637922c43e)
+# Schema: schemas/runs.schema.json (sha256:69c45acf6e3c24011cb86c832636236c65a0738f799d24226c3bd3e0fa177441)
 # Schema: schemas/serve.schema.json (sha256:d76549f36ec6b8a79eab39fcf59badcd97133768f1b020b37b19ac788f46e1dd)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """Generated types: one module per schema file, re-exported here."""
@@ -121,6 +121,8 @@ from segue.generated.protocol import (
     UnsupportedProtocolVersionData,
 )
 from segue.generated.replay import (
+    Compaction,
+    CompactionRef,
     ReplayKnobs,
     ReplayLast,
     ReplaySummary,
@@ -202,6 +204,8 @@ __all__ = [
     "ClientCapabilities",
     "ClientInfo",
     "ClientToolResult",
+    "Compaction",
+    "CompactionRef",
     "ConfigBag",
     "ContentBlock",
     "ContextBlock",

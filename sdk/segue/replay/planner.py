@@ -21,6 +21,7 @@ from segue._core.identity import IdentityMemo
 from segue._core.tokens import count_json, count_tokens
 from segue.errors import ReplayRunError
 from segue.generated import (
+    CompactionRef,
     Message,
     ReasoningBlock,
     ReplayKnobs,
@@ -102,6 +103,7 @@ def plan_replay(
     alternatives: Sequence[CurrentPrefix] = (),
     then: Sequence[Message] = (),
     room: tuple[int, str] | None = None,
+    compaction: tuple[StoredRun, CompactionRef] | None = None,
 ) -> ReplayPlan:
     """The replayed messages (each marked with its run id) and a summary per path: `current`, then the
     `alternatives` a Failover may serve instead (same system and tools, another vendor / model). `view` is how the
@@ -117,6 +119,8 @@ def plan_replay(
 
     left_out, collapsed = _window(len(runs), knobs)
     modes = ["skip"] * left_out + ["text"] * (collapsed - left_out) + ["full"] * (len(runs) - collapsed)
+    compacted = compaction[1].runs if compaction is not None else 0
+    modes = ["compacted"] * compacted + modes[compacted:]
     # Worked out when first needed: a window that leaves runs out or replays them in full never needs the rest.
     full_messages = _Lazy({r.run_id: r for r in runs}, _complete)
     text_messages = _Lazy({r.run_id: r for r in runs}, _question_and_answer)
@@ -126,8 +130,20 @@ def plan_replay(
         modes = fit_room(runs, modes, full_messages, text_messages, room, knobs.replay_step or 1, warn)
 
     messages: list[Message] = []
+    if compaction is not None:
+        made, ref = compaction
+        shown = _question_and_answer(made)
+        for check in checks:
+            _hash(check.hasher, shown, None, view)
+        messages.extend(_mark(shown, made.run_id))
+        warn(
+            made.run_id,
+            "compacted",
+            f"the first {ref.runs} runs ({ref.first} to {ref.last}) replayed as compaction {made.run_id}'s summary; "
+            "their tool calls, results and reasoning are not sent",
+        )
     for run, mode in zip(runs, modes, strict=True):
-        if mode == "skip":
+        if mode in ("skip", "compacted"):
             continue
         if mode == "text":
             shown = text_messages[run.run_id]
@@ -165,6 +181,7 @@ def plan_replay(
             reasoning_kept=check.kept,
             reasoning_dropped=check.dropped,
             warnings=check.warnings,
+            compaction=compaction[1] if compaction is not None else None,
         )
 
     summaries: dict[ServingPath, ReplaySummary] = {}
@@ -308,6 +325,10 @@ def _fit_budget(
     return modes
 
 
+#: The room a new run's iterations get beside the replayed runs: what the largest of this many latest runs took.
+RESERVE_RUNS = 4
+
+
 def fit_room(
     runs: Sequence[StoredRun],
     modes: list[str],
@@ -319,7 +340,9 @@ def fit_room(
 ) -> list[str]:
     """Collapse the oldest full runs to question + answer, `step` at a time (as the window does), then leave out
     the oldest runs, `step` at a time, until the replayed region fits `room`. Sizes come from the store's
-    precomputed message_json where the messages are the traces as stored (nothing is serialized again)."""
+    precomputed message_json where the messages are the traces as stored (nothing is serialized again). The new
+    run's own iterations are left as much room as the largest of the latest RESERVE_RUNS runs took beyond its
+    question and answer."""
     tokens, why = room
     sizes: dict[tuple[str, str], int] = {}
 
@@ -332,7 +355,10 @@ def fit_room(
             sizes[(run.run_id, mode)] = found
         return found
 
-    total = sum(size(r, m) for r, m in zip(runs, modes, strict=True) if m != "skip")
+    total = sum(size(r, m) for r, m in zip(runs, modes, strict=True) if m not in ("skip", "compacted"))
+    # The new run's own iterations need room too (segue.run.fit_iterations clips them in, or ends the run): as
+    # much as the largest of the latest runs took in full, so it is not born with a window already full.
+    tokens -= max((size(r, "full") - size(r, "text") for r in runs[-RESERVE_RUNS:]), default=0)
     if total <= tokens:
         return modes
     modes = list(modes)

@@ -46,6 +46,7 @@ def fingerprint_of(request: RunRequest, config_hash: str) -> str:
             **({"replay_step": request.replay_step} if request.replay_step != 1 else {}),
             # And the bound on the runs replayed at all, only when set.
             **({"replay_keep": params.replay_keep} if params.replay_keep is not None else {}),
+            **({"compaction": conv.unstructure(params.compaction)} if params.compaction is not None else {}),
         }
     )
 

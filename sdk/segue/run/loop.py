@@ -59,10 +59,12 @@ class Loop:
             while state.iteration < self.max_iterations:
                 state.iteration += 1
                 iteration = state.iteration
-                request = self.model.request(state)
                 started = time.perf_counter()
                 response: ProviderResponse | None = None
+                request: ProviderRequest | None = None
                 try:
+                    # Fitted to the context window first: a request that cannot fit ends the run unsent.
+                    request = self.model.request(state)
                     async for event in self.model.call(state, request, streaming=streaming):
                         if isinstance(event, RunEvent):
                             yield event
@@ -86,7 +88,7 @@ class Loop:
                     async for event in self.fail(state, message, type(e).__name__):
                         yield event
                     return
-                assert response is not None
+                assert response is not None and request is not None
                 async for event in self._after(state, request, response, started):
                     yield event
                 if state.ended:

@@ -17,6 +17,7 @@ from segue.catalog.costs import add_call
 from segue.errors import ProviderError
 from segue.generated import Message, RunCost, RunEvent
 from segue.run.config import AgentConfig
+from segue.run.fit_iterations import fit_iteration
 from segue.run.guard import Guard
 from segue.run.serving import fit
 from segue.run.state import RunState, make_event
@@ -78,7 +79,8 @@ class ModelCall:
             path, response.request_body, response.usage, previous[1] if same_path and previous else None
         )
         state.last_request = ((response.vendor, model), response.request_body)
-        return attrs.evolve(response, notes=[*response.notes, *found]) if found else response
+        own, state.pending_notes = state.pending_notes, []
+        return attrs.evolve(response, notes=[*response.notes, *own, *found]) if found or own else response
 
     async def _stream(self, state: RunState, request: ProviderRequest) -> AsyncIterator[RunEvent | ProviderResponse]:
         """The streamed call: its text and reasoning deltas as events, then the response."""
@@ -99,7 +101,10 @@ class ModelCall:
 
     def request(self, state: RunState) -> ProviderRequest:
         plan = state.plan
-        messages = [*plan.prefix, *state.own]
+        prefix, own = (
+            fit_iteration(state, plan.room, plan.prefix) if plan.room is not None else (plan.prefix, state.own)
+        )
+        messages = [*prefix, *own]
         if plan.layout is not None:
             runtime = RuntimeState(
                 run_id=state.run_id,
@@ -138,7 +143,8 @@ def provider_request(state: RunState, messages: list[Message], *, prewarm: bool 
     prefix = state.prefix
     if prefix is None:  # the first request: the prefix as it goes on the wire, the same on every request
         view = plan.view
-        length = len(plan.prefix) if view is None else sum(view(m) is not None for m in plan.prefix)
+        kept = plan.prefix[state.prefix_cut :]  # less the replayed runs a later iteration left out to fit
+        length = len(kept) if view is None else sum(view(m) is not None for m in kept)
         prefix = state.prefix = WirePrefix(length)
         replayed = [i for i, m in enumerate(messages[:length]) if m.meta and m.meta.get(REPLAYED_META_KEY)]
         state.replay_end = replayed[-1] if replayed else None

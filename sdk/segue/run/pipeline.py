@@ -33,6 +33,7 @@ from segue.errors import InputError, RunStateError
 from segue.generated import RunEvent, RunResult, ToolCallRecord, get_converter
 from segue.providers.base import serving_path
 from segue.run import unfinished
+from segue.run.compaction import Compactor
 from segue.run.config import AgentConfig
 from segue.run.context import fold_dynamic
 from segue.run.conversation import tool_calls, user_message
@@ -95,6 +96,8 @@ class Pipeline:
     ) -> AsyncGenerator[RunEvent, None]:
         with attached(trace):  # a tool source's listing (an MCP tools/list) is part of the run
             plan = await self.planner.plan(request)
+        if plan.compaction_due:  # a run of its own, recorded before this one (segue.run.compaction)
+            plan = await Compactor(self).before(request, plan)
         state = RunState(run_id=str(ULID()), request=request, plan=plan, own=[], replay=plan.summary, trace=trace)
         text = fold_dynamic(request.context, request.params.input)
         state.own.append(user_message(self.guard.protect(text, state.pii)))

@@ -19,14 +19,16 @@ import attrs
 from segue._core.contracts import ServingPath, without_replayed_reasoning
 from segue.cache.layout import LayoutPolicy
 from segue.cache.ttl import pauses_between
+from segue.catalog import CatalogError
 from segue.errors import ReplayRunError
-from segue.generated import ContextBlock, Message, ReplaySummary, ResponseRef
+from segue.generated import Compaction, CompactionRef, ContextBlock, Message, ReplaySummary, ResponseRef
+from segue.replay import compaction as compactions
 from segue.replay.planner import check_runs, plan_replay
 from segue.replay.prefix_rule import WireView, seed_of
 from segue.run.config import AgentConfig, RunConfig
 from segue.run.request import RunRequest
 from segue.run.settings import check_tool_choice
-from segue.run.window import replay_room
+from segue.run.window import Room, replay_room
 from segue.store import records
 from segue.store.records import StoredRun
 
@@ -52,6 +54,12 @@ class RunPlan:
     previous_response: ResponseRef | None = None
     #: Ask the vendors for cache diagnostics (Agent(cache_diagnostics=...), on by default).
     diagnose: bool = True
+    #: The run's compaction policy wants a new compaction before this run (segue.run.compaction makes it).
+    compaction_due: bool = False
+    #: This run is a compaction: the runs its summary stands for (run_id: its own, set when its row is made).
+    makes: CompactionRef | None = None
+    #: The tightest serving path's room (None: no window known): every request's messages fit `room.messages`.
+    room: Room | None = None
 
     @property
     def path(self) -> ServingPath:
@@ -125,11 +133,14 @@ class Planner:
     def __init__(self, agent: AgentConfig) -> None:
         self.agent = agent
 
-    async def plan(self, request: RunRequest) -> RunPlan:
-        """The run's plan. ReplayRunError when a replayed run is missing, another tenant's, or unfinished;
-        ToolSourceError when a tool source cannot give the run its tools; InputError when tool_choice names none
-        of them, or when the run's own part of the request exceeds a serving path's context window (the replayed
-        runs are fitted to what is left)."""
+    async def plan(
+        self, request: RunRequest, *, compaction: CompactionRef | None = None, making: bool = False
+    ) -> RunPlan:
+        """The run's plan. ReplayRunError when a replayed run is missing, another tenant's, or unfinished, or the
+        compaction policy cannot work on the path; ToolSourceError when a tool source cannot give the run its tools;
+        InputError when tool_choice names none of them, or when the run's own part of the request exceeds a serving
+        path's context window (the replayed runs are fitted to what is left). `compaction`: one just made, replayed
+        instead of the one the conversation's last run replayed; `making`: this is a compaction's own plan."""
         tools = await self.agent.tools.snapshot()
         check_tool_choice(request.params.model_settings, list(tools.by_name))
         stored = None
@@ -140,6 +151,9 @@ class Planner:
             check_runs(stored, request.knobs.runs, request.tenant_id)  # before reading any run's context
             request = with_conversation_context(request, stored[request.knobs.runs[0]])
         config = self.agent.snapshot(request, tools)
+        policy = request.params.compaction
+        if policy is not None:
+            self._check_policy(policy, config)
         layout = self.agent.layout(request, tools)
         view = layout.on_wire if layout is not None else None
         history = request.history
@@ -155,7 +169,14 @@ class Planner:
                 seeds={config.current.path: seed},
                 continued_from=None,
                 diagnose=self.agent.cache_diagnostics,
+                room=room,
             )
+        ref = (compaction or compactions.in_use(stored, request.knobs.runs)) if policy is not None else None
+        made = None
+        if ref is not None:
+            assert self.agent.store is not None
+            found = (await asyncio.to_thread(self.agent.store.load_runs, [ref.run_id])).get(ref.run_id)
+            made = (compactions.check_made(found, ref, request.tenant_id), ref)
         plan = plan_replay(
             stored,
             request.knobs,
@@ -166,7 +187,10 @@ class Planner:
             alternatives=config.alternatives,
             then=history,
             room=(room.tokens, room.why()) if room is not None else None,
+            compaction=made,
         )
+        since = len(request.knobs.runs) - (ref.runs if ref is not None else 0)
+        due = policy is not None and not making and compactions.due(policy, since, plan.messages)
         return RunPlan(
             config=config,
             context=request.context,
@@ -178,4 +202,16 @@ class Planner:
             pauses=conversation_pauses(stored, request.knobs.runs),
             previous_response=stored[request.knobs.runs[-1]].meta.segue_last_response,
             diagnose=self.agent.cache_diagnostics,
+            compaction_due=due,
+            room=room,
         )
+
+    def _check_policy(self, policy: Compaction, config: RunConfig) -> None:
+        """The compaction policy against every path the run may be served on."""
+        catalog = self.agent.catalog()
+        for path in [config.current, *config.alternatives]:
+            try:
+                minimum = catalog.resolve(path.model, path.vendor).cache_min_tokens
+            except CatalogError:
+                continue
+            compactions.check_trigger(policy, f"{path.vendor}/{path.model}", minimum)

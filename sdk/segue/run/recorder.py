@@ -102,11 +102,13 @@ class Recorder:
                 replay_budget_tokens=params.replay_budget_tokens,
                 replay_step=params.replay_step,
                 replay_keep=params.replay_keep,
+                compaction=params.compaction,
                 output_type=params.output_type,
                 output_repairs=params.output_repairs,
                 model_settings=params.model_settings,
             ),
             segue_replay=state.replay,
+            segue_compaction=plan.makes,
         )
         state.persisted = state.stored_messages()
         if self.store is None:

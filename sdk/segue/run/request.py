@@ -20,6 +20,7 @@ from segue._core.hashing import canonical_json
 from segue._core.json_types import OutputSpec, output_spec
 from segue.errors import InputError, ReplayRunError
 from segue.generated import (
+    Compaction,
     ContextBlock,
     Message,
     ModelSettings,
@@ -65,6 +66,8 @@ class Rules:
     #: The agent's own model settings (a run's override them key by key), and each serving driver's check of them.
     model_settings: ModelSettings | None = None
     settings_checks: tuple[SettingsCheck, ...] = ()
+    #: The agent's compaction policy, for runs that do not pass their own.
+    compaction: Compaction | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -185,6 +188,9 @@ def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequ
     runs, replay_last = arguments["runs"], arguments["replay_last"]
     replay_reasoning, replay_budget_tokens = arguments["replay_reasoning"], arguments["replay_budget_tokens"]
     replay_step, replay_keep = arguments["replay_step"], arguments["replay_keep"]
+    compaction = compaction_of(arguments["compaction"], "compaction")
+    if compaction is None and replay_keep is None and replay_last in (None, "all") and not replay_budget_tokens:
+        compaction = rules.compaction  # the agent's, unless the run picks another way to bound its replay
     if replay_last is None:
         # runs= alone replays every run in full (each fitted to the context window): what replay is for. SingleCall
         # replays question + answer only, so its default is 0.
@@ -223,6 +229,7 @@ def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequ
         replay_step=replay_step,
         replay_keep=replay_keep,
         single_call=rules.single_call,
+        compaction=compaction,
     )
     if knobs is not None:
         if not rules.has_store:
@@ -239,6 +246,7 @@ def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequ
         replay_budget_tokens=replay_budget_tokens,
         replay_step=replay_step,
         replay_keep=replay_keep,
+        compaction=compaction,
         history=messages,
         context=blocks,
         tenant_id=tenant_id,
@@ -299,6 +307,7 @@ def validate_knobs(
     replay_step: Any = None,
     replay_keep: Any = None,
     single_call: bool = False,
+    compaction: Compaction | None = None,
 ) -> ReplayKnobs | None:
     """Check knob types and duplicates; None when there is nothing to replay."""
     # Values come from apps and JSON-RPC clients unchecked, hence `Any` and runtime checks.
@@ -356,6 +365,14 @@ def validate_knobs(
             run_id=None,
             reason="invalid",
         )
+    if compaction is not None and (replay_keep is not None or replay_last != "all" or replay_budget_tokens):
+        raise ReplayRunError(
+            "compaction replays its summary and every run after it in full; it does not combine with replay_last="
+            f"{replay_last!r:.20}, replay_keep={replay_keep!r:.20} or replay_budget_tokens="
+            f"{replay_budget_tokens!r:.20}: leave those out, or the compaction",
+            run_id=None,
+            reason="invalid",
+        )
     if single_call and replay_last != 0:
         raise ReplayRunError(
             f"SingleCall replays runs as question + answer only: pass replay_last=0, not {replay_last!r}",
@@ -393,7 +410,40 @@ def validate_knobs(
         replay_budget_tokens=replay_budget_tokens,
         replay_step=replay_step,
         replay_keep=replay_keep,
+        compaction=compaction,
     )
+
+
+def compaction_of(value: Any, name: str = "Agent(compaction=...)") -> Compaction | None:
+    """The compaction policy from a Compaction or a dict of its fields, every value checked (the generated class
+    checks none of these when constructed), or InputError naming the value."""
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        unknown = sorted(set(value) - {f.name for f in attrs.fields(Compaction)})
+        if unknown:
+            raise InputError(f"{name} has no field {unknown[0]!r}; it takes every, trigger_tokens and instruction")
+        try:
+            value = Compaction(**value)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"{name} is not a valid compaction policy: {e}") from None
+    if not isinstance(value, Compaction):
+        raise InputError(f"{name} must be a segue.Compaction or a dict of its fields, got {type(value).__name__}")
+    for field in ("every", "trigger_tokens"):
+        got = getattr(value, field)
+        if got is not None and (isinstance(got, bool) or not isinstance(got, int) or got < 1):
+            what = "runs that follow a compaction before the next" if field == "every" else "replayed tokens"
+            raise InputError(
+                f"{name}.{field} must be a whole number >= 1 ({what}), got {got!r:.40}; "
+                f"{'pass every=1 to compact after each run' if field == 'every' else 'pass a positive count'}, "
+                "or leave it out"
+            )
+    if value.every is None and value.trigger_tokens is None:
+        raise InputError(f"{name} needs every=S (runs) or trigger_tokens=T (replayed tokens): when to compact")
+    given: object = value.instruction  # the generated class checks the length only
+    if given is not None and (not isinstance(given, str) or not given.strip()):
+        raise InputError(f"{name}.instruction must be non-empty text, got {value.instruction!r:.40}")
+    return value
 
 
 def check_text(name: str, value: Any) -> None:

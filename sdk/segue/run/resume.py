@@ -62,6 +62,7 @@ def arguments_of(stored: StoredRun) -> dict[str, Any]:
         "replay_budget_tokens": request.replay_budget_tokens,
         "replay_step": request.replay_step,
         "replay_keep": request.replay_keep,
+        "compaction": request.compaction,
         "tenant_id": stored.tenant_id,
         "metadata": None,
         "idempotency_key": None,

@@ -7,7 +7,9 @@ from typing import Any
 import attrs
 
 from segue._core.contracts import ProviderNote, ProviderResponse, ServingPath, WirePrefix
+from segue._core.hashing import message_json
 from segue._core.run_text import replay_text
+from segue._core.tokens import count_tokens
 from segue._core.usage import cache_parts
 from segue.cache.notes import RunNotes
 from segue.generated import (
@@ -95,6 +97,24 @@ class RunState:
     children: list[ChildRun] = attrs.Factory(list)
     #: Calls of the current tool round whose sub-run paused for approval (call id -> sub-run id): the run pauses too.
     paused_children: dict[str, str] = attrs.Factory(dict)
+    #: Index in `own` -> the message as the run's requests send it, its earlier tool results clipped to fit the
+    #: context window (segue.run.fit_iterations); the same object on every later request.
+    clipped: dict[int, Message] = attrs.Factory(dict)
+    #: The same for the plan's prefix: replayed tool results clipped when the run's own were not enough.
+    clipped_prefix: dict[int, Message] = attrs.Factory(dict)
+    #: The first messages of the plan's prefix left out of the run's requests (whole replayed runs, oldest first)
+    #: when clipping was not enough.
+    prefix_cut: int = 0
+    #: Notes of the run's own making for the next response (ModelCall.priced adds them to it).
+    pending_notes: list[ProviderNote] = attrs.Factory(list)
+    #: id(message) -> (message, its tokens): each message counted once per run.
+    token_counts: dict[int, tuple[Message, int]] = attrs.Factory(dict)
+
+    def tokens_of(self, message: Message) -> int:
+        found = self.token_counts.get(id(message))
+        if found is None or found[0] is not message:
+            found = self.token_counts[id(message)] = (message, count_tokens(message_json(message)))
+        return found[1]
 
     def stored_messages(self) -> list[Message]:
         """This run's messages as they are stored: with the fragments the layout keeps (appendOnly)."""

@@ -33,6 +33,9 @@ class Room:
     path: str
     window: int
     output: int
+    #: What a request's messages may take on this path: the window less the output budget, the system prompt,
+    #: stable head and tools (every iteration's request is fitted to it: segue.run.fit_iterations).
+    messages: int = 0
 
     def why(self) -> str:
         return f"{self.path}'s context window ({self.window:,} tokens, less {self.output:,} for output)"
@@ -59,10 +62,17 @@ def replay_room(agent: AgentConfig, request: RunRequest, config: RunConfig) -> R
         if formula not in own_by_formula:
             own_by_formula[formula] = _own_tokens(request, config, formula)
         own = own_by_formula[formula]
+        fixed = _fixed_tokens(config)
         same = (d for d in drivers if (d.vendor, d.model) == (path.vendor, path.model))
         driver = first if i == 0 else next(same, None)
         output = _output_budget(driver, request, path.model)
-        room = Room(tokens=window - output - own, path=f"{path.vendor}/{path.model}", window=window, output=output)
+        room = Room(
+            tokens=window - output - own,
+            path=f"{path.vendor}/{path.model}",
+            window=window,
+            output=output,
+            messages=window - output - fixed,
+        )
         if room.tokens < 0:
             raise InputError(_no_room(room, own, request.settings.max_tokens))
         if tightest is None or room.tokens < tightest.tokens:
@@ -99,12 +109,16 @@ def _output_budget(driver: object, request: RunRequest, model: str) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def _own_tokens(request: RunRequest, config: RunConfig, images: ImageFormula | None) -> int:
+def _fixed_tokens(config: RunConfig) -> int:
+    """What every request of the run sends besides its messages: system prompt, stable head, tool definitions."""
     conv = get_converter()
     system = count_tokens(config.system) + count_tokens(config.stable_head or "")
-    tools = sum(count_json(conv.unstructure(d)) for d in config.tools.definitions)
+    return system + sum(count_json(conv.unstructure(d)) for d in config.tools.definitions)
+
+
+def _own_tokens(request: RunRequest, config: RunConfig, images: ImageFormula | None) -> int:
     messages: list[Message] = [*request.history, user_message(fold_dynamic(request.context, request.params.input))]
-    return system + tools + sum(_message_tokens(m, images) for m in messages)
+    return _fixed_tokens(config) + sum(_message_tokens(m, images) for m in messages)
 
 
 def _message_tokens(message: Message, images: ImageFormula | None) -> int:

@@ -140,9 +140,18 @@ def show_text(run: RunDetail, facts: Sequence[str] = ()) -> str:
     if layout is not None:
         at = f" at iteration {layout.iteration}" if layout.iteration else ""
         out.append(f"layout: {layout.mode or 'undecided'} ({clean(layout.reason or '')}){at}")
+    made = run.meta.segue_compaction if run.meta is not None else None
+    if made is not None:
+        out.append(f"compaction: this run's answer summarizes the first {made.runs} runs ({made.first} to {made.last})")
     if run.replay is not None:
         r = run.replay
         out.append("replay:")
+        if r.compaction is not None:
+            comp = r.compaction
+            out.append(
+                f"  compaction: {comp.run_id}, the summary of the first {comp.runs} runs ({comp.first} to "
+                f"{comp.last}); its call: segue runs show {comp.run_id}"
+            )
         out.append(f"  in full: {', '.join(r.runs_full) or '—'}")
         out.append(f"  as question + answer: {', '.join(r.runs_text) or '—'}")
         out.append(f"  reasoning kept: {', '.join(r.reasoning_kept) or '—'}")

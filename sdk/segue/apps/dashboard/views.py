@@ -351,7 +351,7 @@ class IterationView:
 @attrs.frozen(kw_only=True)
 class ReplayRunView:
     run_id: str
-    mode: Literal["full", "question + answer"]
+    mode: str  # "full", "question + answer", or a compaction's "summary of N runs (first to last)"
     reasoning: Literal["kept", "dropped", "none"]
     warnings: list[tuple[str, str]]
 
@@ -411,8 +411,12 @@ def run_view(run: RunDetail, previous: RunDetail | None, cost: CostFn) -> RunVie
     other: list[tuple[str, str, str]] = []
     if run.replay is not None:
         r = run.replay
-        listed = [*r.runs_text, *r.runs_full]
+        listed = [*r.runs_text, *r.runs_full, *([r.compaction.run_id] if r.compaction is not None else [])]
         order = r.knobs.runs if r.knobs is not None else listed
+        if (comp := r.compaction) is not None:  # its row links to the compaction's run, whose page shows its call
+            mode = f"summary of the first {comp.runs} runs ({comp.first} to {comp.last})"
+            said: list[tuple[str, str]] = [(w.cause, w.message) for w in r.warnings if w.run_id == comp.run_id]
+            replay_runs.append(ReplayRunView(run_id=comp.run_id, mode=mode, reasoning="none", warnings=said))
         for run_id in [x for x in order if x in listed]:
             reasoning: Literal["kept", "dropped", "none"] = (
                 "kept" if run_id in r.reasoning_kept else "dropped" if run_id in r.reasoning_dropped else "none"
