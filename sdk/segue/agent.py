@@ -37,7 +37,7 @@ from segue.run.lineage import DEFAULT_MAX_DEPTH
 from segue.run.pipeline import Pipeline, last_result
 from segue.run.request import DEFAULT_MAX_INPUT_CHARS, PYTHON_ONLY, Rules, RunRequest, compaction_of
 from segue.run.settings import check_paths, settings_of
-from segue.run.state import make_event
+from segue.run.state import validation_event
 from segue.run.subrun import agent_tool
 from segue.run.toolbox import Toolbox
 from segue.skills import Skill, render_system
@@ -337,7 +337,7 @@ class Agent:
                 async for event in events:
                     yield event
         except _VALIDATION_ERRORS as e:
-            yield _validation_event(e)
+            yield validation_event(e)
 
     async def _validate(self, arguments: Mapping[str, Any], deps: Any) -> RunRequest:
         """The run's arguments checked, on the validation threads when they carry a schema: checking a large
@@ -411,7 +411,7 @@ class Agent:
                 async for event in resumed:
                     yield event
         except _VALIDATION_ERRORS as e:
-            yield _validation_event(e)
+            yield validation_event(e)
 
     async def recover(self, run_id: str, *, tenant_id: str = DEFAULT_TENANT, deps: Any = None) -> RunResult:
         """Continue a run whose process died (its lease lapsed), as the same run, from what the store journaled:
@@ -429,7 +429,7 @@ class Agent:
             async for event in self._pipeline.recover(run_id, tenant_id, streaming=True, deps=deps):
                 yield event
         except _VALIDATION_ERRORS as e:
-            yield _validation_event(e)
+            yield validation_event(e)
 
     async def recover_lapsed(self, *, tenant_id: str | None = None, deps: Any = None) -> list[RunResult]:
         """Recover every run of this agent whose lease lapsed (of `tenant_id`, or of every tenant), one after
@@ -475,17 +475,6 @@ class SingleCall(Agent):
             output_repairs=0,
             model_settings=model_settings,
         )
-
-
-def _validation_event(e: Exception) -> RunEvent:
-    meta: dict[str, Any] = {"error_type": type(e).__name__}
-    if isinstance(e, ReplayRunError):
-        meta.update(reason=e.reason, run_id=e.run_id)
-    elif isinstance(e, RunStateError):
-        meta.update(reason=e.reason, run_id=e.run_id, agent=e.agent)
-    elif isinstance(e, ToolSourceError):
-        meta.update(source=e.source)
-    return make_event("RUN_ERROR", "", 0, error=str(e), meta=meta)
 
 
 def _arguments(call_locals: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from segue._core.run_text import replay_text
 from segue._core.tokens import count_tokens
 from segue._core.usage import cache_parts
 from segue.cache.notes import RunNotes
+from segue.errors import ReplayRunError, RunStateError, ToolSourceError
 from segue.generated import (
     CacheCollapse,
     CacheVerdict,
@@ -278,3 +279,15 @@ def make_event(
         error=error,
         meta=meta or {},
     )
+
+
+def validation_event(e: Exception) -> RunEvent:
+    """The RUN_ERROR a stream yields for a request refused before any row: the error's reason and run in meta."""
+    meta: dict[str, Any] = {"error_type": type(e).__name__}
+    if isinstance(e, ReplayRunError):
+        meta.update(reason=e.reason, run_id=e.run_id)
+    elif isinstance(e, RunStateError):
+        meta.update(reason=e.reason, run_id=e.run_id, agent=e.agent)
+    elif isinstance(e, ToolSourceError):
+        meta.update(source=e.source)
+    return make_event("RUN_ERROR", "", 0, error=str(e), meta=meta)

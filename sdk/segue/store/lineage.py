@@ -9,13 +9,15 @@ from segue.generated import RunSummary
 from segue.store.connection import Units
 from segue.store.models import Bound
 from segue.store.records import DEFAULT_TENANT
+from segue.store.repeats import Metas
 from segue.store.rows import summary_from_row
 
 
 class Lineage:
-    def __init__(self, models: Bound, units: Units) -> None:
+    def __init__(self, models: Bound, units: Units, metas: Metas) -> None:
         self.models = models
         self.units = units
+        self.metas = metas
 
     def children(
         self, parent_run_ids: Sequence[str], *, tenant_id: str = DEFAULT_TENANT, all_tenants: bool = False
@@ -29,7 +31,13 @@ class Lineage:
         if not all_tenants:
             where = where & (run.tenant_id == tenant_id)
         query = run.select().where(where).order_by(run.id)
-        return [summary_from_row(r) for r in self.units.read(lambda: list(query))]
+
+        def work() -> list[RunSummary]:
+            rows = list(query)
+            metas = self.metas.read([(r.meta, f"agent_runs.meta of run {r.id}") for r in rows])
+            return [summary_from_row(r, m) for r, m in zip(rows, metas, strict=True)]
+
+        return self.units.read(work)
 
     def tree(
         self, run_id: str, *, tenant_id: str = DEFAULT_TENANT, all_tenants: bool = False, depth: int = 8

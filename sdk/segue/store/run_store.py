@@ -88,7 +88,7 @@ class RunStore:
         self._metas = Metas(self.bodies)  # what a conversation's runs repeat, stored once (segue.store.repeats)
         self.prewarms = Prewarms(self.models, self._units, self.bodies)
         self.leases = Leases(self.db, self.models, self._units)
-        self.lineage = Lineage(self.models, self._units)
+        self.lineage = Lineage(self.models, self._units, self._metas)
         shown = redact(self.url)
         #: The schema version found when a writer opened the store (before migrating); None for readers.
         self.migrated_from: int | None = None
