@@ -20,7 +20,10 @@ from segue.errors import (
     ToolSourceError,
 )
 from segue.generated import (
+    ClearThinking,
+    ClearToolUses,
     ContextBlock,
+    ContextEditing,
     Message,
     ModelSettings,
     ReplaySummary,
@@ -32,6 +35,7 @@ from segue.generated import (
     ToolCallBlock,
     ToolResultBlock,
     Usage,
+    VendorCompaction,
 )
 from segue.guardrails import PIIGuardrail
 from segue.skills import Skill
@@ -46,7 +50,10 @@ except PackageNotFoundError:  # imported from a checkout that was never installe
 
 __all__ = [
     "Agent",
+    "ClearThinking",
+    "ClearToolUses",
     "ContextBlock",
+    "ContextEditing",
     "IdempotencyConflictError",
     "InputError",
     "Message",
@@ -73,5 +80,6 @@ __all__ = [
     "ToolResultBlock",
     "ToolSourceError",
     "Usage",
+    "VendorCompaction",
     "tool",
 ]

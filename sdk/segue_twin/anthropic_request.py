@@ -30,7 +30,17 @@ from segue_twin.structured import anthropic_schema
 BINDING_BETA = "thinking-binding-controls-2026-08-01"
 _THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
 _KNOWN_BLOCKS = frozenset(
-    {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking", "search_result"}
+    {
+        "text",
+        "image",
+        "document",
+        "tool_use",
+        "tool_result",
+        "thinking",
+        "redacted_thinking",
+        "search_result",
+        "compaction",
+    }
 )
 
 

@@ -11,7 +11,7 @@ import attrs
 
 from segue._core.contracts import ProviderRequest
 from segue.generated import ModelSettings
-from segue.providers._cache import AUTO, AutoTTLPaths, CatalogRows, comparison
+from segue.providers._cache import AUTO, AutoTTLPaths, CatalogRows, check_path_context, comparison
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers._keys import require_credentials
 from segue.providers._output import OutputPaths
@@ -40,7 +40,7 @@ def without_sdk_spans(client: AsyncAnthropic) -> AsyncAnthropic:
 
 _FIELDS = attrs.fields(ModelSettings)
 #: The ModelSettings fields in Anthropic's cached prefix.
-PREFIX_SETTINGS = (_FIELDS.tool_choice, _FIELDS.parallel_tool_calls, _FIELDS.reasoning_effort)
+PREFIX_SETTINGS = (_FIELDS.tool_choice, _FIELDS.parallel_tool_calls, _FIELDS.reasoning_effort, _FIELDS.context_editing)
 
 
 class AnthropicProvider(SdkDriver):
@@ -69,7 +69,8 @@ class AnthropicProvider(SdkDriver):
     vendor = "anthropic"
     requires_stable_reasoning_prefix = True
     #: Settings that are part of the cached prefix (the prompt-caching page: a tool_choice change invalidates the
-    #: messages cache, an effort change the system cache), so replay compares them (cause settings).
+    #: messages cache, an effort change the system cache; context editing is "Applied before the prompt reaches
+    #: Claude", the context-editing page, so it changes what the model saw), so replay compares them (cause settings).
     prefix_settings = tuple(f.name for f in PREFIX_SETTINGS)
 
     def __init__(
@@ -111,6 +112,7 @@ class AnthropicProvider(SdkDriver):
 
     def check_settings(self, settings: ModelSettings) -> None:
         wire.check_settings(settings)
+        check_path_context(self.output.rows, self.model, settings, wire.WIRE)
         auto, _, none = TOOL_CHOICE_MODES
         forced = settings.tool_choice not in (None, auto, none)
         if forced and wire.thinking_on(self.thinking):

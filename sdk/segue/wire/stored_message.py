@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from segue._support.readers import as_object
 from segue.generated import ContentBlock, ImageBlock, Message, Role, TextBlock, UrlImageSource
 from segue.wire.common import MalformedResponseError, Unknown, as_map
 
@@ -38,7 +39,7 @@ def of_message(m: Message) -> StoredMessage:
 
 def raw(item: Any) -> Mapping[str, Any]:
     """An item as the JSON object an `Unknown` holds."""
-    return item if isinstance(item, Mapping) else {"value": item}
+    return as_object(item)
 
 
 def image_of(url: str | None) -> Block:

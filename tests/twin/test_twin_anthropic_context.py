@@ -1,0 +1,220 @@
+"""The twin's Anthropic context management, through the official SDK's beta client: server-side compaction
+(`compact_20260112`) and context editing (`clear_tool_uses_20250919`, `clear_thinking_20251015`).
+
+Sources (quoted in segue_twin/anthropic_context.py, and here where a test holds the rule):
+- platform.claude.com/docs/en/build-with-claude/compaction: "Include the beta header compact-2026-01-12"; the API
+  "Detects when input tokens exceed your specified trigger threshold. Generates a summary of the current
+  conversation. Creates a compaction block containing the summary. Continues the response with the compacted
+  context"; "The API automatically drops all message blocks prior to the compaction block".
+- the pinned SDK's BetaUsage.iterations: "A `compaction` entry's tokens are not included in the top-level `usage`
+  fields"; BetaStopReason has "compaction"; BetaCompact20260112EditParam.pause_after_compaction: "Whether to pause
+  after compaction and return the compaction block to the user".
+- platform.claude.com/docs/en/build-with-claude/context-editing: "use the beta header
+  context-management-2025-06-27"; edits are "Applied before the prompt reaches Claude"; the pinned SDK's
+  BetaContextManagementResponse.applied_edits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+import pytest
+
+from segue._core.tokens import count_json
+from segue_twin import ScriptedPolicy, Twin
+from segue_twin.anthropic_context import CLEARED
+
+MODEL = "claude-sonnet-4-6"
+COMPACT = "compact-2026-01-12"
+EDITING = "context-management-2025-06-27"
+LONG = "The order history of the customer, line by line. " * 60  # ~750 tokens
+
+
+def _twin(answers: int = 10) -> anthropic.AsyncAnthropic:
+    return Twin(policy=ScriptedPolicy(["ok"] * answers)).anthropic_client()
+
+
+def _conversation() -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": [{"type": "text", "text": LONG}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Noted."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Which order was last?"}]},
+    ]
+
+
+async def test_past_the_trigger_the_response_opens_with_a_compaction_block_priced_in_iterations() -> None:
+    client = _twin()
+    answer = await client.beta.messages.create(
+        model=MODEL,
+        max_tokens=64,
+        messages=_conversation(),  # type: ignore[arg-type]
+        betas=[COMPACT],
+        context_management={"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 500}}]},
+    )
+    first = answer.content[0]
+    assert first.type == "compaction" and first.content and "Which order was last?" in first.content
+    assert answer.content[-1].type == "text" and answer.stop_reason == "end_turn"  # it continued
+    iterations = answer.usage.iterations or []
+    assert [i.type for i in iterations] == ["compaction", "message"]
+    summary, message = iterations
+    whole = sum(count_json(m["content"][0]) for m in _conversation())
+    assert summary.input_tokens + summary.cache_read_input_tokens + summary.cache_creation_input_tokens == whole
+    # The top-level usage is the message iteration's, on the compacted context, not the summary's.
+    assert (answer.usage.input_tokens, answer.usage.output_tokens) == (message.input_tokens, message.output_tokens)
+    assert message.input_tokens < whole
+
+
+async def test_below_the_trigger_nothing_is_compacted() -> None:
+    client = _twin()
+    answer = await client.beta.messages.create(
+        model=MODEL,
+        max_tokens=64,
+        messages=_conversation(),  # type: ignore[arg-type]
+        betas=[COMPACT],
+        context_management={"edits": [{"type": "compact_20260112"}]},  # the default trigger: 150,000 tokens
+    )
+    assert [b.type for b in answer.content] == ["text"] and answer.usage.iterations is None
+
+
+async def test_pause_after_compaction_returns_the_block_alone() -> None:
+    client = _twin()
+    answer = await client.beta.messages.create(
+        model=MODEL,
+        max_tokens=64,
+        messages=_conversation(),  # type: ignore[arg-type]
+        betas=[COMPACT],
+        context_management={
+            "edits": [
+                {
+                    "type": "compact_20260112",
+                    "trigger": {"type": "input_tokens", "value": 500},
+                    "pause_after_compaction": True,
+                }
+            ]
+        },
+    )
+    assert [b.type for b in answer.content] == ["compaction"] and answer.stop_reason == "compaction"
+    assert [i.type for i in answer.usage.iterations or []] == ["compaction"]
+    assert (answer.usage.input_tokens, answer.usage.output_tokens) == (0, 0)
+
+
+async def test_blocks_before_a_compaction_block_are_dropped_and_the_cached_prefix_moves() -> None:
+    """The next request sends the compaction block back; everything before it is dropped, so the prompt (and what
+    the cache reads) is the compaction block on."""
+    client = _twin()
+    block = {"type": "compaction", "content": "Summary: the last order was #42."}
+    messages = [
+        *_conversation(),
+        {"role": "assistant", "content": [block, {"type": "text", "text": "Order #42."}]},
+        {"role": "user", "content": [{"type": "text", "text": "And its total?"}]},
+    ]
+    answer = await client.beta.messages.create(
+        model=MODEL,
+        max_tokens=64,
+        messages=messages,
+        betas=[COMPACT],  # type: ignore[arg-type]
+    )
+    kept = (
+        count_json(block) + count_json({"type": "text", "text": "Order #42."}) + count_json(messages[-1]["content"][0])
+    )
+    assert answer.usage.input_tokens == kept
+
+
+@pytest.mark.parametrize(
+    ("edit", "beta"),
+    [({"type": "compact_20260112"}, COMPACT), ({"type": "clear_tool_uses_20250919"}, EDITING)],
+)
+async def test_an_edit_without_its_beta_is_refused(edit: dict[str, Any], beta: str) -> None:
+    client = _twin()
+    with pytest.raises(anthropic.BadRequestError, match=beta):
+        await client.beta.messages.create(
+            model=MODEL,
+            max_tokens=64,
+            messages=_conversation(),  # type: ignore[arg-type]
+            context_management={"edits": [edit]},  # type: ignore[list-item]
+        )
+
+
+def _tool_conversation(uses: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": "Look everything up."}]}]
+    for i in range(uses):
+        messages.append(
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{i}", "name": "lookup", "input": {"n": i}}]}
+        )
+        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": LONG}]})
+    messages[-1]["content"][0]["cache_control"] = {"type": "ephemeral"}
+    return messages
+
+
+TOOLS = [{"name": "lookup", "description": "Look up.", "input_schema": {"type": "object", "properties": {}}}]
+CLEAR = {
+    "type": "clear_tool_uses_20250919",
+    "trigger": {"type": "input_tokens", "value": 1_000},
+    "keep": {"type": "tool_uses", "value": 1},
+}
+
+KEEP_TWO = {**CLEAR, "keep": {"type": "tool_uses", "value": 2}}
+
+
+async def test_clear_tool_uses_clears_the_oldest_results_and_reports_it() -> None:
+    client = _twin()
+    answer = await client.beta.messages.create(
+        model=MODEL,
+        max_tokens=64,
+        tools=TOOLS,  # type: ignore[arg-type]
+        messages=_tool_conversation(4),  # type: ignore[arg-type]
+        betas=[EDITING],
+        context_management={"edits": [CLEAR]},  # type: ignore[list-item]
+    )
+    assert answer.context_management is not None
+    (applied,) = answer.context_management.applied_edits
+    cleared = count_json({"type": "tool_result", "tool_use_id": "t0", "content": LONG}) - count_json(
+        {"type": "tool_result", "tool_use_id": "t0", "content": CLEARED}
+    )
+    assert (applied.type, applied.cleared_tool_uses, applied.cleared_input_tokens) == (
+        "clear_tool_uses_20250919",
+        3,
+        3 * cleared,
+    )
+
+
+async def test_an_applied_clearing_moves_the_cached_prefix() -> None:
+    """The edit applies before the prompt reaches the model (and its cache): the prefix cached without the edit is
+    not read by the edited prompt; the edited prompt's own entry is read by the next identical request. (Two
+    results kept, so the edited prompt stays above the model's 1,024-token cache minimum.)"""
+    client = _twin()
+    plain = await client.beta.messages.create(
+        model=MODEL,
+        max_tokens=64,
+        tools=TOOLS,
+        messages=_tool_conversation(6),  # type: ignore[arg-type]
+    )
+    assert plain.usage.cache_creation_input_tokens and not plain.usage.cache_read_input_tokens
+
+    async def edited() -> Any:
+        return await client.beta.messages.create(
+            model=MODEL,
+            max_tokens=64,
+            tools=TOOLS,  # type: ignore[arg-type]
+            messages=_tool_conversation(6),  # type: ignore[arg-type]
+            betas=[EDITING],
+            context_management={"edits": [KEEP_TWO]},  # type: ignore[list-item]
+        )
+
+    first, second = await edited(), await edited()
+    assert not first.usage.cache_read_input_tokens and first.usage.cache_creation_input_tokens
+    assert second.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens
+
+
+async def test_clear_at_least_leaves_the_prompt_alone_when_too_little_would_go() -> None:
+    client = _twin()
+    answer = await client.beta.messages.create(
+        model=MODEL,
+        max_tokens=64,
+        tools=TOOLS,  # type: ignore[arg-type]
+        messages=_tool_conversation(4),  # type: ignore[arg-type]
+        betas=[EDITING],
+        context_management={"edits": [{**CLEAR, "clear_at_least": {"type": "input_tokens", "value": 1_000_000}}]},  # type: ignore[list-item]
+    )
+    assert answer.context_management is None
