@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import anthropic
+import attrs
 import pytest
 
 from segue._core.tokens import count_json
@@ -218,3 +219,62 @@ async def test_clear_at_least_leaves_the_prompt_alone_when_too_little_would_go()
         context_management={"edits": [{**CLEAR, "clear_at_least": {"type": "input_tokens", "value": 1_000_000}}]},  # type: ignore[list-item]
     )
     assert answer.context_management is None
+
+
+async def test_an_agent_stores_the_compaction_block_replays_it_and_prices_the_summary(sqlite_store: Any) -> None:
+    """Through segue: the compaction block is the assistant message's CompactionBlock, the next run's request
+    carries it back (where the twin drops everything before it), and the call's cost includes the summary's
+    sampling (usage.iterations), which the top-level usage leaves out."""
+    from segue import Agent
+    from segue.catalog import Catalog
+    from segue.generated import CompactionBlock
+    from segue.providers import AnthropicProvider
+
+    twin = Twin(policy=ScriptedPolicy(["Noted.", "Order #42.", "18 EUR."]))
+    agent = Agent(
+        AnthropicProvider(MODEL, client=twin.anthropic_client()),
+        store=sqlite_store,
+        model_settings={"compaction": {"trigger_tokens": 500}},
+    )
+    first = await agent.run(LONG)  # ~750 tokens: past the trigger
+    stored = sqlite_store.get_run(first.run_id)
+    answer = stored.traces[-1].message
+    (block,) = [b for b in answer.content if isinstance(b, CompactionBlock)]
+    assert block.vendor == "anthropic" and block.content and "order history" in block.content
+    (call,) = stored.llm_interactions
+    assert call.usage.compaction_iterations and call.usage.compaction_iterations[0].input_tokens > 500
+    catalog = Catalog.load(env=False)
+    top = catalog.cost(attrs.evolve(call.usage, compaction_iterations=None), MODEL, "anthropic")
+    assert first.cost is not None and first.cost.twin_usd == pytest.approx(
+        top + catalog.cost(call.usage.compaction_iterations[0], MODEL, "anthropic")
+    )
+    second = await agent.run("Which order was last?", runs=[first.run_id], replay_last="all")
+    sent = sqlite_store.get_run(second.run_id).llm_interactions[0].provider_request
+    blocks = [b for m in sent["messages"] for b in m["content"]]
+    assert {"type": "compaction", "content": block.content} in [
+        {k: v for k, v in b.items() if k != "cache_control"} for b in blocks
+    ]
+    assert sent["context_management"] == {
+        "edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 500}}]
+    }
+
+
+async def test_a_run_paused_after_compaction_goes_on_with_the_block(sqlite_store: Any) -> None:
+    """pause_after_compaction: "Whether to pause after compaction and return the compaction block to the user"
+    (the pinned SDK's BetaCompact20260112EditParam); the run is not over: segue sends the block back and the model
+    answers from it."""
+    from segue import Agent
+    from segue.providers import AnthropicProvider
+
+    twin = Twin(policy=ScriptedPolicy(["The last order was #42."]))
+    agent = Agent(
+        AnthropicProvider(MODEL, client=twin.anthropic_client()),
+        store=sqlite_store,
+        model_settings={"compaction": {"trigger_tokens": 500, "pause_after": True}},
+    )
+    result = await agent.run(LONG)
+    assert result.status == "success", result.error
+    assert result.answer == "The last order was #42."
+    first, second = sqlite_store.get_run(result.run_id).llm_interactions
+    assert first.provider_response is not None and first.provider_response["stop_reason"] == "compaction"
+    assert second.provider_request["messages"][-1]["content"][0]["type"] == "compaction"
