@@ -278,3 +278,25 @@ async def test_a_run_paused_after_compaction_goes_on_with_the_block(sqlite_store
     first, second = sqlite_store.get_run(result.run_id).llm_interactions
     assert first.provider_response is not None and first.provider_response["stop_reason"] == "compaction"
     assert second.provider_request["messages"][-1]["content"][0]["type"] == "compaction"
+
+
+async def test_context_editing_is_part_of_anthropics_prefix_descriptor(sqlite_store: Any) -> None:
+    """Context editing is "Applied before the prompt reaches Claude" (the context-editing page): it changes what the
+    model saw, so it is one of Anthropic's prefix settings; another configuration between runs of a conversation is
+    a prefix change (cause settings), and the same one is none."""
+    from segue import Agent
+    from segue.providers import AnthropicProvider
+
+    agent = Agent(
+        AnthropicProvider(MODEL, thinking={"type": "adaptive"}, client=Twin().anthropic_client()),
+        store=sqlite_store,
+    )
+    keep_two = {"context_editing": {"clear_tool_uses": {"trigger_tokens": 50_000, "keep_tool_uses": 2}}}
+    first = await agent.run("What is 2+2?", model_settings=keep_two)
+    prefix = sqlite_store.get_run(first.run_id).meta.segue_prefix
+    assert prefix is not None and prefix.settings_hash is not None
+    same = await agent.run("And 3+3?", runs=[first.run_id], replay_last=1, model_settings=keep_two)
+    assert same.replay is not None and [w.cause for w in same.replay.warnings] == []
+    keep_one = {"context_editing": {"clear_tool_uses": {"trigger_tokens": 50_000, "keep_tool_uses": 1}}}
+    other = await agent.run("And 4+4?", runs=[first.run_id], replay_last=1, model_settings=keep_one)
+    assert other.replay is not None and [w.cause for w in other.replay.warnings] == ["settings"]
