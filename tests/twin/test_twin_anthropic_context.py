@@ -16,6 +16,7 @@ Sources (quoted in segue_twin/anthropic_context.py, and here where a test holds 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anthropic
@@ -300,3 +301,72 @@ async def test_context_editing_is_part_of_anthropics_prefix_descriptor(sqlite_st
     keep_one = {"context_editing": {"clear_tool_uses": {"trigger_tokens": 50_000, "keep_tool_uses": 1}}}
     other = await agent.run("And 4+4?", runs=[first.run_id], replay_last=1, model_settings=keep_one)
     assert other.replay is not None and [w.cause for w in other.replay.warnings] == ["settings"]
+
+
+async def test_a_streamed_compaction_reads_as_the_unstreamed(sqlite_store: Any) -> None:
+    """The stream carries the block as a compaction_delta (the pinned SDK's BetaCompactionContentBlockDelta) and
+    the iterations on message_delta (BetaMessageDeltaUsage.iterations): the stored message and usage equal a
+    non-streamed run's."""
+    from segue import Agent
+    from segue.generated import CompactionBlock
+    from segue.providers import AnthropicProvider
+
+    settings = {
+        "compaction": {"trigger_tokens": 500},
+        "context_editing": {"clear_tool_uses": {"trigger_tokens": 100, "keep_tool_uses": 0}},
+    }
+    runs = []
+    for streaming in (False, True):
+        agent = Agent(
+            AnthropicProvider(MODEL, client=Twin(policy=ScriptedPolicy(["ok"])).anthropic_client()),
+            store=sqlite_store,
+            model_settings=settings,
+        )
+        if streaming:
+            events = [e async for e in agent.stream(LONG)]
+            run_id = events[-1].run_id
+        else:
+            run_id = (await agent.run(LONG)).run_id
+        runs.append(sqlite_store.get_run(run_id))
+    plain, streamed = runs
+    assert [type(b) for b in streamed.traces[-1].message.content] == [
+        CompactionBlock,
+        type(plain.traces[-1].message.content[1]),
+    ]
+    assert streamed.traces[-1].message == plain.traces[-1].message
+    assert streamed.llm_interactions[0].usage == plain.llm_interactions[0].usage
+    assert streamed.llm_interactions[0].usage.compaction_iterations
+
+
+def test_applied_edits_reported_on_message_delta_become_the_note() -> None:
+    """BetaRawMessageDeltaEvent.context_management: a stream reports the applied edits on message_delta; segue's
+    assembler keeps them, so a streamed response has the same context-edited note as a non-streamed one."""
+    from segue.wire.anthropic.request import parse_response
+    from segue.wire.anthropic.stream import AnthropicStream
+    from segue_twin.anthropic_api import stream_events
+
+    applied = {
+        "applied_edits": [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 2, "cleared_input_tokens": 900}]
+    }
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
+        "content": [{"type": "text", "text": "ok"}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 10,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": 1,
+        },
+        "context_management": applied,
+    }
+    assembler = AnthropicStream()
+    for raw in stream_events(message):
+        data = raw.decode().split("data: ", 1)[1].strip()
+        assembler.feed(json.loads(data))
+    notes = [n for n in parse_response(assembler.result()).notes if n.kind == "context-edited"]
+    assert len(notes) == 1 and "cleared 2 tool uses, 900 input tokens" in notes[0].message

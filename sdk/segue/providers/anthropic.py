@@ -172,10 +172,12 @@ class AnthropicProvider(SdkDriver):
         return self._sdk.AsyncAnthropic  # type: ignore[no-any-return]
 
     def _answer_types(self) -> tuple[Any, Any]:
+        # The beta types, a superset of the others: a stream may carry beta blocks and deltas (a compaction block,
+        # context_management on message_delta), which the plain types would read as something else.
         from anthropic import AsyncStream
-        from anthropic.types import Message, RawMessageStreamEvent
+        from anthropic.types.beta import BetaMessage, BetaRawMessageStreamEvent
 
-        return Message, AsyncStream[RawMessageStreamEvent]
+        return BetaMessage, AsyncStream[BetaRawMessageStreamEvent]
 
     def _resource(self) -> Any:
         return self.client.messages
