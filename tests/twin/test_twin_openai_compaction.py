@@ -83,3 +83,19 @@ async def test_an_agent_keeps_the_compaction_item_and_sends_it_back(sqlite_store
     sent = sqlite_store.get_run(second.run_id).llm_interactions[0].provider_request
     assert {"type": "compaction", "encrypted_content": block.encrypted_content, "id": block.id} in sent["input"]
     assert sent["context_management"] == [{"type": "compaction", "compact_threshold": 500}]
+
+
+async def test_a_streamed_compaction_item_reads_as_the_unstreamed(sqlite_store: Any) -> None:
+    """ "The response stream includes the encrypted compaction item": segue's stream assembler keeps it, so the
+    stored message equals a non-streamed run's (the twin seals with a per-twin secret: one twin serves both)."""
+    twin = Twin(policy=ScriptedPolicy(["Noted.", "Noted."]))
+    agent = Agent(
+        OpenAIResponsesProvider(MODEL, client=twin.openai_client()),
+        store=sqlite_store,
+        model_settings={"compaction": {"trigger_tokens": 500}},
+    )
+    plain = (await agent.run(LONG)).run_id
+    streamed = [e async for e in agent.stream(LONG)][-1].run_id
+    one, two = (sqlite_store.get_run(r).traces[-1].message for r in (plain, streamed))
+    assert [type(b) for b in one.content] == [type(b) for b in two.content]
+    assert isinstance(two.content[0], CompactionBlock) and two.content[0].encrypted_content
