@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from segue._core.image_tokens import ImageFormula
+from segue._core.tokens import count_tokens
 from segue_twin.diagnostics import openai_answer, openai_fingerprint
 from segue_twin.errors import TwinHTTPError, bad_request
 from segue_twin.openai_cache import CacheOutcome, PromptPiece, item_pieces
@@ -177,6 +178,33 @@ def _diagnose(
     if offered and compared is not None:
         response["prompt_cache_diagnostics"] = openai_answer(fingerprints, compared, current)
     fingerprints.remember(response["id"], current)
+
+
+def handle_compact(state: TwinState, body: Mapping[str, Any]) -> Reply:
+    """`POST /v1/responses/compact` (the pinned SDK's `responses.compact`): the input compacted, answered as a
+    CompactedResponse whose output "is a list of all user messages, followed by a single compaction item" and whose
+    usage is the "Token accounting for the compaction pass" (the SDK's CompactedResponse docstrings)."""
+    rules = state.rules(model_param(body), VENDOR)
+    params = common_params(body, max_tokens_fields=(), rules=rules, option_fields=(), option_ttls=())
+    instructions = expect(body.get("instructions"), (str,), "instructions")
+    items = after_last_compaction(state, _resolve_items(state, _input_items(body.get("input")), params, False))
+    prompt = _pieces({}, [], instructions, items, rules.image_tokens, params.model)
+    compaction = compaction_item(state, items, prompt, 0)  # the endpoint always compacts
+    assert compaction is not None
+    summary = compaction.pop("twin_summary")
+    users = [i for i in items if i["type"] == "message" and i.get("role") == "user"]
+    output = [{"id": state.ids.next("msg"), "status": "completed", **u} for u in users] + [compaction]
+    sized = SizedTurn(
+        reasoning="", text="", calls=(), reasoning_tokens=0, output_tokens=count_tokens(summary), truncated=False
+    )
+    answer = {
+        "id": state.ids.next("resp"),
+        "object": "response.compaction",
+        "created_at": int(state.clock()),
+        "output": output,
+        "usage": _usage(cache_outcome(state, params, prompt), sized),
+    }
+    return Reply(body=answer)
 
 
 def _input_items(raw: Any) -> list[dict[str, Any]]:

@@ -99,3 +99,22 @@ async def test_a_streamed_compaction_item_reads_as_the_unstreamed(sqlite_store: 
     one, two = (sqlite_store.get_run(r).traces[-1].message for r in (plain, streamed))
     assert [type(b) for b in one.content] == [type(b) for b in two.content]
     assert isinstance(two.content[0], CompactionBlock) and two.content[0].encrypted_content
+
+
+async def test_responses_compact_answers_the_user_messages_and_one_compaction_item() -> None:
+    """The pinned SDK's CompactedResponse: `object` "Always `response.compaction`"; output "a list of all user
+    messages, followed by a single compaction item"; usage the "Token accounting for the compaction pass". The item
+    continues a later conversation like one made by server-side compaction."""
+    client = Twin(policy=ScriptedPolicy(["The last order was #42."])).openai_client()
+    user = [{"role": "user", "content": LONG}, {"role": "assistant", "content": "Noted."}]
+    compacted = await client.responses.compact(model=MODEL, input=[*user, {"role": "user", "content": "Thanks."}])
+    assert compacted.object == "response.compaction"
+    assert [(i.type, getattr(i, "role", None)) for i in compacted.output] == [
+        ("message", "user"),
+        ("message", "user"),
+        ("compaction", None),
+    ]
+    assert compacted.usage.input_tokens > 500 and compacted.usage.output_tokens > 0
+    item = compacted.output[-1].model_dump(exclude_none=True)
+    answer = await client.responses.create(model=MODEL, input=[item, {"role": "user", "content": "Which order?"}])
+    assert answer.output_text == "The last order was #42."
