@@ -272,3 +272,19 @@ async def test_a_bad_vendor_context_value_is_one_clear_error_before_any_row(
     with pytest.raises(InputError, match=match):
         await agent.run("hi", model_settings=settings)
     assert sqlite_store.list_runs() == [] and rec.requests == []
+
+
+def test_runs_explain_reads_a_context_editing_change_as_a_messages_change() -> None:
+    """Edits apply "before the prompt reaches Claude": another configuration changes what the model saw of the
+    messages, so `segue runs explain` names it in the messages section."""
+    from segue.cache.explain import compare_bodies
+
+    base = {
+        "model": "claude-sonnet-4-6",
+        "max_tokens": 4096,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+    }
+    keep = {"edits": [{"type": "clear_tool_uses_20250919", "keep": {"type": "tool_uses", "value": 3}}]}
+    other = {"edits": [{"type": "clear_tool_uses_20250919", "keep": {"type": "tool_uses", "value": 1}}]}
+    _, _, change = compare_bodies({**base, "context_management": keep}, {**base, "context_management": other})
+    assert change is not None and change.section == "messages" and change.path.startswith("context_management")
