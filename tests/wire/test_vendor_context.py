@@ -288,3 +288,18 @@ def test_runs_explain_reads_a_context_editing_change_as_a_messages_change() -> N
     other = {"edits": [{"type": "clear_tool_uses_20250919", "keep": {"type": "tool_uses", "value": 1}}]}
     _, _, change = compare_bodies({**base, "context_management": keep}, {**base, "context_management": other})
     assert change is not None and change.section == "messages" and change.path.startswith("context_management")
+
+
+async def test_retry_sends_the_same_vendor_context_settings(sqlite_store: RunStore) -> None:
+    """The settings are stored with the run (StoredRequest.model_settings), objects included, so a retry sends the
+    same context_management."""
+    rec = Recorder(json_response(anthropic_message()), json_response(anthropic_message()))
+    agent = Agent(AnthropicProvider("claude-sonnet-4-6", client=anthropic_client(rec)), store=sqlite_store)
+    settings = ModelSettings(context_editing=EDITING, compaction=VendorCompaction(trigger_tokens=100_000))
+    first = await agent.run("hi", model_settings=settings)
+    sent = rec.body
+    await agent.retry(first.run_id)
+    assert rec.body == sent and "context_management" in sent
+    stored = sqlite_store.get_run(first.run_id)
+    assert stored is not None and stored.meta is not None and stored.meta.segue_request is not None
+    assert stored.meta.segue_request.model_settings == settings
