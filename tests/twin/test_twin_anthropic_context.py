@@ -370,3 +370,39 @@ def test_applied_edits_reported_on_message_delta_become_the_note() -> None:
         assembler.feed(json.loads(data))
     notes = [n for n in parse_response(assembler.result()).notes if n.kind == "context-edited"]
     assert len(notes) == 1 and "cleared 2 tool uses, 900 input tokens" in notes[0].message
+
+
+async def test_after_a_compaction_the_system_cache_is_read_and_the_messages_are_cached_anew() -> None:
+    """What is cached after a compaction: the prefix up to the system prompt is unchanged and read; the messages
+    before the compaction block are dropped, so their entry is not read and the prompt from the block on is written
+    at the request's breakpoint (prompt-caching page: the prefix is tools, system, messages in order)."""
+    client = _twin()
+    system = {"type": "text", "text": "You are a meticulous analyst. " * 200, "cache_control": {"type": "ephemeral"}}
+    conversation = _conversation()
+    conversation[-1]["content"][0]["cache_control"] = {"type": "ephemeral"}
+    await client.beta.messages.create(
+        model=MODEL,
+        max_tokens=64,
+        system=[system],
+        messages=conversation,  # type: ignore[list-item,arg-type]
+    )
+    block = {"type": "compaction", "content": "Summary: the last order was #42. " * 40}
+    text = {"type": "text", "text": "Order #42."}
+    question = {"type": "text", "text": "And its total?", "cache_control": {"type": "ephemeral"}}
+    after = await client.beta.messages.create(
+        model=MODEL,
+        max_tokens=64,
+        system=[system],  # type: ignore[list-item]
+        messages=[
+            *_conversation(),
+            {"role": "assistant", "content": [block, text]},
+            {"role": "user", "content": [question]},
+        ],  # type: ignore[arg-type]
+        betas=[COMPACT],
+    )
+
+    def tokens(b: dict[str, Any]) -> int:
+        return count_json({k: v for k, v in b.items() if k != "cache_control"})
+
+    assert after.usage.cache_read_input_tokens == tokens(system)
+    assert after.usage.cache_creation_input_tokens == tokens(block) + tokens(text) + tokens(question)
