@@ -245,8 +245,11 @@ def edit_context(
 
 def compacted(messages: list[dict[str, Any]], compaction: dict[str, Any]) -> list[dict[str, Any]]:
     """The compacted context the answer continues from: the compaction block in place of every message, then the
-    request's last user message (what the twin's policy answers); the places of the dropped messages are kept
-    empty so positions still match the request's breakpoints."""
+    request's last user message (what the twin's policy answers). Every message keeps its place (the dropped ones
+    empty, the block opening the first, a user turn), so positions still match the request's breakpoints."""
     last = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=None)
-    emptied = [{"role": m["role"], "content": m["content"] if i == last else []} for i, m in enumerate(messages)]
-    return [{"role": "user", "content": [compaction]}, *emptied]
+    out = []
+    for i, m in enumerate(messages):
+        content = m["content"] if i == last else []
+        out.append({"role": m["role"], "content": [compaction, *content] if i == 0 else content})
+    return out
