@@ -21,8 +21,11 @@ from segue.errors import (
 )
 from segue.generated import (
     ChildRun,
+    ClearThinking,
+    ClearToolUses,
     Compaction,
     ContextBlock,
+    ContextEditing,
     Message,
     ModelSettings,
     ReplaySummary,
@@ -34,6 +37,7 @@ from segue.generated import (
     ToolCallBlock,
     ToolResultBlock,
     Usage,
+    VendorCompaction,
 )
 from segue.guardrails import PIIGuardrail
 from segue.run.subrun import fork_tool
@@ -50,8 +54,11 @@ except PackageNotFoundError:  # imported from a checkout that was never installe
 __all__ = [
     "Agent",
     "ChildRun",
+    "ClearThinking",
+    "ClearToolUses",
     "Compaction",
     "ContextBlock",
+    "ContextEditing",
     "IdempotencyConflictError",
     "InputError",
     "Message",
@@ -78,6 +85,7 @@ __all__ = [
     "ToolResultBlock",
     "ToolSourceError",
     "Usage",
+    "VendorCompaction",
     "fork_tool",
     "tool",
 ]

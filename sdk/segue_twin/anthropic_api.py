@@ -11,6 +11,13 @@ import attrs
 from segue._core.image_tokens import ImageFormula
 from segue._core.tokens import count_json, count_tokens
 from segue_twin._wire import ordered_json, pieces, sse, strip_for_binding, truncate_to_tokens
+from segue_twin.anthropic_context import (
+    after_last_compaction,
+    compacted,
+    edit_context,
+    parse_context_management,
+    summary_of,
+)
 from segue_twin.anthropic_request import AnthropicRequest, parse_request
 from segue_twin.cache import BlockUsage, CacheBlock
 from segue_twin.diagnostics import anthropic_answer, anthropic_fingerprint
@@ -37,24 +44,50 @@ DIAGNOSTICS_BETA = "cache-diagnosis-2026-04-07"
 
 def handle_messages(state: TwinState, body: Mapping[str, Any], headers: Mapping[str, str]) -> Reply:
     request = parse_request(body, headers, lambda model: state.rules(model, VENDOR))
+    managed = parse_context_management(body, headers)
     rules = state.rules(request.model, VENDOR)
     digests = prefix_digests(request.tools, request.system, request.messages)
     messages, transformations = _bind_thinking(state, request, digests)
-    note = ""
+    edited = edit_context(
+        managed,
+        after_last_compaction(messages),
+        tokens_of=lambda b: block_tokens(strip_for_binding(b), rules.image_tokens, request.model),
+        prompt_tokens=lambda ms: sum(b.tokens for b in _cache_blocks(request, ms, rules.image_tokens)),
+    )
+    messages = edited.messages
+
+    def account(blocks: list[CacheBlock]) -> BlockUsage:
+        return state.block_cache.account(
+            namespace=request.model, blocks=blocks, rules=rules, now=state.clock(), writer=state.writer
+        )
+
+    note = edited.note
+    compaction: dict[str, Any] | None = None
+    iterations: list[dict[str, Any]] = []
+    if managed.compact is not None and not request.prewarm:
+        blocks = _cache_blocks(request, messages, rules.image_tokens)
+        if sum(b.tokens for b in blocks) > managed.compaction_trigger:
+            summary = summary_of(messages)
+            compaction = {"type": "compaction", "content": summary}
+            iterations.append({"type": "compaction", **_usage(account(blocks), count_tokens(summary))})
+            messages = compacted(messages, compaction)
+    paused = compaction is not None and bool((managed.compact or {}).get("pause_after_compaction"))
     if request.prewarm:  # max_tokens 0: the prompt is cached, nothing is generated
         content: list[dict[str, Any]] = []
         stop_reason, output_tokens = "max_tokens", 0
+    elif paused:
+        content, stop_reason, output_tokens = [], "compaction", 0
     else:
         turn = respond(state.policy, _view(request, messages))
         content, stop_reason, output_tokens = _render_turn(state, request, turn, digests[-1])
-        note = turn.note
-    usage = state.block_cache.account(
-        namespace=request.model,
-        blocks=_cache_blocks(request, messages, rules.image_tokens),
-        rules=rules,
-        now=state.clock(),
-        writer=state.writer,
-    )
+        note = note + turn.note
+    if paused:
+        top = _usage(BlockUsage(input_tokens=0, cache_read_input_tokens=0, cache_creation={}, total_tokens=0), 0)
+    else:
+        top = _usage(account(_cache_blocks(request, messages, rules.image_tokens)), output_tokens)
+    if compaction is not None:
+        content = [compaction, *content]
+        iterations += [] if paused else [{"type": "message", **top}]
     message: dict[str, Any] = {
         "id": state.ids.next("msg"),
         "type": "message",
@@ -63,8 +96,10 @@ def handle_messages(state: TwinState, body: Mapping[str, Any], headers: Mapping[
         "content": content,
         "stop_reason": stop_reason,
         "stop_sequence": None,
-        "usage": _usage(usage, output_tokens),
+        "usage": {**top, "iterations": iterations} if iterations else top,
     }
+    if edited.applied:
+        message["context_management"] = {"applied_edits": edited.applied}
     if request.binding_requested:
         message["input_transformations"] = transformations
     _diagnose(state, request, body, headers, message, rules.diagnostics)
@@ -157,7 +192,7 @@ def _view(request: AnthropicRequest, messages: list[dict[str, Any]]) -> Conversa
     turns: list[Turn] = []
     for message in messages:
         blocks = message["content"]
-        text = "\n".join(b["text"] for b in blocks if b["type"] == "text")
+        text = "\n".join(b["text"] if b["type"] == "text" else str(b["content"]) for b in blocks if _readable(b))
         if message["role"] == "assistant":
             made = tuple(
                 ToolCall(id=b["id"], name=str(b.get("name", "")), arguments=b["input"])
@@ -189,6 +224,11 @@ def _view(request: AnthropicRequest, messages: list[dict[str, Any]]) -> Conversa
         reasoning_enabled=request.thinking_on,
         output_schema=request.output_schema,
     )
+
+
+def _readable(block: Mapping[str, Any]) -> bool:
+    """A text block, or a compaction block with its summary (what the model reads in place of the span)."""
+    return block["type"] == "text" or (block["type"] == "compaction" and block.get("content") is not None)
 
 
 def _result_text(content: Any) -> str:
@@ -256,15 +296,16 @@ def _cache_blocks(
     ]
     first_message = len(blocks)
     for i, message in enumerate(messages):
-        original = request.messages[i]["content"]
+        original = request.messages[i]["content"] if i < len(request.messages) else []
         for block in message["content"]:
-            # Dropped thinking blocks shift positions; breakpoints are keyed by the position as sent.
-            j = next(k for k, candidate in enumerate(original) if candidate is block)
+            # Dropped thinking blocks shift positions; breakpoints are keyed by the position as sent. A block the
+            # request did not send (the compaction block the twin continues from) carries none.
+            j = next((k for k, candidate in enumerate(original) if candidate is block), None)
             blocks.append(
                 CacheBlock(
                     key=ordered_json({"role": message["role"]}) + _key(block),
                     tokens=block_tokens(strip_for_binding(block), images, request.model),
-                    breakpoint_ttl=bp.get(f"messages.{i}.content.{j}"),
+                    breakpoint_ttl=None if j is None else bp.get(f"messages.{i}.content.{j}"),
                 )
             )
     message_settings = {
@@ -326,8 +367,13 @@ def stream_events(message: dict[str, Any]) -> list[bytes]:
         events.extend(_block_events(index, block))
     final_usage = {k: usage[k] for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")}
     final_usage["output_tokens"] = usage["output_tokens"]
+    if "iterations" in usage:  # BetaMessageDeltaUsage.iterations
+        final_usage["iterations"] = usage["iterations"]
     delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}
-    events.append(sse("message_delta", {"type": "message_delta", "delta": delta, "usage": final_usage}))
+    event: dict[str, Any] = {"type": "message_delta", "delta": delta, "usage": final_usage}
+    if "context_management" in message:  # BetaRawMessageDeltaEvent.context_management
+        event["context_management"] = message["context_management"]
+    events.append(sse("message_delta", event))
     events.append(sse("message_stop", {"type": "message_stop"}))
     return events
 
@@ -338,6 +384,9 @@ def _block_events(index: int, block: dict[str, Any]) -> list[bytes]:
     if kind == "text":
         opening: dict[str, Any] = {"type": "text", "text": ""}
         deltas = [{"type": "text_delta", "text": part} for part in pieces(block["text"])]
+    elif kind == "compaction":  # BetaCompactionContentBlockDelta carries the summary
+        opening = {"type": "compaction", "content": None}
+        deltas = [{"type": "compaction_delta", "content": block["content"]}]
     elif kind == "thinking":
         opening = {"type": "thinking", "thinking": "", "signature": ""}
         deltas = [{"type": "thinking_delta", "thinking": part} for part in pieces(block["thinking"])]

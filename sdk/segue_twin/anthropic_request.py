@@ -30,7 +30,17 @@ from segue_twin.structured import anthropic_schema
 BINDING_BETA = "thinking-binding-controls-2026-08-01"
 _THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
 _KNOWN_BLOCKS = frozenset(
-    {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking", "search_result"}
+    {
+        "text",
+        "image",
+        "document",
+        "tool_use",
+        "tool_result",
+        "thinking",
+        "redacted_thinking",
+        "search_result",
+        "compaction",
+    }
 )
 
 
@@ -301,7 +311,12 @@ def _check_roles(messages: list[dict[str, Any]]) -> None:
     # Consecutive turns of one role were already combined (_messages), so roles alternate from here.
     if messages[0]["role"] != "user":
         raise bad_request('messages: first message must use the "user" role')
-    if messages[-1]["role"] != "user":
+    last = messages[-1]
+    # A turn that ends with a compaction block is the continuation after pause_after_compaction ("pause after
+    # compaction and return the compaction block to the user", the pinned SDK's BetaCompact20260112EditParam):
+    # the block is sent back and the model answers from it, not a prefill to extend.
+    resumes = last["role"] == "assistant" and bool(last["content"]) and last["content"][-1].get("type") == "compaction"
+    if last["role"] != "user" and not resumes:
         raise bad_request(
             f"messages.{len(messages) - 1}: the twin does not emulate assistant prefill; end `messages` with a "
             "user turn"

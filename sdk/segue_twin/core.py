@@ -23,7 +23,7 @@ from segue_twin.app_policy import DefaultPolicy
 from segue_twin.cache import Ticket
 from segue_twin.errors import ErrorVendor, TwinHTTPError, model_not_found
 from segue_twin.openai_chat import handle_chat
-from segue_twin.openai_responses import handle_responses
+from segue_twin.openai_responses import handle_compact, handle_responses
 from segue_twin.rules import CacheRules, rules_for
 from segue_twin.state import Reply, RulesSource, TwinState
 from segue_twin.view import Policy, PolicyError
@@ -54,6 +54,7 @@ _log = logging.getLogger("segue.twin")
 _ROUTES: dict[str, tuple[ErrorVendor, str]] = {
     "/v1/messages": ("anthropic", "messages"),
     "/v1/responses": ("openai", "responses"),
+    "/v1/responses/compact": ("openai", "responses_compact"),
     "/v1/chat/completions": ("openai", "chat"),
     # Gemini's OpenAI compatibility (base_url "https://generativelanguage.googleapis.com/v1beta/openai/").
     "/v1beta/openai/chat/completions": ("gemini", "gemini_chat"),
@@ -261,6 +262,8 @@ class Twin:
             return handle_messages(self.state, payload, headers)
         if endpoint == "responses":
             return handle_responses(self.state, payload)
+        if endpoint == "responses_compact":
+            return handle_compact(self.state, payload)
         if endpoint == "gemini_chat":
             return handle_chat(self.state, payload, vendor="gemini")
         return handle_chat(self.state, payload)

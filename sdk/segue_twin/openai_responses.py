@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from segue._core.image_tokens import ImageFormula
-from segue_twin._wire import pieces, sse
+from segue._core.tokens import count_tokens
 from segue_twin.diagnostics import openai_answer, openai_fingerprint
 from segue_twin.errors import TwinHTTPError, bad_request
 from segue_twin.openai_cache import CacheOutcome, PromptPiece, item_pieces
@@ -34,6 +34,8 @@ from segue_twin.openai_common import (
     parse_arguments,
     size_turn,
 )
+from segue_twin.openai_compaction import after_last_compaction, compacted, compaction_item, compaction_threshold
+from segue_twin.responses_stream import stream_events
 from segue_twin.signing import seal, unseal
 from segue_twin.state import Reply, TwinState
 from segue_twin.structured import openai_schema, respond
@@ -56,6 +58,7 @@ _ITEM_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "function_call_output": {"call_id": ((str,), True), "output": ((str, list), True)},
     "reasoning": {"id": ((str,), False), "summary": ((list,), False), "encrypted_content": ((str,), False)},
     "item_reference": {"id": ((str,), True)},
+    "compaction": {"encrypted_content": ((str,), True), "id": ((str,), False)},
 }
 
 
@@ -83,23 +86,25 @@ def handle_responses(state: TwinState, body: Mapping[str, Any]) -> Reply:
         for i, t in enumerate(expect(body.get("tools"), (list,), "tools") or [])
     ]
     expect(body.get("text"), (dict,), "text")
-    items = _resolve_items(state, _input_items(body.get("input")), params, store)
+    items = after_last_compaction(state, _resolve_items(state, _input_items(body.get("input")), params, store))
     _check_reasoning_pairing(items, params)
+    threshold = compaction_threshold(body)
 
     prewarm = params.cache_options is not None and params.cache_options.prewarm
+    header = {"text": body.get("text"), "reasoning_effort": params.effort}
+    prompt = _pieces(header, tools, instructions, items, rules.image_tokens, params.model)
+    compaction = None if prewarm else compaction_item(state, items, prompt, threshold)
     # prewarm "Prepares the prompt cache without generating output": the model is not asked.
     note = ""
     if prewarm:
         sized = SizedTurn(reasoning="", text="", calls=(), reasoning_tokens=0, output_tokens=0, truncated=False)
     else:
         schema = openai_schema((body.get("text") or {}).get("format"), "text.format")
-        turn = respond(state.policy, attrs.evolve(_view(params, instructions, tools, items), output_schema=schema))
+        seen = items if compaction is None else compacted(items, compaction)
+        turn = respond(state.policy, attrs.evolve(_view(params, instructions, tools, seen), output_schema=schema))
         sized = size_turn(turn, reasons=params.reasons, max_output=params.max_output)
         note = turn.note
-    header = {"text": body.get("text"), "reasoning_effort": params.effort}
-    outcome = cache_outcome(
-        state, params, _pieces(header, tools, instructions, items, rules.image_tokens, params.model)
-    )
+    outcome = cache_outcome(state, params, prompt)
 
     summary_wanted = isinstance(body.get("reasoning"), dict) and body["reasoning"].get("summary") is not None
     encrypted = "reasoning.encrypted_content" in include or not store
@@ -108,6 +113,7 @@ def handle_responses(state: TwinState, body: Mapping[str, Any]) -> Reply:
         if prewarm
         else _output_items(state, params, sized, summary_wanted=summary_wanted, encrypted=encrypted, store=store)
     )
+    output = output if compaction is None else [{k: v for k, v in compaction.items() if k != "twin_summary"}, *output]
     response: dict[str, Any] = {
         "id": state.ids.next("resp"),
         "object": "response",
@@ -172,6 +178,33 @@ def _diagnose(
     if offered and compared is not None:
         response["prompt_cache_diagnostics"] = openai_answer(fingerprints, compared, current)
     fingerprints.remember(response["id"], current)
+
+
+def handle_compact(state: TwinState, body: Mapping[str, Any]) -> Reply:
+    """`POST /v1/responses/compact` (the pinned SDK's `responses.compact`): the input compacted, answered as a
+    CompactedResponse whose output "is a list of all user messages, followed by a single compaction item" and whose
+    usage is the "Token accounting for the compaction pass" (the SDK's CompactedResponse docstrings)."""
+    rules = state.rules(model_param(body), VENDOR)
+    params = common_params(body, max_tokens_fields=(), rules=rules, option_fields=(), option_ttls=())
+    instructions = expect(body.get("instructions"), (str,), "instructions")
+    items = after_last_compaction(state, _resolve_items(state, _input_items(body.get("input")), params, False))
+    prompt = _pieces({}, [], instructions, items, rules.image_tokens, params.model)
+    compaction = compaction_item(state, items, prompt, 0)  # the endpoint always compacts
+    assert compaction is not None
+    summary = compaction.pop("twin_summary")
+    users = [i for i in items if i["type"] == "message" and i.get("role") == "user"]
+    output = [{"id": state.ids.next("msg"), "status": "completed", **u} for u in users] + [compaction]
+    sized = SizedTurn(
+        reasoning="", text="", calls=(), reasoning_tokens=0, output_tokens=count_tokens(summary), truncated=False
+    )
+    answer = {
+        "id": state.ids.next("resp"),
+        "object": "response.compaction",
+        "created_at": int(state.clock()),
+        "output": output,
+        "usage": _usage(cache_outcome(state, params, prompt), sized),
+    }
+    return Reply(body=answer)
 
 
 def _input_items(raw: Any) -> list[dict[str, Any]]:
@@ -315,6 +348,8 @@ def _pieces(
         elif kind == "function_call":
             render = {k: item.get(k) for k in ("type", "call_id", "name", "arguments")}
             pieces.append(PromptPiece(render=render))
+        elif kind == "compaction":
+            pieces.append(PromptPiece(render={"type": kind, "summary": item.get("twin_summary", "")}))
         elif item.get("twin_omitted"):
             pieces.append(PromptPiece(render={"type": "reasoning", "omitted": True}))
         else:
@@ -354,6 +389,8 @@ def _view(params: CommonParams, instructions: Any, tools: list[Any], items: list
                 current("user")["text"].append(content_text(item.get("content")))
         elif kind == "assistant":
             current("assistant")["text"].append(content_text(item.get("content")))
+        elif kind == "compaction":
+            current("user")["text"].append(str(item.get("twin_summary", "")))
         elif kind == "reasoning":
             if not item.get("twin_omitted"):
                 current("assistant")["reasoning"].append(str(item["twin_payload"].get("reasoning", "")))
@@ -441,49 +478,3 @@ def _output_items(
     if store:
         state.stored_items.update((i["id"], i) for i in output if i["type"] != "reasoning")
     return output
-
-
-def stream_events(response: dict[str, Any]) -> list[bytes]:
-    """The SSE events of a finished response, in the vendor's order; they assemble to ``response``."""
-    events: list[bytes] = []
-
-    def emit(kind: str, **fields: Any) -> None:
-        events.append(sse(kind, {"type": kind, "sequence_number": len(events), **fields}))
-
-    opening = {**response, "status": "in_progress", "output": [], "usage": None, "incomplete_details": None}
-    emit("response.created", response=opening)
-    emit("response.in_progress", response=opening)
-    for index, item in enumerate(response["output"]):
-        common = {"item_id": item["id"], "output_index": index}
-        if item["type"] == "reasoning":
-            emit("response.output_item.added", output_index=index, item={**item, "summary": []})
-            for s_index, part in enumerate(item["summary"]):
-                emit(
-                    "response.reasoning_summary_part.added", **common, summary_index=s_index, part={**part, "text": ""}
-                )
-                for delta in pieces(part["text"]):
-                    emit("response.reasoning_summary_text.delta", **common, summary_index=s_index, delta=delta)
-                emit("response.reasoning_summary_text.done", **common, summary_index=s_index, text=part["text"])
-                emit("response.reasoning_summary_part.done", **common, summary_index=s_index, part=part)
-        elif item["type"] == "message":
-            emit(
-                "response.output_item.added", output_index=index, item={**item, "status": "in_progress", "content": []}
-            )
-            for c_index, part in enumerate(item["content"]):
-                emit("response.content_part.added", **common, content_index=c_index, part={**part, "text": ""})
-                for delta in pieces(part["text"]):
-                    emit("response.output_text.delta", **common, content_index=c_index, delta=delta, logprobs=[])
-                emit("response.output_text.done", **common, content_index=c_index, text=part["text"], logprobs=[])
-                emit("response.content_part.done", **common, content_index=c_index, part=part)
-        else:
-            emit(
-                "response.output_item.added",
-                output_index=index,
-                item={**item, "status": "in_progress", "arguments": ""},
-            )
-            for delta in pieces(item["arguments"]):
-                emit("response.function_call_arguments.delta", **common, delta=delta)
-            emit("response.function_call_arguments.done", **common, name=item["name"], arguments=item["arguments"])
-        emit("response.output_item.done", output_index=index, item=item)
-    emit("response.incomplete" if response["status"] == "incomplete" else "response.completed", response=response)
-    return events

@@ -95,7 +95,7 @@ BAD = [
     ),
     (
         lambda m: m["dispatch"]["content_block"].append("nope"),
-        "/dispatch/content_block/6",
+        "/dispatch/content_block/7",
         "no to_vendor rule named 'nope'",
     ),
     (

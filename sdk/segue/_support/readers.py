@@ -65,6 +65,12 @@ class Unknown:
     raw: Mapping[str, Any]
 
 
+def as_object(value: Any) -> Mapping[str, Any]:
+    """A vendor value kept raw as the JSON object it is, or wrapped as {"value": ...} when it is none (an
+    Unknown's raw, a CacheVerdict's raw): one wrapping, so a reader of stored raws knows its shape."""
+    return value if isinstance(value, Mapping) else {"value": value}
+
+
 def value_or(value: T | None, fallback: T) -> T:
     return fallback if value is None else value
 

@@ -167,6 +167,16 @@ class Resolved:
         """Whether the vendor documents cache diagnostics on this path (only a literal true)."""
         return self.get("llm", "cache_diagnostics") is True
 
+    @property
+    def vendor_compaction(self) -> bool:
+        """Whether the vendor documents its own server-side compaction on this path (only a literal true)."""
+        return self.get("llm", "vendor_compaction") is True
+
+    @property
+    def context_editing(self) -> bool:
+        """Whether the vendor documents context editing on this path (only a literal true)."""
+        return self.get("llm", "context_editing") is True
+
     cache_kind = _LlmKey(str)
     cache_min_tokens = _LlmKey(int)
     cache_increment_tokens = _LlmKey(int)

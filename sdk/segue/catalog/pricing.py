@@ -51,7 +51,7 @@ class Prices:
 
     def missing(self, usage: Usage) -> list[str]:
         """The price keys this usage needs and the catalog does not know (empty: the cost can be computed)."""
-        gaps = []
+        gaps = [gap for part in usage.compaction_iterations or () for gap in self.missing(part)]
         if usage.cache_read_tokens and self.cache_read is None:
             gaps.append("pricing.cache_read")
         for ttl in self.writes_by_ttl(usage):
@@ -60,7 +60,8 @@ class Prices:
         return gaps
 
     def cost(self, usage: Usage) -> float:
-        """Dollars for one usage record (input_tokens is the whole prompt; missing cache counts are 0).
+        """Dollars for one usage record (input_tokens is the whole prompt; missing cache counts are 0), with the
+        vendor's compaction sampling it reports apart (`compaction_iterations`, not in its top-level counts).
 
         Raises ValueError when the counts contradict each other and LookupError (KeyError) naming the price
         that is unknown."""
@@ -78,7 +79,7 @@ class Prices:
         dollars = (usage.input_tokens - read - written) * self.input + usage.output_tokens * self.output
         dollars += read * (self.cache_read or 0.0)
         dollars += sum(tokens * self.cache_write[ttl] for ttl, tokens in writes.items())
-        return dollars / 1_000_000
+        return dollars / 1_000_000 + sum(self.cost(part) for part in usage.compaction_iterations or ())
 
 
 def _number(value: Any) -> float | None:

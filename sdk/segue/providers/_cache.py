@@ -10,14 +10,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+import attrs
+
 from segue._core.contracts import ProviderNote, ProviderRequest
 from segue.cache.ttl import AUTO, AutoTTL, TtlChoice, auto_ttl
 from segue.catalog import Catalog, CatalogError, Resolved
 from segue.errors import WireError
+from segue.generated import ModelSettings
 from segue.wire.breakpoints import BreakpointCache, CacheMode, CacheTTL
 from segue.wire.common import Comparison
+from segue.wire.settings import refuse_off_path
 
-__all__ = ["AUTO", "AutoTTLPaths", "BreakpointPaths", "CatalogRows", "comparison"]
+__all__ = ["AUTO", "AutoTTLPaths", "BreakpointPaths", "CatalogRows", "check_path_context", "comparison"]
 
 log = logging.getLogger("segue.providers")
 
@@ -138,3 +142,16 @@ def comparison(rows: CatalogRows, model: str, request: ProviderRequest, *, opt_i
     if previous_id is None and not opt_in:
         return None
     return Comparison(previous_id=previous_id)
+
+
+def check_path_context(rows: CatalogRows, model: str, settings: ModelSettings, wire: str) -> None:
+    """Refuse model_settings.compaction / context_editing on a serving path whose catalog row does not say the
+    vendor documents them there (`llm.vendor_compaction`, `llm.context_editing`), before anything is written."""
+    resolved = rows.resolve(model)
+    fields = attrs.fields(ModelSettings)
+    takes = (
+        {fields.compaction.name: resolved.vendor_compaction, fields.context_editing.name: resolved.context_editing}
+        if resolved is not None
+        else {}
+    )
+    refuse_off_path(settings, wire, resolved.label if resolved is not None else f"{model}@{rows.vendor}", takes)

@@ -12,7 +12,7 @@ import attrs
 from segue._core.contracts import ProviderRequest
 from segue.errors import WireError
 from segue.generated import ModelSettings
-from segue.providers._cache import AUTO, AutoTTLPaths, CatalogRows, comparison
+from segue.providers._cache import AUTO, AutoTTLPaths, CatalogRows, check_path_context, comparison
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers._keys import require_credentials
 from segue.providers._output import OutputPaths
@@ -41,7 +41,7 @@ def without_sdk_spans(client: AsyncAnthropic) -> AsyncAnthropic:
 
 _FIELDS = attrs.fields(ModelSettings)
 #: The ModelSettings fields in Anthropic's cached prefix.
-PREFIX_SETTINGS = (_FIELDS.tool_choice, _FIELDS.parallel_tool_calls, _FIELDS.reasoning_effort)
+PREFIX_SETTINGS = (_FIELDS.tool_choice, _FIELDS.parallel_tool_calls, _FIELDS.reasoning_effort, _FIELDS.context_editing)
 
 
 class AnthropicProvider(SdkDriver):
@@ -70,7 +70,8 @@ class AnthropicProvider(SdkDriver):
     vendor = "anthropic"
     requires_stable_reasoning_prefix = True
     #: Settings that are part of the cached prefix (the prompt-caching page: a tool_choice change invalidates the
-    #: messages cache, an effort change the system cache), so replay compares them (cause settings).
+    #: messages cache, an effort change the system cache; context editing is "Applied before the prompt reaches
+    #: Claude", the context-editing page, so it changes what the model saw), so replay compares them (cause settings).
     prefix_settings = tuple(f.name for f in PREFIX_SETTINGS)
 
     def __init__(
@@ -112,6 +113,7 @@ class AnthropicProvider(SdkDriver):
 
     def check_settings(self, settings: ModelSettings) -> None:
         wire.check_settings(settings)
+        check_path_context(self.output.rows, self.model, settings, wire.WIRE)
         auto, _, none = TOOL_CHOICE_MODES
         forced = settings.tool_choice not in (None, auto, none)
         if forced and wire.thinking_on(self.thinking):
@@ -171,10 +173,12 @@ class AnthropicProvider(SdkDriver):
         return self._sdk.AsyncAnthropic  # type: ignore[no-any-return]
 
     def _answer_types(self) -> tuple[Any, Any]:
+        # The beta types, a superset of the others: a stream may carry beta blocks and deltas (a compaction block,
+        # context_management on message_delta), which the plain types would read as something else.
         from anthropic import AsyncStream
-        from anthropic.types import Message, RawMessageStreamEvent
+        from anthropic.types.beta import BetaMessage, BetaRawMessageStreamEvent
 
-        return Message, AsyncStream[RawMessageStreamEvent]
+        return BetaMessage, AsyncStream[BetaRawMessageStreamEvent]
 
     def _resource(self) -> Any:
         return self.client.messages

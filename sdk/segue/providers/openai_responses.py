@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from segue._core.contracts import ProviderRequest
 from segue.generated import ModelSettings
-from segue.providers._cache import BreakpointPaths, comparison
+from segue.providers._cache import BreakpointPaths, check_path_context, comparison
 from segue.providers._common import Assembler, SdkDriver
 from segue.providers._keys import require_credentials
 from segue.providers._output import OutputPaths
@@ -86,6 +86,7 @@ class OpenAIResponsesProvider(SdkDriver):
 
     def check_settings(self, settings: ModelSettings) -> None:
         wire.check_settings(settings)
+        check_path_context(self.output.rows, self.model, settings, wire.WIRE)
 
     def _wire(self, request: ProviderRequest, *, stream: bool) -> WireRequest:
         model = self._model(request)

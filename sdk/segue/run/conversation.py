@@ -89,6 +89,8 @@ def add_usage(a: Usage, b: Usage) -> Usage:
         cache_write_tokens=opt(a.cache_write_tokens, b.cache_write_tokens),
         cache_write_tokens_by_ttl=per_ttl(a.cache_write_tokens_by_ttl, b.cache_write_tokens_by_ttl),
         reasoning_tokens=opt(a.reasoning_tokens, b.reasoning_tokens),
+        # each compaction stays its own entry: a run's usage lists every compaction its calls made
+        compaction_iterations=[*(a.compaction_iterations or ()), *(b.compaction_iterations or ())] or None,
     )
 
 

@@ -37,7 +37,15 @@ from segue.run.model_call import ModelCall
 from segue.run.output import check_call, check_text, failure, final_call, repair_message
 from segue.run.recorder import Recorder, RunEndNotStored, failed_interaction, interaction_of
 from segue.run.serving import observe
-from segue.run.state import RunState, cut_note, failed_tool_note, make_event, stop_reason_of, truncated_message
+from segue.run.state import (
+    COMPACTION_PAUSE,
+    RunState,
+    cut_note,
+    failed_tool_note,
+    make_event,
+    stop_reason_of,
+    truncated_message,
+)
 from segue.run.tool_calls import ToolRunner
 from segue.store.leases import LeaseLost
 
@@ -158,7 +166,10 @@ class Loop:
             async for event in self._truncated(state, response):
                 yield event
             return
-        async for event in self._next(state, assistant, answers=not ask_again):
+        # A vendor that paused after compacting (Anthropic's pause_after_compaction) gave no answer yet: the next
+        # request carries the compaction block back and the model answers from it.
+        compacting = response.stop_reason == COMPACTION_PAUSE and not calls
+        async for event in self._next(state, assistant, answers=not ask_again and not compacting):
             yield event
 
     async def _next(

@@ -14,10 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
+from cattrs.errors import BaseValidationError
+from cattrs.v import transform_error
 
 from segue._core.hashing import canonical_hash
 from segue.errors import InputError, WireError
-from segue.generated import ModelSettings
+from segue.generated import ContextEditing, ModelSettings, VendorCompaction, get_converter
 from segue.wire.settings import TOOL_CHOICE_MODES, given
 
 SettingsCheck = Callable[[ModelSettings], None]
@@ -50,7 +52,30 @@ def settings_of(value: Any, where: str) -> ModelSettings | None:
         problem = _problem(name, v)
         if problem is not None:
             raise InputError(f"{where}: {name} must be {problem}, got {v!r:.80}")
-    return ModelSettings(**fields)
+    return _settings(fields, where)
+
+
+#: The settings whose value is an object of its own (a dict of its fields, or the object).
+_OBJECTS: dict[str, type] = {"compaction": VendorCompaction, "context_editing": ContextEditing}
+
+
+def _settings(fields: Mapping[str, Any], where: str) -> ModelSettings:
+    """ModelSettings from checked fields, an object setting given as a dict structured into its type (InputError
+    naming the setting, the value and the converter's reason when it does not fit)."""
+    built = dict(fields)
+    for name, kind in _OBJECTS.items():
+        value = built.get(name)
+        if value is None or isinstance(value, kind):
+            continue
+        try:
+            built[name] = get_converter().structure(value, kind)
+        except Exception as e:  # cattrs' ClassValidationError, the validators' ValueError / TypeError
+            reasons = "; ".join(transform_error(e)) if isinstance(e, BaseValidationError) else str(e)
+            raise InputError(
+                f"{where}: {name} must be a segue.{kind.__name__} (or a dict of its fields: "
+                f"{', '.join(f.name for f in attrs.fields(kind))}), got {value!r:.120} ({reasons})"
+            ) from e
+    return ModelSettings(**built)
 
 
 def _problem(name: str, v: Any) -> str | None:
@@ -92,7 +117,7 @@ def merged(agent: ModelSettings | None, run: ModelSettings | None) -> ModelSetti
     fields = {**given(agent), **given(run)}
     if "stop" in fields:
         fields["stop"] = list(fields["stop"])
-    return ModelSettings(**fields) if fields else None
+    return _settings(fields, "model_settings") if fields else None
 
 
 def check_paths(settings: ModelSettings | None, checks: Sequence[SettingsCheck]) -> None:

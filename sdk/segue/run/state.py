@@ -186,6 +186,9 @@ def stored_result(run: RunDetail, error: str | None = None) -> RunResult:
     )
 
 
+#: The stop reason of a response that paused after the vendor compacted the conversation (Anthropic's
+#: pause_after_compaction): the run goes on with the next request.
+COMPACTION_PAUSE = "compaction"
 #: The vendors' stop reasons (in segue's wire vocabulary, Anthropic's words) as RunResult.stop_reason.
 _STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "end",
@@ -194,6 +197,8 @@ _STOP_REASONS: dict[str, StopReason] = {
     "max_tokens": "max_tokens",
     "model_context_window_exceeded": "max_tokens",
     "pause_turn": "pause",
+    # Anthropic's pause_after_compaction: the response holds the compaction block alone (BetaStopReason)
+    COMPACTION_PAUSE: "pause",
     "refusal": "refusal",
     "content_filter": "content_filter",
 }

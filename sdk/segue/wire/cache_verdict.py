@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from segue._support.readers import as_object
 from segue.errors import MalformedResponseError
 from segue.generated import CacheVerdict
 from segue.generated.wire import anthropic as a
@@ -33,9 +34,7 @@ __all__ = ["anthropic_verdict", "openai_verdict"]
 
 
 def _unknown(raw: Any, compared: str) -> CacheVerdict:
-    return CacheVerdict(
-        status="unknown", compared_with=compared, raw=dict(raw) if isinstance(raw, Mapping) else {"value": raw}
-    )
+    return CacheVerdict(status="unknown", compared_with=compared, raw=dict(as_object(raw)))
 
 
 def anthropic_verdict(raw: Any, comparison: Comparison | None) -> CacheVerdict | None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from segue._support.readers import Unknown, as_map
+from segue._support.readers import Unknown, as_map, as_object
 from segue.errors import MalformedResponseError
 from segue.generated import ContentBlock, ImageBlock, Message, Role, TextBlock, UrlImageSource
 
@@ -39,7 +39,7 @@ def of_message(m: Message) -> StoredMessage:
 
 def raw(item: Any) -> Mapping[str, Any]:
     """An item as the JSON object an `Unknown` holds."""
-    return item if isinstance(item, Mapping) else {"value": item}
+    return as_object(item)
 
 
 def image_of(url: str | None) -> Block:

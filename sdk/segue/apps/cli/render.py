@@ -79,7 +79,7 @@ def share(value: float | None) -> str:
 
 
 def _block_line(block: Any) -> str:
-    from segue.generated import ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
+    from segue.generated import CompactionBlock, ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 
     if isinstance(block, TextBlock):
         return clean(block.text, 160)
@@ -92,6 +92,8 @@ def _block_line(block: Any) -> str:
         return f"reasoning ({clean(block.vendor)} {clean(block.format)}, {len(block.text or '')} chars)"
     if isinstance(block, ImageBlock):
         return "[image]"
+    if isinstance(block, CompactionBlock):
+        return f"compaction ({clean(block.vendor)}): {clean(block.content or '(opaque)', 140)}"
     return clean(str(block), 120)
 
 

@@ -28,6 +28,7 @@ from segue.cache.explain import (
 from segue.cache.reasons import verdict_line
 from segue.catalog.costs import price_ref
 from segue.generated import (
+    CompactionBlock,
     ContentBlock,
     ImageBlock,
     LayoutMeta,
@@ -296,6 +297,8 @@ def _block(b: ContentBlock | Unknown) -> BlockView:
         return BlockView(kind=b.type, title=f"reasoning ({b.format})", body=text)
     if isinstance(b, ImageBlock):
         return BlockView(kind=b.type, title=b.type, body="(image not shown)")
+    if isinstance(b, CompactionBlock):
+        return BlockView(kind="other", title=f"compaction ({b.vendor})", body=b.content or "(opaque)")
     return BlockView(kind="other", title=str(b.tag or "block"), body=_pretty(b.raw))
 
 

@@ -2,7 +2,7 @@
 # Schema: schemas/wire/openrouter.json (sha256:1108fe97f6bc382ecce632e41ce05f33f11e022788bf07a2672391dc37151670)
 # Schema: schemas/wire/openai_chat.json (sha256:44f44b6d170e9e8522b98780a8e2265cd5e0d2c19cc926cf798dbfac390fd678)
 # Schema: schemas/explain.schema.json (sha256:000302839e53eba4c49b2272006382b350992cc432026f8e10d1dc3872f78f4f)
-# Schema: schemas/message.schema.json (sha256:4c80bd55466caf1b0f0107d23deef75d8f872382b5a29ebb7ce931d3aab303c2)
+# Schema: schemas/message.schema.json (sha256:eadfcecdd06164c4a3d10ad39b91a923d153074cbe4e1d727c763fe86992ff0e)
 """openrouter wire: serializers, parsers and vocabulary generated from schemas/wire/openrouter.json.
 
 OpenRouter: the Chat Completions shapes plus routing, plugins, block-level cache_control, and

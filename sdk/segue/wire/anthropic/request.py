@@ -30,11 +30,24 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+import attrs
+
 from segue._core.contracts import OutputFormat, ProviderNote, ProviderRequest, WirePrefix
 from segue._support.readers import Unknown, as_map, stop_reason
 from segue.errors import WireError
-from segue.generated import ContentBlock, Message, ModelSettings, ReasoningBlock, TextBlock, ToolResultBlock
+from segue.generated import (
+    CompactionBlock,
+    ContentBlock,
+    Message,
+    ModelSettings,
+    ReasoningBlock,
+    TextBlock,
+    ToolResultBlock,
+)
 from segue.generated.wire import anthropic as g
+from segue.wire.anthropic.context import check_context_settings, compaction_usage, context_management
+from segue.wire.anthropic.notes import applied_edit_notes, binding_notes
+from segue.wire.anthropic.prewarm import check_prewarmable
 from segue.wire.cache_verdict import anthropic_verdict
 from segue.wire.common import (
     ASSISTANT,
@@ -96,7 +109,7 @@ def build_request(
     if request.prewarm:
         if cache_ttl is None:
             raise WireError("prewarm needs cache breakpoints, but cache_ttl is None; configure cache_ttl='5m' or '1h'")
-        _check_prewarmable(thinking, output, request.settings)
+        check_prewarmable(thinking, thinking_on(thinking), output, request.settings)
         max_tokens = 0
     system = [g.text(TextBlock(text=text)) for text in (request.system, request.stable_head) if text]
     replays = thinking_on(thinking)
@@ -138,6 +151,9 @@ def build_request(
         headers[g.BETA_HEADER] = ",".join(betas)
     settings = request.settings
     check_settings(settings)
+    managed, betas = context_management(settings)
+    if betas:
+        headers[g.BETA_HEADER] = ",".join(b for b in (headers.get(g.BETA_HEADER), *betas) if b)
     output_config: Mapping[str, Any] = g.output_format(schema=output.schema) if output is not None else {}
     if settings.reasoning_effort is not None:
         output_config = g.output_effort(config=output_config, effort=settings.reasoning_effort)  # type: ignore[arg-type]  # checked
@@ -152,6 +168,7 @@ def build_request(
         output_config=cast("OutputConfigParam", output_config) if output_config else None,
         thinking=config,
         diagnostics=diagnostics,
+        context_management=managed,
         stream=stream,
     )
     if cache_ttl is not None:
@@ -173,6 +190,7 @@ def build_request(
         origins=_Origins(turns.sources) if binding else {},
         binding=binding,
         comparison=comparison,
+        extra_body=g.REQUEST_EXTRA,
     )
 
 
@@ -207,6 +225,7 @@ REFUSED_SETTINGS = refused(
 def check_settings(settings: ModelSettings) -> None:
     refuse(settings, WIRE, REFUSED_SETTINGS)
     refuse_values(WIRE, EFFORT_SETTING, settings.reasoning_effort, g.EFFORTS)
+    check_context_settings(settings)
 
 
 def tool_choice(settings: ModelSettings) -> ToolChoiceParam | None:
@@ -224,32 +243,6 @@ def tool_choice(settings: ModelSettings) -> ToolChoiceParam | None:
     if choice == required:
         return g.tool_choice_any(disable_parallel_tool_use=disable)
     return g.tool_choice_tool(name=choice, disable_parallel_tool_use=disable)
-
-
-def _check_prewarmable(
-    thinking: Mapping[str, Any] | None, output: OutputFormat | None, settings: ModelSettings
-) -> None:
-    """Refuse, before anything is sent, a prewarm the vendor refuses: `max_tokens: 0` with thinking on or with
-    structured outputs is a 400 (the prompt-caching page, "pre-warming the cache"). Sending the prefix without them
-    would warm nothing the next run reads: both are part of the prefix the run sends (thinking and effort invalidate
-    the message entries; the output format is in the request). A forced `tool_choice` is refused with it too; a
-    prewarm is never streamed, the fourth."""
-    refused = []
-    auto, _, none = TOOL_CHOICE_MODES
-    if settings.tool_choice not in (None, auto, none):
-        refused.append(
-            f"tool_choice {settings.tool_choice!r} (the vendor refuses a forced tool_choice with max_tokens: 0)"
-        )
-    if thinking_on(thinking):
-        refused.append(f"thinking {dict(thinking or {})!r} (the vendor refuses thinking with max_tokens: 0)")
-    if output is not None:
-        refused.append("an output_type (structured outputs, output_config.format, are refused with max_tokens: 0)")
-    if refused:
-        raise WireError(
-            f"Anthropic cannot prewarm this prefix: {'; '.join(refused)}, and the next run's prefix holds them. Send "
-            "the next run without a prewarm (its first request writes the cache), or prewarm an agent configured "
-            "without thinking, output_type and a forced tool_choice"
-        )
 
 
 class _Origins(Mapping[str, int]):
@@ -377,8 +370,12 @@ class _Turns:
             flags: list[bool] = []
             anchor = None
             for b in m.content:
-                if foreign_reasoning(b, self.reasoning_vendor) or (isinstance(b, TextBlock) and not b.text):
-                    continue  # other vendors' reasoning never goes on the wire; Anthropic rejects empty text blocks
+                if (
+                    foreign_reasoning(b, self.reasoning_vendor)
+                    or (isinstance(b, TextBlock) and not b.text)
+                    or (isinstance(b, CompactionBlock) and b.vendor != WIRE)
+                ):
+                    continue  # other vendors' reasoning and compactions never go on the wire; nor empty text
                 if m.role == SYSTEM and not isinstance(b, TextBlock):
                     raise WireError(
                         f"a system message may hold only text on the anthropic wire, got {type(b).__name__}"
@@ -442,7 +439,11 @@ def parse_response(
     content: list[ContentBlock] = []
     notes: list[ProviderNote] = []
     for raw in response.content:
-        block = g.parse_content_block(as_map(raw, f"{where} content block"), model)
+        raw_block = as_map(raw, f"{where} content block")
+        block = g.parse_content_block(raw_block, model)
+        if isinstance(block, CompactionBlock):
+            changes = g.parse_compaction_extra(raw_block).tool_changes
+            block = block if changes is None else attrs.evolve(block, tool_changes=list(changes))
         if isinstance(block, Unknown):
             notes.append(
                 ProviderNote(
@@ -455,42 +456,19 @@ def parse_response(
     reported = response.input_transformations
     transformations = [dict(as_map(t, where)) for t in reported or []]
     if binding:
-        notes.extend(_binding_notes(transformations, reported is not None, origins or {}))
+        notes.extend(binding_notes(transformations, reported is not None, origins or {}))
+    notes.extend(applied_edit_notes(response.applied_edits))
+    usage = response.usage
+    compacted = compaction_usage(response.iterations)
     return ParsedResponse(
         message=Message(role=ASSISTANT, content=content),
-        usage=response.usage,
+        usage=attrs.evolve(usage, compaction_iterations=compacted) if compacted else usage,
         stop_reason=stop_reason(response.stop_reason, {}),  # segue's vocabulary is Anthropic's
         notes=notes,
         input_transformations=transformations,
         served_model=response.model,
         cache_verdict=anthropic_verdict(response.diagnostics, comparison),
     )
-
-
-def _binding_notes(
-    transformations: list[dict[str, Any]], reported: bool, origins: Mapping[str, int]
-) -> list[ProviderNote]:
-    if not reported:
-        return [
-            ProviderNote(
-                kind="unconfirmed",
-                message="anthropic did not report input_transformations although thinking block binding was "
-                "requested; whether it dropped replayed thinking blocks is unknown",
-            )
-        ]
-    notes = []
-    for t in transformations:
-        dropped = g.parse_input_transformation(t)
-        if isinstance(dropped, g.ThinkingDropped):
-            notes.append(
-                ProviderNote(
-                    kind="vendor-dropped",
-                    message=f"anthropic dropped the thinking block at {dropped.path} ({dropped.reason}): the model "
-                    "did not see it",
-                    message_index=origins.get(str(dropped.path)),
-                )
-            )
-    return notes
 
 
 #: Usage as canonical Usage: the cached parts added back to input_tokens (schemas/wire/anthropic.json).

@@ -35,6 +35,8 @@ class _Block:
     partial_json: str | None = None  # a tool_use's arguments so far; None for other blocks and once finished
     input: dict[str, Any] | None = None
     citations: list[Any] | None = None
+    summary: str | None = None  # a compaction block's content so far
+    encrypted_content: str | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.start.tool_use:
@@ -62,6 +64,11 @@ class _Block:
             ]
         elif isinstance(delta, anthropic.CitationsDelta):
             self.citations = [*(self.citations or self.start.citations or []), delta.citation]
+        elif isinstance(delta, anthropic.CompactionDelta):
+            if delta.content is not None:
+                self.summary = (self.summary or "") + delta.content
+            if delta.encrypted_content is not None:
+                self.encrypted_content = delta.encrypted_content
         return []  # a delta type the API may add later
 
     def finish(self) -> None:
@@ -81,6 +88,8 @@ class _Block:
             signature=self.signature,
             input=self.input,
             citations=self.citations,
+            summary=self.summary,
+            encrypted_content=self.encrypted_content,
         )
 
 
@@ -93,6 +102,7 @@ class AnthropicStream:
         self.stop_reason: str | None = None
         self.stop_sequence: str | None = None
         self.transformations: list[Any] | None = None
+        self.context_management: Any = None  # the applied context edits, reported on message_delta
         self.blocks: dict[int, _Block] = {}
         self.done = False
 
@@ -115,6 +125,8 @@ class AnthropicStream:
             self.usage.update({k: v for k, v in (e.usage or {}).items() if v is not None})
             if e.input_transformations is not None:
                 self.transformations = e.input_transformations
+            if e.context_management is not None:
+                self.context_management = e.context_management
             return []
         if isinstance(e, anthropic.BlockStart):
             self.blocks[e.index] = _Block(start=e)
@@ -139,4 +151,5 @@ class AnthropicStream:
             stop_sequence=self.stop_sequence,
             usage=self.usage,
             input_transformations=self.transformations,
+            context_management=self.context_management,
         )

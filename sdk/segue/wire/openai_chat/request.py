@@ -28,6 +28,7 @@ from segue._core.contracts import OutputFormat, ProviderNote, ProviderRequest, W
 from segue._support.readers import Unknown, as_map, stop_reason
 from segue.errors import MalformedResponseError, WireError
 from segue.generated import (
+    CompactionBlock,
     ContentBlock,
     Message,
     ModelSettings,
@@ -41,7 +42,7 @@ from segue.generated.wire import openai_chat as g
 from segue.wire.breakpoints import BreakpointCache, mark
 from segue.wire.common import ASSISTANT, SYSTEM, ParsedResponse, WireRequest
 from segue.wire.openai_responses.request import cache_key
-from segue.wire.settings import EFFORT_SETTING, TOOL_CHOICE_MODES, refuse_values
+from segue.wire.settings import EFFORT_SETTING, TOOL_CHOICE_MODES, refuse, refuse_values, refused
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionToolChoiceOptionParam
@@ -151,9 +152,19 @@ def build_request(
     return WireRequest(body=out, output_limit=settings.max_tokens)
 
 
+#: The vendor-native context settings, which Chat Completions has no parameter for (the pinned openai SDK's
+#: CompletionCreateParams has no context_management; compaction is a Responses feature).
+REFUSED_SETTINGS = refused(
+    compaction="Chat Completions has no server-side compaction (CompletionCreateParams has no context_management; "
+    "OpenAI's is on the Responses API, Anthropic's on the Messages API)",
+    context_editing="context editing is Anthropic's (Messages API context_management); Chat Completions has none",
+)
+
+
 def check_settings(settings: ModelSettings) -> None:
-    """Chat Completions takes every ModelSettings field (reasoning_effort: the values of the pinned SDK's
-    ReasoningEffort)."""
+    """Chat Completions takes every ModelSettings field but the vendor-native context ones (reasoning_effort: the
+    values of the pinned SDK's ReasoningEffort)."""
+    refuse(settings, WIRE, REFUSED_SETTINGS)
     refuse_values(WIRE, EFFORT_SETTING, settings.reasoning_effort, g.REASONING_EFFORTS)
 
 
@@ -276,6 +287,8 @@ def _add(
                 entry = replay(b) if replay is not None and b.vendor == reasoning_vendor else None
                 if entry is not None:
                     details.append(entry)
+            elif isinstance(b, CompactionBlock):
+                continue  # only the vendor that made a compaction can read it; none speaks Chat Completions
             else:
                 first = first or b
                 content.append(g.content_part(b))

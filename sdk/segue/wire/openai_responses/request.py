@@ -24,7 +24,16 @@ import attrs
 from segue._core.contracts import OutputFormat, ProviderNote, ProviderRequest
 from segue._support.readers import Unknown, as_map
 from segue.errors import MalformedResponseError, WireError
-from segue.generated import Message, ModelSettings, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
+from segue.generated import (
+    CompactionBlock,
+    Message,
+    ModelSettings,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    VendorCompaction,
+)
 from segue.generated.wire import openai_responses as g
 from segue.wire.breakpoints import BreakpointCache, mark
 from segue.wire.cache_verdict import openai_verdict
@@ -111,6 +120,9 @@ def build_request(
         top_p=settings.top_p,
         tool_choice=_tool_choice(settings.tool_choice),
         parallel_tool_calls=settings.parallel_tool_calls if request.tools else None,
+        context_management=None
+        if settings.compaction is None
+        else [g.compaction_management(compact_threshold=settings.compaction.trigger_tokens)],
         stream=stream,
     )
     return WireRequest(
@@ -126,12 +138,25 @@ def build_request(
 REFUSED_SETTINGS = refused(
     stop="the Responses API has no stop sequences (ResponseCreateParams has no `stop`)",
     seed="the Responses API has no seed (ResponseCreateParams has no `seed`)",
+    context_editing="context editing is Anthropic's; the Responses API's context_management takes only compaction "
+    "(the pinned SDK's ContextManagement.type: \"Currently only 'compaction' is supported\")",
 )
 
 
 def check_settings(settings: ModelSettings) -> None:
     refuse(settings, WIRE, REFUSED_SETTINGS)
     refuse_values(WIRE, EFFORT_SETTING, settings.reasoning_effort, g.REASONING_EFFORTS)
+    compaction = settings.compaction
+    anthropic_only = attrs.fields(VendorCompaction)
+    for name in (anthropic_only.pause_after.name, anthropic_only.instructions.name):
+        value = getattr(compaction, name, None)
+        if value is not None:
+            # The pinned SDK's ContextManagement has `type` and `compact_threshold` only.
+            raise WireError(
+                f"model_settings.compaction.{name}={value!r} cannot be sent on the {WIRE} wire: OpenAI's "
+                "context_management compaction takes only a threshold (compaction.trigger_tokens); leave "
+                f"{name} unset, or serve the run from an Anthropic path"
+            )
 
 
 def _reasoning(reasoning: Mapping[str, Any] | None, effort: Any) -> dict[str, Any] | None:
@@ -235,6 +260,11 @@ def _items(
                 continue
             _flush(items, parts, role)
             items.append(g.reasoning_item(b))
+        elif isinstance(b, CompactionBlock):
+            if b.vendor != REASONING_VENDOR:
+                continue  # "Only the provider that produced a compaction item can read it"
+            _flush(items, parts, role)
+            items.append(g.compaction_item(b))
         elif m.role == ASSISTANT and isinstance(b, TextBlock):
             items.append(g.assistant_text(b))
         else:
