@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from segue.errors import WireError
 from segue.generated import ClearThinking, ClearToolUses, ModelSettings, Usage
 from segue.generated.wire import anthropic as g
-from segue.wire.common import WireError
 
 #: The betas the two features need (schemas/wire/anthropic.json constants, with their sources).
 EDITING_BETA = g.EDITING_BETA

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from segue._core.contracts import OutputFormat
+from segue.errors import WireError
 from segue.generated import ModelSettings
-from segue.wire.common import WireError
 from segue.wire.settings import TOOL_CHOICE_MODES
 
 
