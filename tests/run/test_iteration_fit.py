@@ -7,12 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from helpers import catalog_layer
-
 from segue import Agent, RunStore
 from segue._core.contracts import ProviderRequest
 from segue.generated import Message, TextBlock, ToolCallBlock, ToolResultBlock
 from segue.testing import ScriptedProvider
+from tests._support.helpers import catalog_layer
 
 #: 1,000 tokens in segue's approximation (segue._core.tokens), the one the plan and the twin count with.
 BIG = "fact " * 800

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from protocol_harness import stdio_server, write_config
 
 from segue.apps.protocol.config import ConfigError, load_config
 from segue.generated import get_converter
 from segue.generated.protocol import RunResponse
 from segue.store import RunStore
+from tests._support.protocol_harness import stdio_server, write_config
 
 
 def scripted(name: str, replies: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:

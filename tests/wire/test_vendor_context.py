@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 from anthropic.types.beta.message_create_params import MessageCreateParamsNonStreaming as BetaCreateParams
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
-from test_wire_support import Recorder, anthropic_client, assert_typed, json_response, openai_client
 
 from segue import (
     Agent,
@@ -39,6 +38,7 @@ from segue import (
 from segue.catalog import Catalog
 from segue.providers import AnthropicProvider, OpenAIChatProvider, OpenAIResponsesProvider, OpenRouterProvider
 from segue.wire.anthropic.request import parse_response
+from tests._support.vendor_http import Recorder, anthropic_client, assert_typed, json_response, openai_client
 
 
 def anthropic_message(*, content: Any = None, usage: Any = None, context_management: Any = None) -> Any:
