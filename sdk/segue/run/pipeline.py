@@ -45,6 +45,7 @@ from segue.run.recovery import recover
 from segue.run.request import RunRequest, validate, validate_prewarm
 from segue.run.resume import arguments_of, decisions_for, load_own_run, pending_calls, still_sent
 from segue.run.state import RunState, make_event
+from segue.run.steps import Steps
 from segue.run.tool_calls import ToolRunner
 from segue.store.leases import new_owner
 from segue.store.records import TERMINAL, IdempotencyKeyTaken, StoredRun
@@ -73,8 +74,11 @@ class Pipeline:
     def validate_prewarm(self, arguments: Mapping[str, Any]) -> RunRequest:
         return validate_prewarm(arguments, self.agent.rules, agent=self.agent.name)
 
-    async def run(self, request: RunRequest, *, streaming: bool) -> AsyncGenerator[RunEvent, None]:
-        """A new run for a validated request, as events."""
+    async def run(
+        self, request: RunRequest, *, streaming: bool, run_id: str | None = None, steps: Steps | None = None
+    ) -> AsyncGenerator[RunEvent, None]:
+        """A new run for a validated request, as events. `run_id`: the id it is to have (a ULID an engine chose for
+        it; default: a new one); `steps`: the engine that runs its steps (segue.run.steps)."""
         fingerprint = fingerprint_of(request, self.agent.config_hash)
         existing = await self.idempotency.lookup(request, fingerprint)
         if existing is not None:
@@ -82,7 +86,8 @@ class Pipeline:
             return
         trace = self.trace(request)
         try:
-            async with contextlib.aclosing(self._run(request, fingerprint, trace, streaming=streaming)) as events:
+            running = self._run(request, fingerprint, trace, streaming=streaming, run_id=run_id, steps=steps)
+            async with contextlib.aclosing(running) as events:
                 async for event in events:
                     yield event
         except BaseException as e:
@@ -90,11 +95,26 @@ class Pipeline:
             raise
 
     async def _run(
-        self, request: RunRequest, fingerprint: str, trace: RunTrace, *, streaming: bool
+        self,
+        request: RunRequest,
+        fingerprint: str,
+        trace: RunTrace,
+        *,
+        streaming: bool,
+        run_id: str | None,
+        steps: Steps | None,
     ) -> AsyncGenerator[RunEvent, None]:
         with attached(trace):  # a tool source's listing (an MCP tools/list) is part of the run
             plan = await self.planner.plan(request)
-        state = RunState(run_id=str(ULID()), request=request, plan=plan, own=[], replay=plan.summary, trace=trace)
+        state = RunState(
+            run_id=run_id or str(ULID()),
+            request=request,
+            plan=plan,
+            own=[],
+            replay=plan.summary,
+            trace=trace,
+            steps=steps,
+        )
         text = fold_dynamic(request.context, request.params.input)
         state.own.append(user_message(self.guard.protect(text, state.pii)))
         try:
@@ -271,10 +291,11 @@ class Pipeline:
         )
 
     async def recover(
-        self, run_id: Any, tenant_id: str, *, streaming: bool, deps: Any = None
+        self, run_id: Any, tenant_id: str, *, streaming: bool, deps: Any = None, steps: Steps | None = None
     ) -> AsyncIterator[RunEvent]:
-        """Continue a run whose lease lapsed, from its journal (segue.run.recovery)."""
-        async for event in recover(self, run_id, tenant_id, streaming=streaming, deps=deps):
+        """Continue a run whose lease lapsed (or, with `steps`, the run its engine continues), from its journal
+        (segue.run.recovery)."""
+        async for event in recover(self, run_id, tenant_id, streaming=streaming, deps=deps, steps=steps):
             yield event
 
     def trace(self, request: RunRequest) -> RunTrace:

@@ -33,6 +33,7 @@ from segue.generated import (
 from segue.run.conversation import ZERO_USAGE, tool_calls
 from segue.run.plan import RunPlan
 from segue.run.request import RunRequest
+from segue.run.steps import Steps
 from segue.telemetry import RunTrace
 
 
@@ -89,6 +90,8 @@ class RunState:
     fresh_retry: bool = False
     #: This process's lease token on the run (segue.store.leases): every write of the run names it.
     lease_owner: str | None = None
+    #: The engine that runs each step (segue.run.steps; the DBOS adapter): None, the loop runs them itself.
+    steps: Steps | None = None
 
     def stored_messages(self) -> list[Message]:
         """This run's messages as they are stored: with the fragments the layout keeps (appendOnly)."""

@@ -11,6 +11,7 @@ results in the same tool message (every vendor takes images there). Each call ha
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
 import attrs
@@ -18,6 +19,7 @@ import attrs
 from segue.generated import ImageBlock, Message, RunEvent, ToolCallBlock, ToolCallRecord, ToolResultBlock
 from segue.run.guard import Guard
 from segue.run.state import RunState, make_event
+from segue.run.steps import StepRef
 from segue.telemetry import attached
 from segue.tool_context import RunContext
 from segue.tools import Tool, ToolOutcome
@@ -107,6 +109,19 @@ class ToolRunner:
                 completed[call.id] = (outcome, _protected(outcome.result), stored)
 
         async def one(call: ToolCallBlock) -> tuple[ToolOutcome, ToolResultBlock, ToolCallRecord]:
+            if state.steps is None:
+                return await step(call)
+            # An engine runs the step (segue.run.steps); a step it finished already is in the journal (`finished`).
+            ref = StepRef(kind="tool_call", run_id=state.run_id, iteration=iteration, call_id=call.id)
+            await state.steps.tool_call(ref, functools.partial(step, call))
+            if call.id not in completed:
+                raise RuntimeError(
+                    f"run {state.run_id}: the engine's journal has tool call {call.id} of iteration {iteration} "
+                    "finished, but segue's store has no result for it: recover the run with the agent that ran it"
+                )
+            return completed[call.id]
+
+        async def step(call: ToolCallBlock) -> tuple[ToolOutcome, ToolResultBlock, ToolCallRecord]:
             if call.id in completed:
                 return completed[call.id]
             tool = tools.get(call.name)
