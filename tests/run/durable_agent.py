@@ -29,6 +29,7 @@ from segue_twin.server import TwinServer, serve
 LEASE_SECONDS = 0.5
 MODEL = "claude-sonnet-4-6"
 POINTS = ["model", "between", "tool", "tool_safe", "final"]
+METADATA = {"desk": "north"}
 
 
 class Settle:
@@ -100,7 +101,15 @@ def build(url: str, folder: Path, twin_url: str, point: str | None = None) -> Ag
 
     store = RunStore(url)
     provider = Killable(twin_url, die_on=2 if point == "model" else None)
-    agent = Agent(provider, "You settle orders.", [lookup, charge], store, lease_seconds=LEASE_SECONDS)
+    agent = Agent(
+        provider,
+        "You settle orders.",
+        [lookup, charge],
+        store,
+        lease_seconds=LEASE_SECONDS,
+        # The app's state on every request (its metadata): a recovered run's requests carry it as the first did.
+        trailing_state=lambda state: f"desk {state.app_state.get('desk')}, iteration {state.iteration}",
+    )
     recorder = agent._pipeline.recorder
     if point == "between":  # the second response is stored; its tool never starts
         record_response = recorder.record_response
@@ -148,7 +157,7 @@ def on_dbos(url: str, folder: Path, twin_url: str, point: str, dbos_url: str, sc
     DBOS.launch()  # a process that takes over recovers the pending workflow here
     try:
         if point != "recover":
-            asyncio.run(durable.run("settle order 7"))
+            asyncio.run(durable.run("settle order 7", metadata=METADATA))
             return
         (workflow,) = DBOS.list_workflows()
         DBOS.retrieve_workflow(workflow.workflow_id).get_result()
@@ -175,4 +184,4 @@ if __name__ == "__main__":
     if len(sys.argv) > 5:
         on_dbos(url, folder, twin_url, point, sys.argv[5], sys.argv[6])
     else:
-        asyncio.run(build(url, folder, twin_url, point).run("settle order 7"))
+        asyncio.run(build(url, folder, twin_url, point).run("settle order 7", metadata=METADATA))

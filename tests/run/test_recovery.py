@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from conftest import fresh_pg_store, pg_url
-from durable_agent import LEASE_SECONDS, POINTS, build, served, twin_server
+from durable_agent import LEASE_SECONDS, METADATA, POINTS, build, served, twin_server
 
 from segue import RunStore
 from segue.errors import RunStateError
@@ -60,7 +60,7 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("uninterrupted")
     with twin_server() as server:
         agent = build(f"sqlite:///{folder}/segue.db", folder, server.url)
-        result = asyncio.run(agent.run("settle order 7"))
+        result = asyncio.run(agent.run("settle order 7", metadata=METADATA))
         detail = agent.store.get_run(result.run_id)
         assert detail is not None and result.status == "success"
         return {"served": served(server), "tools": tools(folder), "result": result, "detail": detail}

@@ -81,9 +81,10 @@ async def recover(
             run_id=stored.run_id,
             reason="not_lapsed",
         )
-    request = pipeline.validate(arguments_of(stored), deps=deps)
     detail = await asyncio.to_thread(store.get_run, stored.run_id, tenant_id=tenant_id)
     assert detail is not None  # read above, and runs are never deleted
+    # The same run, so its metadata too: the trailing state's app_state on its next request is the first's.
+    request = pipeline.validate({**arguments_of(stored), "metadata": detail.metadata}, deps=deps)
     iteration = max((c.iteration for c in detail.llm_interactions), default=0)
     trace = pipeline.trace(request)
     try:
