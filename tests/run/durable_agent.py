@@ -82,7 +82,9 @@ class Killable(AnthropicProvider):
         return response
 
 
-def build(url: str, folder: Path, twin_url: str, point: str | None = None) -> Agent:
+def build(url: str, folder: Path, twin_url: str, point: str | None = None, *, approval: bool = False) -> Agent:
+    """The agent; `point`: where it dies; `approval`: charge requires approval (and dies as at point `tool`)."""
+
     @tool(retry_safe=True)
     def lookup(q: str) -> str:
         """Look an order up (read-only: safe to repeat)."""
@@ -91,20 +93,20 @@ def build(url: str, folder: Path, twin_url: str, point: str | None = None) -> Ag
             die()
         return f"{q}: shipped"
 
-    @tool
     def charge(cents: int) -> str:
         """Charge the customer (not safe to repeat)."""
         log(folder, "tools.jsonl", {"tool": "charge", "cents": cents})
-        if point == "tool":
+        if point in ("tool", "approval"):
             die()
         return f"charged {cents}"
 
+    charging = tool(requires_approval=approval or point == "approval")(charge)
     store = RunStore(url)
     provider = Killable(twin_url, die_on=2 if point == "model" else None)
     agent = Agent(
         provider,
         "You settle orders.",
-        [lookup, charge],
+        [lookup, charging],
         store,
         lease_seconds=LEASE_SECONDS,
         # The app's state on every request (its metadata): a recovered run's requests carry it as the first did.
@@ -183,5 +185,9 @@ if __name__ == "__main__":
     url, folder, twin_url, point = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4]
     if len(sys.argv) > 5:
         on_dbos(url, folder, twin_url, point, sys.argv[5], sys.argv[6])
+    elif point == "approval":  # paused for the charge, resumed with it approved, killed during it
+        agent = build(url, folder, twin_url, point)
+        paused = asyncio.run(agent.run("settle order 7", metadata=METADATA))
+        asyncio.run(agent.resume(paused.run_id, approved=True))
     else:
         asyncio.run(build(url, folder, twin_url, point).run("settle order 7", metadata=METADATA))

@@ -157,6 +157,32 @@ async def test_a_killed_run_continues_where_it_died(
     agent.store.close()
 
 
+async def test_an_approved_call_in_flight_is_asked_again_not_called_interrupted(
+    tmp_path: Path, twin: TwinServer
+) -> None:
+    """A charge that requires approval was approved and running when its process was SIGKILLed: recovery pauses
+    the run for approval again (its effect is unknown, and approving is the user's call), rather than telling the
+    model it was interrupted; resumed, it runs (as approved again) and the run ends as the uninterrupted one."""
+    url = store_url("sqlite", tmp_path)
+    kill_at("approval", url, tmp_path, twin.url)
+    assert tools(tmp_path) == ["lookup", "charge"]
+    agent = build(url, tmp_path, twin.url, approval=True)
+    (run_id,) = [r.run_id for r in agent.store.list_runs(status="running")]
+    paused = await agent.recover(run_id)
+    assert paused.status == "waiting_approval", paused
+    (pending,) = paused.pending_approvals or []
+    assert pending.name == "charge"
+    assert len(served(twin)) == 2 and tools(tmp_path) == ["lookup", "charge"], "nothing sent or run again"
+    detail = agent.store.get_run(run_id)
+    assert detail is not None and not any(c.is_error for c in detail.tool_calls)
+
+    done = await agent.resume(run_id, approved=True)
+    assert done.status == "success" and done.answer == "done: order 7: shipped | charged 500"
+    assert tools(tmp_path) == ["lookup", "charge", "charge"], "approved twice, run twice"
+    assert len(served(twin)) == 3
+    agent.store.close()
+
+
 def dbos_database(kind: str, tmp_path: Path) -> tuple[str, str]:
     """DBOS's system database: a SQLite file, or a schema of its own in the test PostgreSQL database."""
     if kind == "sqlite":

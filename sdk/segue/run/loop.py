@@ -40,7 +40,7 @@ from segue.run.recorder import Recorder, RunEndNotStored, failed_interaction, in
 from segue.run.serving import observe
 from segue.run.state import RunState, cut_note, failed_tool_note, make_event, stop_reason_of, truncated_message
 from segue.run.steps import StepRef
-from segue.run.tool_calls import ToolRunner
+from segue.run.tool_calls import ToolRunner, interrupted_text
 from segue.store.leases import LeaseLost
 
 
@@ -232,6 +232,10 @@ class Loop:
             async for event in self._pause(state, calls):
                 yield event
             return
+        if any(c.id in interrupted and self.tools.needs_approval(state, c) for c in calls):
+            async for event in self._ask_again(state, calls, finished or {}, interrupted):
+                yield event
+            return
         if not calls:
             if answers:
                 answer = self.guard.restore(answer_text(assistant), state.pii)
@@ -340,6 +344,33 @@ class Loop:
             ),
             meta={"pending": pending.calls},
         )
+
+    async def _ask_again(
+        self,
+        state: RunState,
+        calls: list[ToolCallBlock],
+        finished: Mapping[str, ToolCallRecord],
+        interrupted: Collection[str],
+    ) -> AsyncIterator[RunEvent]:
+        """A recovered round in which an approved call was in flight: its effect is unknown, so the run pauses for
+        approval again rather than telling the model it was interrupted. The round's other interrupted calls get
+        that result now (they never run twice); the calls without a result wait, and resuming runs them beside the
+        journal's results (segue.run.pipeline)."""
+        for call in calls:
+            if call.id in interrupted and not self.tools.needs_approval(state, call):
+                record = ToolCallRecord(
+                    call_id=call.id,
+                    iteration=state.iteration,
+                    name=call.name,
+                    arguments=call.arguments,
+                    result=interrupted_text(call),
+                    is_error=True,
+                    duration_ms=0.0,
+                )
+                await self.recorder.record_tool(state, record, None)
+                finished = {**finished, call.id: record}
+        async for event in self._pause(state, [c for c in calls if c.id not in finished]):
+            yield event
 
     async def _truncated(self, state: RunState, response: ProviderResponse) -> AsyncIterator[RunEvent]:
         """A tool call cut at the output limit when it cannot be asked again (no limit was sent: the server's own

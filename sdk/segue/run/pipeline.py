@@ -29,7 +29,7 @@ from ulid import ULID
 
 from segue.cache.notes import RunNotes
 from segue.errors import InputError, RunStateError
-from segue.generated import RunEvent, get_converter
+from segue.generated import RunEvent, ToolCallRecord, get_converter
 from segue.providers.base import serving_path
 from segue.run import unfinished
 from segue.run.config import AgentConfig
@@ -213,10 +213,17 @@ class Pipeline:
         tool_results: Mapping[str, str] | None,
         streaming: bool,
     ) -> AsyncGenerator[RunEvent, None]:
-        """A claimed run: the calls it waited on, then the loop."""
-        calls = [c for c in tool_calls(state.own[-1]) if c.id in waiting]
+        """A claimed run: the calls it waited on, then the loop. A round a recovery paused again (an approved call
+        was in flight: segue.run.loop) has results in the journal already: they are read back, not run."""
+        finished: dict[str, ToolCallRecord] = {}
+        asked = tool_calls(state.own[-1])
+        if waiting and len(waiting) < len(asked):  # a normal pause waits on every call of the response
+            detail = await asyncio.to_thread(self.store().get_run, state.run_id, tenant_id=state.request.tenant_id)
+            journal = detail.tool_calls if detail is not None else []
+            finished = {c.call_id: c for c in journal if c.iteration == state.iteration and c.result is not None}
+        calls = [c for c in asked if c.id in waiting or c.id in finished]
         if calls:
-            async for event in self.loop.tool_round(state, calls, decisions, tool_results, {}):
+            async for event in self.loop.tool_round(state, calls, decisions, tool_results, finished):
                 yield event
         async for event in self.loop.run(state, streaming=streaming, resumed=True):
             yield event

@@ -149,11 +149,7 @@ class ToolRunner:
             if supplied is not None and call.id in supplied:
                 return _given(call, supplied[call.id], is_error=False)
             if call.id in interrupted:
-                text = (
-                    f"the call to {call.name} was interrupted (the process running it stopped) and was not repeated, "
-                    "because the tool is not marked retry_safe; its effect is unknown: check before calling it again"
-                )
-                return _given(call, text, is_error=True)
+                return _given(call, interrupted_text(call), is_error=True)
             if tool is None:
                 known = ", ".join(sorted(tools)) or "none"
                 return _given(call, f"unknown tool {call.name!r}; the tools available are: {known}", is_error=True)
@@ -173,6 +169,14 @@ class ToolRunner:
         rounds = await asyncio.gather(*(one(c) for c in calls))
         events = [make_event("TOOL_RESULT", state.run_id, iteration, tool_result=r) for _, r, _ in rounds]
         return ToolRound(message=tool_message(rounds), records=[d for _, _, d in rounds], events=events)
+
+
+def interrupted_text(call: ToolCallBlock) -> str:
+    """The result the model gets for a call that was in flight when the run's process died, not run again."""
+    return (
+        f"the call to {call.name} was interrupted (the process running it stopped) and was not repeated, "
+        "because the tool is not marked retry_safe; its effect is unknown: check before calling it again"
+    )
 
 
 def tool_message(finished: Sequence[tuple[ToolOutcome, ToolResultBlock, ToolCallRecord]]) -> Message:
