@@ -98,6 +98,7 @@ class DBOSAgent:
         self.store: RunStore = store
         self.name = name or agent.name
         self.deps = deps
+        self._started: set[str] = set()  # the runs started here, whose result `result` takes from this process
         self._results: dict[str, RunResult] = {}
 
         async def workflow(run_id: str, tenant_id: str, arguments: dict[str, Any]) -> dict[str, str]:
@@ -111,7 +112,7 @@ class DBOSAgent:
         run_id = await self.start(user_input, **params)
         handle: Any = await DBOS.retrieve_workflow_async(run_id)
         await handle.get_result()
-        return await self.result(run_id)
+        return await self.result(run_id, tenant_id=params.get("tenant_id", DEFAULT_TENANT))
 
     async def start(self, user_input: str, **params: Any) -> str:
         """Start the run as a DBOS workflow and return its id (the run's and the workflow's) without waiting; its
@@ -125,6 +126,7 @@ class DBOSAgent:
         await self.agent._validate(arguments, self.deps)  # bad input: nothing written, no workflow
         run_id = str(ULID())
         tenant_id = str(arguments["tenant_id"])
+        self._started.add(run_id)
         with SetWorkflowID(run_id):
             await DBOS.start_workflow_async(self.workflow, run_id, tenant_id, arguments)
         return run_id
@@ -134,6 +136,7 @@ class DBOSAgent:
         store."""
         found = self._results.pop(run_id, None)
         if found is not None:
+            self._started.discard(run_id)
             return found
         detail = await asyncio.to_thread(self.store.get_run, run_id, tenant_id=tenant_id)
         if detail is None:
@@ -155,7 +158,8 @@ class DBOSAgent:
         else:
             return {"run_id": run_id, "status": held.status}
         result = await _last_result(events)
-        self._results[result.run_id] = result
+        if run_id in self._started:  # (a run DBOS recovered here is read from the store when asked for)
+            self._results[run_id] = result
         return {"run_id": result.run_id, "status": result.status}
 
 
