@@ -152,3 +152,22 @@ async def test_a_recover_cancelled_while_its_claim_is_written_ends_the_run_cance
     assert run is not None and run.status == "cancelled"
     assert len(served(twin)) == sent, "nothing was sent after the claim"
     agent.store.close()
+
+
+async def test_an_engine_leaves_a_run_recovered_outside_it(tmp_path: Path, twin: TwinServer) -> None:
+    """An engine's recovery (segue.durable.dbos: DBOS decides when, without waiting for the lease) takes over only
+    its own dead execution's lease: a run held by a process that is not the engine's (one that recovered it with
+    Agent.recover once its lease lapsed, or ran it without the engine) is left to that process, nothing written."""
+    from segue.durable.dbos import DBOSSteps
+
+    url = store_url("sqlite", tmp_path)
+    kill_at("between", url, tmp_path, twin.url)
+    agent = build(url, tmp_path, twin.url)
+    (run_id,) = [r.run_id for r in agent.store.list_runs(status="running")]
+    before = agent.store.counts()
+    with pytest.raises(RunStateError, match=rf"run {run_id} is held by a process that recovered it outside dbos"):
+        async for _ in agent._pipeline.recover(run_id, "default", streaming=False, steps=DBOSSteps()):
+            pass
+    assert agent.store.counts() == before and len(served(twin)) == 2
+    assert (await agent.recover(run_id)).status == "success"  # still the lapsed run it was
+    agent.store.close()

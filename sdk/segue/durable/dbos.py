@@ -44,6 +44,8 @@ TOOL_STEP = "segue.tool_call"
 class DBOSSteps:
     """Runs a run's steps as DBOS steps (segue.run.steps.Steps), inside the run's workflow."""
 
+    engine = "dbos"
+
     async def model_call(self, ref: StepRef, step: Callable[[], Awaitable[T]]) -> T:
         return await _step(MODEL_STEP, ref, step)
 

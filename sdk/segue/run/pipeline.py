@@ -232,7 +232,7 @@ class Pipeline:
         """Take the run for this process (`claim`: the store's claim of a paused or a lapsed run) under a new lease
         holder; claimed, it is this process's open run. The worker thread claims whatever the caller does, so a
         caller cancelled meanwhile still learns the outcome and ends a run it claimed `cancelled`."""
-        state.lease_owner = new_owner()
+        state.lease_owner = new_owner(state.steps.engine if state.steps is not None else None)
         lease = self.agent.lease_seconds
         taken = asyncio.ensure_future(
             asyncio.to_thread(claim, run_id, tenant_id, lease_seconds=lease, owner=state.lease_owner)

@@ -74,6 +74,15 @@ async def recover(
             run_id=stored.run_id,
             reason="not_lapsed",
         )
+    if steps is not None and not (held.owner or "").startswith(f"{steps.engine}:"):
+        # Taken over by a recovery outside the engine (Agent.recover, `segue serve` at start) once its lease
+        # lapsed: that process may be running it now, so the engine leaves it.
+        raise RunStateError(
+            f"run {stored.run_id} is held by a process that recovered it outside {steps.engine}, not by a "
+            f"{steps.engine} execution: it is left to that process",
+            run_id=stored.run_id,
+            reason="already_recovered",
+        )
     if not held.lapsed and steps is None:
         raise RunStateError(
             f"run {stored.run_id} still holds its lease: the process running it may be alive. Recover it once the "
@@ -98,6 +107,7 @@ async def recover(
             state.last_request = ((last.vendor, model), last.provider_request)
         state.resumed_at = 0  # not a paused run: a failing call ends it as usual
         claim = store.leases.claim_lapsed if steps is None else partial(store.leases.take_over, previous=held.owner)
+        state.steps = steps  # (its engine names the new lease)
         claimed = await pipeline.claim(state, claim, stored.run_id, tenant_id)
         if not claimed:
             raise RunStateError(
@@ -106,7 +116,6 @@ async def recover(
                 reason="already_recovered",
             )
         if steps is not None:
-            state.steps = steps
             await steps.journaled(journaled_steps(state, detail))
         meta = {"recovered": True, "model": state.plan.path.model, "vendor": state.plan.path.vendor}
         first = make_event("RUN_STARTED", state.run_id, state.iteration, meta=meta)

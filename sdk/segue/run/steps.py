@@ -40,6 +40,9 @@ class StepRef:
 class Steps(Protocol):
     """An engine that runs a run's steps (segue.durable.dbos.DBOSSteps)."""
 
+    #: The engine's name: the lease tokens of the runs it runs start with it (segue.store.leases.new_owner).
+    engine: str
+
     async def model_call(self, ref: StepRef, step: Callable[[], Awaitable[T]]) -> T:
         """Run the model step `step` (its call and the record of its response) as one step of the engine."""
         ...

@@ -25,9 +25,18 @@ from segue.store.models import Bound
 from segue.store.records import utc_now
 
 
-def new_owner() -> str:
-    """A lease holder's token: unique per claim (a run's creation, resume or recovery)."""
-    return secrets.token_hex(16)
+#: The width of agent_runs.lease_owner.
+OWNER_CHARS = 32
+
+
+def new_owner(engine: str | None = None) -> str:
+    """A lease holder's token: unique per claim (a run's creation, resume or recovery). `engine`: the durable
+    execution engine that runs the run's steps (segue.run.steps), named first (`dbos:...`), so its recovery can
+    tell its own dead holder from a process that recovered the run without it."""
+    token = secrets.token_hex(16)
+    # agent_runs.lease_owner holds 32 characters: an engine's name takes the place of some of the token's (the
+    # rest, 26 hex digits for "dbos", keep tokens unique).
+    return f"{engine}:{token}"[:OWNER_CHARS] if engine else token
 
 
 def db_now(db: pw.Database) -> pw.SQL:
