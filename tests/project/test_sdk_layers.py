@@ -79,6 +79,8 @@ TIERS: list[tuple[str, list[str]]] = [
     ),
     ("run pipeline", ["segue.run", "segue.run.*"]),
     ("agent", ["segue.agent"]),
+    # Durable execution engines on top of the agent (segue[dbos]); nothing of the runtime imports them.
+    ("engines", ["segue.durable", "segue.durable.*"]),
     # Beside the runtime rather than on it: the twin imports only TWIN_MAY_IMPORT, and nothing below the public
     # faces imports it (test_the_runtime_imports_nothing_of_the_twin); the apps and the demo use it.
     ("the twin (beside the runtime)", ["segue_twin", "segue_twin.*"]),

@@ -1,8 +1,11 @@
-"""The agent of the kill-and-recover tests (tests/run/test_recovery.py), run to its end or SIGKILLed at a chosen
-point in a child process (`python durable_agent.py URL LOG_DIR POINT`), and recovered by the test's process.
+"""The agent of the kill-and-recover tests (tests/run/test_recovery.py, test_recovery_dbos.py), run to its end or
+SIGKILLed at a chosen point in a child process, and recovered by another process.
 
-Every request the provider serves is appended to LOG_DIR/served.jsonl (its exact body) once the answer exists, and
-every tool invocation to LOG_DIR/tools.jsonl as it starts: the counts the tests check survive the kill.
+`python durable_agent.py URL LOG_DIR TWIN_URL POINT [DBOS_URL DBOS_SCHEMA]`: the agent talks to segue's twin over
+loopback HTTP (the twin runs in the test's process, so what it served survives the kill: its `exchanges`), and
+every tool invocation is appended to LOG_DIR/tools.jsonl as it starts (the tool's own invocation log). With
+DBOS_URL the run is a DBOS workflow (segue.durable.dbos); POINT `recover` then launches DBOS in a new process,
+which recovers the pending workflow, and prints the run's result and DBOS's steps as JSON.
 """
 
 from __future__ import annotations
@@ -15,12 +18,40 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anthropic
+
 from segue import Agent, RunStore, tool
 from segue._core.contracts import ProviderRequest, ProviderResponse
-from segue.generated import Message, TextBlock, ToolCallBlock, ToolResultBlock
-from segue.testing import ScriptedProvider
+from segue.providers.anthropic import AnthropicProvider
+from segue_twin import TWIN_API_KEY, AssistantTurn, ConversationView, PlannedCall, Twin
+from segue_twin.server import TwinServer, serve
 
 LEASE_SECONDS = 0.5
+MODEL = "claude-sonnet-4-6"
+POINTS = ["model", "between", "tool", "tool_safe", "final"]
+METADATA = {"desk": "north"}
+
+
+class Settle:
+    """The twin's model: lookup first, then charge, then the answer quoting every tool result it saw."""
+
+    def respond(self, view: ConversationView) -> AssistantTurn:
+        results = view.tool_results()
+        if not results:
+            return AssistantTurn(tool_calls=(PlannedCall(name="lookup", arguments={"q": "order 7"}),))
+        if len(results) == 1:
+            return AssistantTurn(tool_calls=(PlannedCall(name="charge", arguments={"cents": 500}),))
+        return AssistantTurn(text="done: " + " | ".join(r.content for r in results))
+
+
+def twin_server() -> TwinServer:
+    """A fresh twin (its ids start again at 1) serving on loopback."""
+    return serve(twin=Twin(policy=Settle()))
+
+
+def served(server: TwinServer) -> list[Any]:
+    """The request bodies the twin answered, in order."""
+    return [e.request for e in server.twin.exchanges if e.status == 200]
 
 
 def die() -> None:
@@ -34,35 +65,26 @@ def log(folder: Path, name: str, entry: Any) -> None:
         os.fsync(f.fileno())
 
 
-def reply(request: ProviderRequest) -> Message:
-    """lookup first, then charge, then the answer quoting every tool result the model saw."""
-    results = [b for m in request.messages for b in m.content if isinstance(b, ToolResultBlock)]
-    if not results:
-        return Message(role="assistant", content=[ToolCallBlock(id="c1", name="lookup", arguments={"q": "order 7"})])
-    if len(results) == 1:
-        return Message(role="assistant", content=[ToolCallBlock(id="c2", name="charge", arguments={"cents": 500})])
-    return Message(role="assistant", content=[TextBlock(text="done: " + " | ".join(r.content for r in results))])
+class Killable(AnthropicProvider):
+    """The Anthropic driver on the twin; killed on call `die_on` once the twin answered it (its answer is lost)."""
 
-
-class Logged(ScriptedProvider):
-    """Answers by `reply`, logs each served request; `die_on` (a call number) is killed mid-call."""
-
-    def __init__(self, folder: Path, die_on: int | None = None) -> None:
-        super().__init__(replies=[reply] * 10, vendor="anthropic", model="claude-sonnet-4-6")
-        self.folder = folder
+    def __init__(self, twin_url: str, die_on: int | None = None) -> None:
+        client = anthropic.AsyncAnthropic(base_url=twin_url, api_key=TWIN_API_KEY, max_retries=0)
+        super().__init__(MODEL, client=client)
         self.die_on = die_on
         self.calls = 0
 
     async def complete(self, request: ProviderRequest) -> ProviderResponse:
         self.calls += 1
-        if self.calls == self.die_on:
-            die()  # the request was sent, its answer never came
         response = await super().complete(request)
-        log(self.folder, "served.jsonl", response.request_body)
+        if self.calls == self.die_on:
+            die()  # the request was served; its answer never reached the journal
         return response
 
 
-def build(url: str, folder: Path, point: str | None = None) -> Agent:
+def build(url: str, folder: Path, twin_url: str, point: str | None = None, *, approval: bool = False) -> Agent:
+    """The agent; `point`: where it dies; `approval`: charge requires approval (and dies as at point `tool`)."""
+
     @tool(retry_safe=True)
     def lookup(q: str) -> str:
         """Look an order up (read-only: safe to repeat)."""
@@ -71,17 +93,25 @@ def build(url: str, folder: Path, point: str | None = None) -> Agent:
             die()
         return f"{q}: shipped"
 
-    @tool
     def charge(cents: int) -> str:
         """Charge the customer (not safe to repeat)."""
         log(folder, "tools.jsonl", {"tool": "charge", "cents": cents})
-        if point == "tool":
+        if point in ("tool", "approval"):
             die()
         return f"charged {cents}"
 
-    provider = Logged(folder, die_on=2 if point == "model" else None)
+    charging = tool(requires_approval=approval or point == "approval")(charge)
     store = RunStore(url)
-    agent = Agent(provider, "You settle orders.", [lookup, charge], store, lease_seconds=LEASE_SECONDS)
+    provider = Killable(twin_url, die_on=2 if point == "model" else None)
+    agent = Agent(
+        provider,
+        "You settle orders.",
+        [lookup, charging],
+        store,
+        lease_seconds=LEASE_SECONDS,
+        # The app's state on every request (its metadata): a recovered run's requests carry it as the first did.
+        trailing_state=lambda state: f"desk {state.app_state.get('desk')}, iteration {state.iteration}",
+    )
     recorder = agent._pipeline.recorder
     if point == "between":  # the second response is stored; its tool never starts
         record_response = recorder.record_response
@@ -112,6 +142,52 @@ def _count(folder: Path, name: str) -> int:
     return sum(json.loads(line)["tool"] == name for line in path.read_text().splitlines())
 
 
+def dbos_config(dbos_url: str, schema: str) -> Any:
+    config: dict[str, Any] = {"name": "segue-durable-test", "system_database_url": dbos_url}
+    if dbos_url.startswith("postgresql"):
+        config["dbos_system_schema"] = schema
+    return config
+
+
+def on_dbos(url: str, folder: Path, twin_url: str, point: str, dbos_url: str, schema: str) -> None:
+    from dbos import DBOS
+
+    from segue.durable.dbos import DBOSAgent
+
+    DBOS(config=dbos_config(dbos_url, schema))
+    durable = DBOSAgent(build(url, folder, twin_url, None if point == "recover" else point))
+    DBOS.launch()  # a process that takes over recovers the pending workflow here
+    try:
+        if point != "recover":
+            asyncio.run(durable.run("settle order 7", metadata=METADATA))
+            return
+        (workflow,) = DBOS.list_workflows()
+        DBOS.retrieve_workflow(workflow.workflow_id).get_result()
+        result = asyncio.run(durable.result(workflow.workflow_id))
+        steps = [s["function_name"] for s in DBOS.list_workflow_steps(workflow.workflow_id)]
+        status = DBOS.get_workflow_status(workflow.workflow_id)
+        print(
+            json.dumps(
+                {
+                    "run_id": result.run_id,
+                    "status": result.status,
+                    "answer": result.answer,
+                    "steps": steps,
+                    "workflow": status.status if status else None,
+                }
+            )
+        )
+    finally:
+        DBOS.destroy()
+
+
 if __name__ == "__main__":
-    url, folder, point = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
-    asyncio.run(build(url, folder, point).run("settle order 7"))
+    url, folder, twin_url, point = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4]
+    if len(sys.argv) > 5:
+        on_dbos(url, folder, twin_url, point, sys.argv[5], sys.argv[6])
+    elif point == "approval":  # paused for the charge, resumed with it approved, killed during it
+        agent = build(url, folder, twin_url, point)
+        paused = asyncio.run(agent.run("settle order 7", metadata=METADATA))
+        asyncio.run(agent.resume(paused.run_id, approved=True))
+    else:
+        asyncio.run(build(url, folder, twin_url, point).run("settle order 7", metadata=METADATA))

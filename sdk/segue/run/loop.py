@@ -11,6 +11,7 @@ Every step yields RunEvents.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncIterator, Collection, Mapping
 from typing import Any
@@ -46,8 +47,20 @@ from segue.run.state import (
     stop_reason_of,
     truncated_message,
 )
-from segue.run.tool_calls import ToolRunner
+from segue.run.steps import StepRef
+from segue.run.tool_calls import ToolRunner, interrupted_text
 from segue.store.leases import LeaseLost
+
+
+@attrs.frozen(kw_only=True)
+class Answered:
+    """A model step's recorded response: its events, the response (priced), the assistant message, and whether the
+    call is asked again (a call cut at the output limit)."""
+
+    events: list[RunEvent]
+    response: ProviderResponse
+    assistant: Message
+    ask_again: bool
 
 
 class Loop:
@@ -69,15 +82,27 @@ class Loop:
                 iteration = state.iteration
                 started = time.perf_counter()
                 response: ProviderResponse | None = None
+                answered: Answered | None = None
                 request: ProviderRequest | None = None
                 try:
                     # Fitted to the context window first: a request that cannot fit ends the run unsent.
                     request = self.model.request(state)
-                    async for event in self.model.call(state, request, streaming=streaming):
-                        if isinstance(event, RunEvent):
+                    if state.steps is None:
+                        async for event in self.model.call(state, request, streaming=streaming):
+                            if isinstance(event, RunEvent):
+                                yield event
+                            else:
+                                response = event
+                    else:  # an engine runs the step: the call and the record of its response, as one
+                        ref = StepRef(kind="model_call", run_id=state.run_id, iteration=iteration)
+                        events, outcome = await state.steps.model_call(
+                            ref, functools.partial(self._model_step, state, request, started, streaming=streaming)
+                        )
+                        for event in events:
                             yield event
-                        else:
-                            response = event
+                        if isinstance(outcome, Exception):
+                            raise outcome
+                        answered = outcome
                 except ProviderError as e:
                     message = f"{e.kind} error from {e.vendor}: {e}"
                     if e.kind == "model_output" and e.request_body is not None:
@@ -96,8 +121,13 @@ class Loop:
                     async for event in self.fail(state, message, type(e).__name__):
                         yield event
                     return
-                assert response is not None and request is not None
-                async for event in self._after(state, request, response, started):
+                assert request is not None
+                if answered is None:
+                    assert response is not None
+                    answered = await self._answered(state, request, response, started)
+                    for event in answered.events:
+                        yield event
+                async for event in self._then(state, answered):
                     yield event
                 if state.ended:
                     return
@@ -128,11 +158,30 @@ class Loop:
             )
             raise
 
-    async def _after(
+    async def _model_step(
+        self, state: RunState, request: ProviderRequest, started: float, *, streaming: bool
+    ) -> tuple[list[RunEvent], Answered | Exception]:
+        """A model step run by an engine (segue.run.steps): the call and the record of its response, its events
+        gathered. A failed call is returned, not raised, so the engine keeps the step and the loop ends the run."""
+        events: list[RunEvent] = []
+        response: ProviderResponse | None = None
+        try:
+            async for event in self.model.call(state, request, streaming=streaming):
+                if isinstance(event, RunEvent):
+                    events.append(event)
+                else:
+                    response = event
+        except Exception as e:
+            return events, e
+        assert response is not None
+        answered = await self._answered(state, request, response, started)
+        return [*events, *answered.events], answered
+
+    async def _answered(
         self, state: RunState, request: ProviderRequest, response: ProviderResponse, started: float
-    ) -> AsyncIterator[RunEvent]:
-        """The model step's end: its response recorded (before any of its tools runs), then the run's end, a pause
-        for approval, or its tool steps."""
+    ) -> Answered:
+        """The model step's end: its response priced and recorded, in one transaction, before any of its tools
+        runs."""
         iteration = state.iteration
         latency = (time.perf_counter() - started) * 1000
         assistant = Message(role="assistant", content=list(response.message.content))
@@ -148,8 +197,6 @@ class Loop:
         if failed is not None:
             response = attrs.evolve(response, notes=[*response.notes, failed])
         served, watched = watch(state, response, observe(state, request, response, iteration))
-        for event in watched:
-            yield event
         state.own.append(assistant)
         # A call cut at the output limit is asked again once with twice the limit the request sent; a turn with
         # nothing complete in it is not sent back.
@@ -162,14 +209,18 @@ class Loop:
             if not calls:
                 state.own.pop()
         await self.recorder.record_response(state, interaction_of(response, iteration, latency), served)
-        if response.truncated_calls and not ask_again:
-            async for event in self._truncated(state, response):
+        return Answered(events=list(watched), response=response, assistant=assistant, ask_again=ask_again)
+
+    async def _then(self, state: RunState, answered: Answered) -> AsyncIterator[RunEvent]:
+        """What a recorded response leads to: a cut call's end, else the run's end, a pause or its tool steps."""
+        if answered.response.truncated_calls and not answered.ask_again:
+            async for event in self._truncated(state, answered.response):
                 yield event
             return
         # A vendor that paused after compacting (Anthropic's pause_after_compaction) gave no answer yet: the next
         # request carries the compaction block back and the model answers from it.
-        compacting = response.stop_reason == COMPACTION_PAUSE and not calls
-        async for event in self._next(state, assistant, answers=not ask_again and not compacting):
+        compacting = answered.response.stop_reason == COMPACTION_PAUSE and not tool_calls(answered.assistant)
+        async for event in self._next(state, answered.assistant, answers=not answered.ask_again and not compacting):
             yield event
 
     async def _next(
@@ -193,6 +244,10 @@ class Loop:
             return
         if finished is None and calls and any(self.tools.needs_approval(state, c) for c in calls):
             async for event in self._pause(state, calls):
+                yield event
+            return
+        if any(c.id in interrupted and self.tools.needs_approval(state, c) for c in calls):
+            async for event in self._ask_again(state, calls, finished or {}, interrupted):
                 yield event
             return
         if not calls:
@@ -309,6 +364,33 @@ class Loop:
             ),
             meta={"pending": pending.calls},
         )
+
+    async def _ask_again(
+        self,
+        state: RunState,
+        calls: list[ToolCallBlock],
+        finished: Mapping[str, ToolCallRecord],
+        interrupted: Collection[str],
+    ) -> AsyncIterator[RunEvent]:
+        """A recovered round in which an approved call was in flight: its effect is unknown, so the run pauses for
+        approval again rather than telling the model it was interrupted. The round's other interrupted calls get
+        that result now (they never run twice); the calls without a result wait, and resuming runs them beside the
+        journal's results (segue.run.pipeline)."""
+        for call in calls:
+            if call.id in interrupted and not self.tools.needs_approval(state, call):
+                record = ToolCallRecord(
+                    call_id=call.id,
+                    iteration=state.iteration,
+                    name=call.name,
+                    arguments=call.arguments,
+                    result=interrupted_text(call),
+                    is_error=True,
+                    duration_ms=0.0,
+                )
+                await self.recorder.record_tool(state, record, None)
+                finished = {**finished, call.id: record}
+        async for event in self._pause(state, [c for c in calls if c.id not in finished]):
+            yield event
 
     async def _truncated(self, state: RunState, response: ProviderResponse) -> AsyncIterator[RunEvent]:
         """A tool call cut at the output limit when it cannot be asked again (no limit was sent: the server's own

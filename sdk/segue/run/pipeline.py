@@ -47,6 +47,7 @@ from segue.run.recovery import recover
 from segue.run.request import RunRequest, validate, validate_prewarm
 from segue.run.resume import arguments_of, decisions_for, load_own_run, pending_calls, still_sent
 from segue.run.state import RunState, make_event
+from segue.run.steps import Steps
 from segue.run.tool_calls import ToolRunner
 from segue.store.leases import new_owner
 from segue.store.records import TERMINAL, IdempotencyKeyTaken, StoredRun
@@ -75,8 +76,11 @@ class Pipeline:
     def validate_prewarm(self, arguments: Mapping[str, Any]) -> RunRequest:
         return validate_prewarm(arguments, self.agent.rules, agent=self.agent.name)
 
-    async def run(self, request: RunRequest, *, streaming: bool) -> AsyncGenerator[RunEvent, None]:
-        """A new run for a validated request, as events."""
+    async def run(
+        self, request: RunRequest, *, streaming: bool, run_id: str | None = None, steps: Steps | None = None
+    ) -> AsyncGenerator[RunEvent, None]:
+        """A new run for a validated request, as events. `run_id`: the id it is to have (a ULID an engine chose for
+        it; default: a new one); `steps`: the engine that runs its steps (segue.run.steps)."""
         fingerprint = fingerprint_of(request, self.agent.config_hash)
         existing = await self.idempotency.lookup(request, fingerprint)
         if existing is not None:
@@ -84,7 +88,8 @@ class Pipeline:
             return
         trace = self.trace(request)
         try:
-            async with contextlib.aclosing(self._run(request, fingerprint, trace, streaming=streaming)) as events:
+            running = self._run(request, fingerprint, trace, streaming=streaming, run_id=run_id, steps=steps)
+            async with contextlib.aclosing(running) as events:
                 async for event in events:
                     yield event
         except BaseException as e:
@@ -92,13 +97,28 @@ class Pipeline:
             raise
 
     async def _run(
-        self, request: RunRequest, fingerprint: str, trace: RunTrace, *, streaming: bool
+        self,
+        request: RunRequest,
+        fingerprint: str,
+        trace: RunTrace,
+        *,
+        streaming: bool,
+        run_id: str | None,
+        steps: Steps | None,
     ) -> AsyncGenerator[RunEvent, None]:
         with attached(trace):  # a tool source's listing (an MCP tools/list) is part of the run
             plan = await self.planner.plan(request)
         if plan.compaction_due:  # a run of its own, recorded before this one (segue.run.compaction)
             plan = await Compactor(self).before(request, plan)
-        state = RunState(run_id=str(ULID()), request=request, plan=plan, own=[], replay=plan.summary, trace=trace)
+        state = RunState(
+            run_id=run_id or str(ULID()),
+            request=request,
+            plan=plan,
+            own=[],
+            replay=plan.summary,
+            trace=trace,
+            steps=steps,
+        )
         text = fold_dynamic(request.context, request.params.input)
         state.own.append(user_message(self.guard.protect(text, state.pii)))
         try:
@@ -197,12 +217,16 @@ class Pipeline:
         tool_results: Mapping[str, str] | None,
         streaming: bool,
     ) -> AsyncGenerator[RunEvent, None]:
-        """A claimed run: the calls it waited on (with the results its round journaled already: the calls that ran
-        beside a sub-run that paused for approval), then the loop."""
-        calls = tool_calls(state.own[-1])
-        if any(c.id in waiting for c in calls):
+        """A claimed run: the calls it waited on, then the loop. A round that paused with some of its calls done has
+        their results in the journal: the calls that ran beside a sub-run that paused for approval, or those a
+        recovery found finished when it paused an approved call that was in flight (segue.run.loop). They are read
+        back, not run again."""
+        finished: dict[str, ToolCallRecord] = {}
+        asked = tool_calls(state.own[-1])
+        if waiting and len(waiting) < len(asked):  # a normal pause waits on every call of the response
             finished = await self._journaled(state, waiting)
-            calls = [c for c in calls if c.id in waiting or c.id in finished]
+        calls = [c for c in asked if c.id in waiting or c.id in finished]
+        if calls:
             async for event in self.loop.tool_round(state, calls, decisions, tool_results, finished):
                 yield event
         if not state.ended:
@@ -223,7 +247,7 @@ class Pipeline:
         """Take the run for this process (`claim`: the store's claim of a paused or a lapsed run) under a new lease
         holder; claimed, it is this process's open run. The worker thread claims whatever the caller does, so a
         caller cancelled meanwhile still learns the outcome and ends a run it claimed `cancelled`."""
-        state.lease_owner = new_owner()
+        state.lease_owner = new_owner(state.steps.engine if state.steps is not None else None)
         lease = self.agent.lease_seconds
         taken = asyncio.ensure_future(
             asyncio.to_thread(claim, run_id, tenant_id, lease_seconds=lease, owner=state.lease_owner)
@@ -289,10 +313,11 @@ class Pipeline:
         )
 
     async def recover(
-        self, run_id: Any, tenant_id: str, *, streaming: bool, deps: Any = None
+        self, run_id: Any, tenant_id: str, *, streaming: bool, deps: Any = None, steps: Steps | None = None
     ) -> AsyncIterator[RunEvent]:
-        """Continue a run whose lease lapsed, from its journal (segue.run.recovery)."""
-        async for event in recover(self, run_id, tenant_id, streaming=streaming, deps=deps):
+        """Continue a run whose lease lapsed (or, with `steps`, the run its engine continues), from its journal
+        (segue.run.recovery)."""
+        async for event in recover(self, run_id, tenant_id, streaming=streaming, deps=deps, steps=steps):
             yield event
 
     def trace(self, request: RunRequest) -> RunTrace:

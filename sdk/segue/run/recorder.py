@@ -113,7 +113,7 @@ class Recorder:
         state.persisted = state.stored_messages()
         if self.store is None:
             return
-        state.lease_owner = new_owner()
+        state.lease_owner = new_owner(state.steps.engine if state.steps is not None else None)
         new_run = NewRun(
             run_id=state.run_id,
             tenant_id=request.tenant_id,

@@ -18,16 +18,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from functools import partial
 from typing import Any, Protocol
 
 from segue.errors import RunStateError
 from segue.generated import RunDetail, RunEvent, ToolCallRecord
 from segue.run.config import AgentConfig
+from segue.run.conversation import tool_calls
 from segue.run.idempotency import fingerprint_of
 from segue.run.loop import Loop
 from segue.run.request import RunRequest
 from segue.run.resume import arguments_of, load_own_run
 from segue.run.state import RunState, make_event
+from segue.run.steps import StepRef, Steps
 from segue.store.records import StoredRun
 from segue.store.run_store import RunStore
 from segue.telemetry import RunTrace, attached
@@ -52,9 +55,13 @@ class Pipeline(Protocol):
 
 
 async def recover(
-    pipeline: Pipeline, run_id: Any, tenant_id: str, *, streaming: bool, deps: Any = None
+    pipeline: Pipeline, run_id: Any, tenant_id: str, *, streaming: bool, deps: Any = None, steps: Steps | None = None
 ) -> AsyncIterator[RunEvent]:
-    """Continue the run `run_id` whose lease lapsed; RunStateError (nothing written) when it cannot be."""
+    """Continue the run `run_id` whose lease lapsed; RunStateError (nothing written) when it cannot be.
+
+    `steps`: the engine that runs the run's steps (segue.durable.dbos) and decides when a run is continued: its
+    lease is taken over from the holder the engine knows is gone, lapsed or not, and the engine is told the steps
+    the journal holds before the run continues."""
     agent = pipeline.agent
     store = pipeline.store()
     stored = await load_own_run(store, run_id, tenant_id, agent.name, "recover")
@@ -67,16 +74,26 @@ async def recover(
             run_id=stored.run_id,
             reason="not_lapsed",
         )
-    if not held.lapsed:
+    if steps is not None and not (held.owner or "").startswith(f"{steps.engine}:"):
+        # Taken over by a recovery outside the engine (Agent.recover, `segue serve` at start) once its lease
+        # lapsed: that process may be running it now, so the engine leaves it.
+        raise RunStateError(
+            f"run {stored.run_id} is held by a process that recovered it outside {steps.engine}, not by a "
+            f"{steps.engine} execution: it is left to that process",
+            run_id=stored.run_id,
+            reason="already_recovered",
+        )
+    if not held.lapsed and steps is None:
         raise RunStateError(
             f"run {stored.run_id} still holds its lease: the process running it may be alive. Recover it once the "
             f"lease lapses (at most Agent(lease_seconds={agent.lease_seconds:g}) after its last write)",
             run_id=stored.run_id,
             reason="not_lapsed",
         )
-    request = pipeline.validate(arguments_of(stored), deps=deps)
     detail = await asyncio.to_thread(store.get_run, stored.run_id, tenant_id=tenant_id)
     assert detail is not None  # read above, and runs are never deleted
+    # The same run, so its metadata too: the trailing state's app_state on its next request is the first's.
+    request = pipeline.validate({**arguments_of(stored), "metadata": detail.metadata}, deps=deps)
     iteration = max((c.iteration for c in detail.llm_interactions), default=0)
     trace = pipeline.trace(request)
     try:
@@ -89,13 +106,17 @@ async def recover(
             model = last.model
             state.last_request = ((last.vendor, model), last.provider_request)
         state.resumed_at = 0  # not a paused run: a failing call ends it as usual
-        claimed = await pipeline.claim(state, store.leases.claim_lapsed, stored.run_id, tenant_id)
+        claim = store.leases.claim_lapsed if steps is None else partial(store.leases.take_over, previous=held.owner)
+        state.steps = steps  # (its engine names the new lease)
+        claimed = await pipeline.claim(state, claim, stored.run_id, tenant_id)
         if not claimed:
             raise RunStateError(
                 f"run {stored.run_id} was recovered by another process already (or its holder renewed its lease)",
                 run_id=stored.run_id,
                 reason="already_recovered",
             )
+        if steps is not None:
+            await steps.journaled(journaled_steps(state, detail))
         meta = {"recovered": True, "model": state.plan.path.model, "vendor": state.plan.path.vendor}
         first = make_event("RUN_STARTED", state.run_id, state.iteration, meta=meta)
         # A recovered run's reader may stop too: it ends `cancelled`, as a new run's would (segue.run.pipeline).
@@ -149,3 +170,22 @@ def _tool_steps(state: RunState, detail: RunDetail) -> tuple[Mapping[str, ToolCa
     # never finished was in flight. A call with no row had not started, and runs now.
     interrupted = {c.call_id for c in mine if c.result is None}
     return finished, interrupted
+
+
+def journaled_steps(state: RunState, detail: RunDetail) -> list[StepRef]:
+    """The steps a recovered run's journal holds, in the order they ran: each model step, then the tool steps of
+    its round in the order of the response's calls, for every round that completed. The round in flight is left
+    to the recovered run, which takes each of its calls (finished or not) as a step in that order."""
+    position = {c.id: i for i, c in enumerate(c for m in state.own if m.role == "assistant" for c in tool_calls(m))}
+    in_flight = state.iteration if state.own and state.own[-1].role == "assistant" else None
+    rounds: dict[int, list[ToolCallRecord]] = {}
+    for record in detail.tool_calls:
+        if record.iteration != in_flight and record.result is not None:
+            rounds.setdefault(record.iteration, []).append(record)
+    refs: list[StepRef] = []
+    for interaction in sorted(detail.llm_interactions, key=lambda c: c.iteration):
+        iteration = interaction.iteration
+        refs.append(StepRef(kind="model_call", run_id=state.run_id, iteration=iteration))
+        for record in sorted(rounds.get(iteration, []), key=lambda r: position.get(r.call_id, len(position))):
+            refs.append(StepRef(kind="tool_call", run_id=state.run_id, iteration=iteration, call_id=record.call_id))
+    return refs

@@ -38,6 +38,7 @@ from segue.run.conversation import ZERO_USAGE, tool_calls
 from segue.run.lineage import total_cost
 from segue.run.plan import RunPlan
 from segue.run.request import RunRequest
+from segue.run.steps import Steps
 from segue.telemetry import RunTrace
 
 
@@ -94,6 +95,8 @@ class RunState:
     fresh_retry: bool = False
     #: This process's lease token on the run (segue.store.leases): every write of the run names it.
     lease_owner: str | None = None
+    #: The engine that runs each step (segue.run.steps; the DBOS adapter): None, the loop runs them itself.
+    steps: Steps | None = None
     #: The sub-runs the run's tool calls made, as they ended (segue.run.subrun): RunResult.children, total_cost.
     children: list[ChildRun] = attrs.Factory(list)
     #: Calls of the current tool round whose sub-run paused for approval (call id -> sub-run id): the run pauses too.

@@ -11,6 +11,7 @@ results in the same tool message (every vendor takes images there). Each call ha
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ from segue.generated import ImageBlock, Message, RunEvent, ToolCallBlock, ToolCa
 from segue.run.guard import Guard
 from segue.run.lineage import CALLER, Caller
 from segue.run.state import RunState, make_event
+from segue.run.steps import StepRef
 from segue.telemetry import attached
 from segue.tool_context import RunContext
 from segue.tools import Tool, ToolOutcome
@@ -114,6 +116,21 @@ class ToolRunner:
                 completed[call.id] = (outcome, _protected(outcome.result), stored)
 
         async def one(call: ToolCallBlock) -> tuple[ToolOutcome, ToolResultBlock, ToolCallRecord] | None:
+            if state.steps is None:
+                return await step(call)
+            # An engine runs the step (segue.run.steps); a step it finished already is in the journal (`finished`).
+            ref = StepRef(kind="tool_call", run_id=state.run_id, iteration=iteration, call_id=call.id)
+            await state.steps.tool_call(ref, functools.partial(step, call))
+            if call.id in state.paused_children:  # its sub-run waits for approval: no result yet
+                return None
+            if call.id not in completed:
+                raise RuntimeError(
+                    f"run {state.run_id}: the engine's journal has tool call {call.id} of iteration {iteration} "
+                    "finished, but segue's store has no result for it: recover the run with the agent that ran it"
+                )
+            return completed[call.id]
+
+        async def step(call: ToolCallBlock) -> tuple[ToolOutcome, ToolResultBlock, ToolCallRecord] | None:
             if call.id in completed:
                 return completed[call.id]
             tool = tools.get(call.name)
@@ -143,11 +160,7 @@ class ToolRunner:
             if supplied is not None and call.id in supplied:
                 return _given(call, supplied[call.id], is_error=False)
             if call.id in interrupted:
-                text = (
-                    f"the call to {call.name} was interrupted (the process running it stopped) and was not repeated, "
-                    "because the tool is not marked retry_safe; its effect is unknown: check before calling it again"
-                )
-                return _given(call, text, is_error=True)
+                return _given(call, interrupted_text(call), is_error=True)
             if tool is None:
                 known = ", ".join(sorted(tools)) or "none"
                 return _given(call, f"unknown tool {call.name!r}; the tools available are: {known}", is_error=True)
@@ -175,6 +188,14 @@ class ToolRunner:
         events = [make_event("TOOL_RESULT", state.run_id, iteration, tool_result=r) for _, r, _ in rounds]
         message = tool_message(rounds) if not paused else None
         return ToolRound(message=message, records=[d for _, _, d in rounds], events=events, paused=paused)
+
+
+def interrupted_text(call: ToolCallBlock) -> str:
+    """The result the model gets for a call that was in flight when the run's process died, not run again."""
+    return (
+        f"the call to {call.name} was interrupted (the process running it stopped) and was not repeated, "
+        "because the tool is not marked retry_safe; its effect is unknown: check before calling it again"
+    )
 
 
 def tool_message(finished: Sequence[tuple[ToolOutcome, ToolResultBlock, ToolCallRecord]]) -> Message:

@@ -61,6 +61,14 @@ class _WritableSqlite(pw.SqliteDatabase):
                 time.sleep(0.01)
 
 
+class _Psycopg2Postgresql(pw.PostgresqlDatabase):
+    """PostgreSQL through psycopg2 always, the driver `segue[postgres]` installs and the store is built on (a dead
+    connection is told by psycopg2's `closed`, below). Peewee would take psycopg 3 when psycopg2 is missing and
+    psycopg 3 is there (DBOS brings it: `segue[dbos]`): the store then says psycopg2 is missing instead."""
+
+    psycopg3_adapter = pw.PostgresqlDatabase.psycopg2_adapter
+
+
 SCHEMA_TABLE = "segue_schema_version"  # models.SchemaVersion's table: a database that has it is a store
 
 
@@ -133,7 +141,7 @@ def open_database(url: str, *, read_only: bool, create: bool = True) -> pw.Datab
             check_same_thread=False,
         )
     if parsed.scheme in ("postgresql", "postgres"):
-        return pw.PostgresqlDatabase(**postgresql_parameters(url, read_only=read_only))
+        return _Psycopg2Postgresql(**postgresql_parameters(url, read_only=read_only))
     raise StoreError(f"unsupported store URL {redact(url)!r}: use sqlite:///path.db or postgresql://user@host/db")
 
 

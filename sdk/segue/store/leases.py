@@ -24,10 +24,18 @@ from segue.store.connection import Units
 from segue.store.models import Bound
 from segue.store.records import utc_now
 
+#: The width of agent_runs.lease_owner.
+OWNER_CHARS = 32
 
-def new_owner() -> str:
-    """A lease holder's token: unique per claim (a run's creation, resume or recovery)."""
-    return secrets.token_hex(16)
+
+def new_owner(engine: str | None = None) -> str:
+    """A lease holder's token: unique per claim (a run's creation, resume or recovery). `engine`: the durable
+    execution engine that runs the run's steps (segue.run.steps), named first (`dbos:...`), so its recovery can
+    tell its own dead holder from a process that recovered the run without it."""
+    token = secrets.token_hex(16)
+    # agent_runs.lease_owner holds 32 characters: an engine's name takes the place of some of the token's (the
+    # rest, 26 hex digits for "dbos", keep tokens unique).
+    return f"{engine}:{token}"[:OWNER_CHARS] if engine else token
 
 
 def db_now(db: pw.Database) -> pw.SQL:
@@ -65,6 +73,7 @@ class Held:
     tenant_id: str
     fingerprint: str | None
     lapsed: bool
+    owner: str | None = None  # the holder's token
 
 
 class Leases:
@@ -83,13 +92,17 @@ class Leases:
         """The run's status, tenant, fingerprint and whether its lease lapsed (on the database's clock)."""
         runs = self._runs
         lapsed = runs.lease_expires_at.is_null(False) & (runs.lease_expires_at < db_now(self.db))
-        query = runs.select(runs.status, runs.tenant_id, runs.fingerprint, pw.Case(None, [(lapsed, 1)], 0))
+        query = runs.select(
+            runs.status, runs.tenant_id, runs.fingerprint, pw.Case(None, [(lapsed, 1)], 0), runs.lease_owner
+        )
 
         def work() -> Any:
             return query.where(runs.id == run_id).tuples().first()
 
         row = self._units.read(work)
-        return Held(status=row[0], tenant_id=row[1], fingerprint=row[2], lapsed=bool(row[3])) if row else None
+        if row is None:
+            return None
+        return Held(status=row[0], tenant_id=row[1], fingerprint=row[2], lapsed=bool(row[3]), owner=row[4])
 
     def claim_lapsed(self, run_id: str, tenant_id: str, *, owner: str, lease_seconds: float | None) -> bool:
         """Take over a running run whose lease lapsed, as `owner` (recovery): one claimer wins; False for the
@@ -106,6 +119,24 @@ class Leases:
                     & runs.lease_expires_at.is_null(False)
                     & (runs.lease_expires_at < db_now(self.db))
                 )
+                .execute()
+            )
+
+        return bool(self._units.write(work, idempotent=False))
+
+    def take_over(
+        self, run_id: str, tenant_id: str, *, previous: str | None, owner: str, lease_seconds: float | None
+    ) -> bool:
+        """Take over a running run from its holder `previous` whether or not its lease lapsed, as `owner`: for an
+        engine that knows the holder is gone (segue.durable.dbos: DBOS recovers a workflow once its executor is).
+        One claimer wins (the holder changes with the claim); the old holder's writes fail with LeaseLost."""
+        runs = self._runs
+        held = runs.lease_owner.is_null() if previous is None else (runs.lease_owner == previous)
+
+        def work() -> int:
+            return int(
+                runs.update(lease_owner=owner, lease_expires_at=self.deadline(lease_seconds or 300.0))
+                .where((runs.id == run_id) & (runs.tenant_id == tenant_id) & (runs.status == "running") & held)
                 .execute()
             )
 
