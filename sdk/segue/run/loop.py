@@ -117,6 +117,8 @@ class Loop:
                         yield event
                     return
                 except Exception as e:  # a driver bug or an unparseable answer: the run must not stay "running"
+                    if request is None:  # app code laying out the request (trailing_state) failed: it surfaces
+                        raise
                     message = f"the provider call failed with {type(e).__name__}: {e}"
                     async for event in self.fail(state, message, type(e).__name__):
                         yield event

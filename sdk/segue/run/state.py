@@ -7,9 +7,7 @@ from typing import Any
 import attrs
 
 from segue._core.contracts import ProviderNote, ProviderResponse, ServingPath, WirePrefix
-from segue._core.hashing import message_json
 from segue._core.run_text import replay_text
-from segue._core.tokens import count_tokens
 from segue._core.usage import cache_parts
 from segue.cache.notes import RunNotes
 from segue.errors import ReplayRunError, RunStateError, ToolSourceError
@@ -39,6 +37,7 @@ from segue.run.lineage import total_cost
 from segue.run.plan import RunPlan
 from segue.run.request import RunRequest
 from segue.run.steps import Steps
+from segue.run.window import message_tokens
 from segue.telemetry import RunTrace
 
 
@@ -115,9 +114,12 @@ class RunState:
     token_counts: dict[int, tuple[Message, int]] = attrs.Factory(dict)
 
     def tokens_of(self, message: Message) -> int:
+        """A message's tokens as the context-window fit counts them (an image by the tightest path's formula:
+        segue.run.window), each message counted once per run."""
         found = self.token_counts.get(id(message))
         if found is None or found[0] is not message:
-            found = self.token_counts[id(message)] = (message, count_tokens(message_json(message)))
+            images = self.plan.room.images if self.plan.room is not None else None
+            found = self.token_counts[id(message)] = (message, message_tokens(message, images))
         return found[1]
 
     def stored_messages(self) -> list[Message]:

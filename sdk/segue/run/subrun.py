@@ -29,10 +29,11 @@ from segue._core.hashing import compact_json
 from segue._core.json_types import json_schema_for
 from segue._core.usage import cache_parts
 from segue.errors import SegueError
-from segue.generated import ChildRun, Message, RunResult
+from segue.generated import ChildRun, Message, RunParams, RunResult
 from segue.providers.base import serving_path
 from segue.run.lineage import CALLER, DEFAULT_MAX_DEPTH, Caller, Parent
 from segue.run.pipeline import Pipeline, last_result
+from segue.run.request import TRANSPORT_FIELDS
 from segue.run.state import stored_result
 from segue.tool_context import RunContext
 from segue.tools import Tool, ToolOutput
@@ -45,23 +46,11 @@ TASK_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 #: The run() arguments a sub-run does not set: Agent.run's defaults.
+# Agent.run's defaults for every RunParams field a sub-run does not set (a field added to RunParams is None here
+# too, so validate's exact-arguments check never refuses a sub-run for it).
 _DEFAULTS: dict[str, Any] = {
-    "history": None,
-    "context": None,
-    "runs": None,
-    "replay_last": None,
-    "replay_reasoning": True,
-    "replay_budget_tokens": None,
-    "replay_step": None,
-    "replay_keep": None,
-    "metadata": None,
-    "idempotency_key": None,
-    "model": None,
-    "vendor": None,
-    "output_type": None,
-    "output_repairs": None,
-    "model_settings": None,
-}
+    f.name: None for f in attrs.fields(RunParams) if f.name not in {*TRANSPORT_FIELDS, "input", "tenant_id"}
+} | {"replay_reasoning": True}
 
 
 class SubRunRefused(SegueError):

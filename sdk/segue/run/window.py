@@ -36,6 +36,8 @@ class Room:
     #: What a request's messages may take on this path: the window less the output budget, the system prompt,
     #: stable head and tools (every iteration's request is fitted to it: segue.run.fit_iterations).
     messages: int = 0
+    #: How this path counts an image (catalog `llm.image_tokens`; None: as its JSON).
+    images: ImageFormula | None = None
 
     def why(self) -> str:
         return f"{self.path}'s context window ({self.window:,} tokens, less {self.output:,} for output)"
@@ -72,6 +74,7 @@ def replay_room(agent: AgentConfig, request: RunRequest, config: RunConfig) -> R
             window=window,
             output=output,
             messages=window - output - fixed,
+            images=formula,
         )
         if room.tokens < 0:
             raise InputError(_no_room(room, own, request.settings.max_tokens))
@@ -118,10 +121,10 @@ def _fixed_tokens(config: RunConfig) -> int:
 
 def _own_tokens(request: RunRequest, config: RunConfig, images: ImageFormula | None) -> int:
     messages: list[Message] = [*request.history, user_message(fold_dynamic(request.context, request.params.input))]
-    return _fixed_tokens(config) + sum(_message_tokens(m, images) for m in messages)
+    return _fixed_tokens(config) + sum(message_tokens(m, images) for m in messages)
 
 
-def _message_tokens(message: Message, images: ImageFormula | None) -> int:
+def message_tokens(message: Message, images: ImageFormula | None) -> int:
     """A message's tokens: its JSON, each image whose cost the formula gives counted by it instead (a base64
     image's JSON is its bytes as text, far from what it costs)."""
     known = {
