@@ -4,6 +4,7 @@ Tests never touch the network."""
 from __future__ import annotations
 
 import shutil
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,13 @@ from typing import Any
 import pytest
 
 from tests._support.environment import REPO, fresh_pg_store
+
+# A shell that starts pytest in the background without job control (`pytest &` in a script) ignores SIGINT, and
+# every child inherits that: a Python child then never turns Ctrl-C into KeyboardInterrupt, and the tests that press
+# Ctrl-C on a child (test_interrupt, the MCP and serve shutdowns) would wait for nothing. Python's own handler here
+# gives each child the default again (an ignored signal stays ignored across exec; a handled one does not).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
