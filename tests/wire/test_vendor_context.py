@@ -38,6 +38,7 @@ from segue import (
 from segue.catalog import Catalog
 from segue.providers import AnthropicProvider, OpenAIChatProvider, OpenAIResponsesProvider, OpenRouterProvider
 from segue.wire.anthropic.request import parse_response
+from tests._support.responses_bodies import response, text_output
 from tests._support.vendor_http import Recorder, anthropic_client, assert_typed, json_response, openai_client
 
 
@@ -55,26 +56,6 @@ def anthropic_message(*, content: Any = None, usage: Any = None, context_managem
     if context_management is not None:
         body["context_management"] = context_management
     return body
-
-
-def responses_body() -> Any:
-    return {
-        "id": "resp_1",
-        "object": "response",
-        "created_at": 1767225600,
-        "model": "gpt-5.4",
-        "status": "completed",
-        "output": [
-            {
-                "type": "message",
-                "id": "msg_1",
-                "role": "assistant",
-                "status": "completed",
-                "content": [{"type": "output_text", "text": "ok", "annotations": []}],
-            }
-        ],
-        "usage": {"input_tokens": 20, "output_tokens": 5, "total_tokens": 25},
-    }
 
 
 EDITING = ContextEditing(
@@ -137,7 +118,7 @@ async def test_anthropic_compaction_with_the_vendors_defaults_is_the_bare_edit()
 
 
 async def test_openai_responses_sends_compaction_with_its_threshold() -> None:
-    rec = Recorder(json_response(responses_body()))
+    rec = Recorder(json_response(response([text_output("ok")], model="gpt-5.4")))
     driver = OpenAIResponsesProvider("gpt-5.4", client=openai_client(rec))
     await Agent(driver).run("hi", model_settings=ModelSettings(compaction=VendorCompaction(trigger_tokens=200_000)))
     assert_typed(rec.body, ResponseCreateParamsNonStreaming)
