@@ -20,6 +20,7 @@ parent's `total_cost`. Each call goes validate -> find -> run -> hand back:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import attrs
@@ -81,19 +82,7 @@ def agent_tool(
             pipeline, task, ctx, caller, remember=remember, max_depth=max_depth, tenant_id=tenant_id, fork=None
         )
 
-    return Tool(
-        name=name,
-        description=description,
-        parameters=dict(parameters),
-        fn=call,
-        context_parameter="ctx",
-        requires_approval=requires_approval,
-        # The sub-run has its own limits (max_iterations, each call's timeout); recovery finds the sub-run this
-        # call made rather than starting another, so calling again is safe.
-        timeout=None,
-        retry_safe=True,
-        max_result_chars=1_000_000,
-    )
+    return _sub_run_tool(name, description, parameters, call, requires_approval=requires_approval)
 
 
 def fork_tool(
@@ -122,12 +111,27 @@ def fork_tool(
             caller.pipeline, task, ctx, caller, remember=False, max_depth=max_depth, tenant_id=None, fork=target
         )
 
+    return _sub_run_tool(name, description, TASK_SCHEMA, call)
+
+
+def _sub_run_tool(
+    name: str,
+    description: str,
+    parameters: Mapping[str, Any],
+    call: Callable[..., Awaitable[Any]],
+    *,
+    requires_approval: bool = False,
+) -> Tool:
+    """The tool a sub-run is called through (an agent as a tool, a fork)."""
     return Tool(
         name=name,
         description=description,
-        parameters=dict(TASK_SCHEMA),
+        parameters=dict(parameters),
         fn=call,
         context_parameter="ctx",
+        requires_approval=requires_approval,
+        # The sub-run has its own limits (max_iterations, each call's timeout); recovery finds the sub-run this
+        # call made rather than starting another, so calling again is safe.
         timeout=None,
         retry_safe=True,
         max_result_chars=1_000_000,
