@@ -45,12 +45,13 @@ from segue import Agent, RunStore
 from segue._core.contracts import Provider, ProviderRequest, ProviderResponse, StreamEvent
 from segue.demo.chat import PROMPT, QUESTIONS, demo_tools
 from segue.errors import StoreError
+from segue.generated import ModelSettings
 from segue.providers import AnthropicProvider
 from segue_twin import Twin
 from segue_twin.server import serve
 
 
-class Timed:
+class Timed(Provider):
     """Wraps a provider: counts calls and sums the time spent inside them (the 'model time')."""
 
     def __init__(self, inner: Provider) -> None:
@@ -58,9 +59,20 @@ class Timed:
         self.vendor = inner.vendor
         self.model = inner.model
         self.requires_stable_reasoning_prefix = inner.requires_stable_reasoning_prefix
+        self.prefix_settings = inner.prefix_settings
         self.calls = 0
         self.seconds: dict[str, float] = {}
         self.current: str | None = None
+
+    @property
+    def reasoning_vendor(self) -> str | None:
+        return self.inner.reasoning_vendor
+
+    def check_settings(self, settings: ModelSettings) -> None:
+        self.inner.check_settings(settings)
+
+    def default_max_tokens(self, model: str) -> int | None:
+        return self.inner.default_max_tokens(model)
 
     async def complete(self, request: ProviderRequest) -> ProviderResponse:
         started = time.perf_counter()

@@ -16,7 +16,7 @@ import warnings
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
-from segue._core.contracts import Provider
+from segue._core.contracts import Provider, require_provider
 from segue._core.json_types import OutputType, output_spec
 from segue._core.schema_work import validating
 from segue.cache.layout import LayoutMode, TrailingStateFn
@@ -129,8 +129,7 @@ class Agent:
         self.compaction = compaction_of(compaction)  # every run's, unless it passes its own (docs/replay.md)
         if not isinstance(cache_diagnostics, bool):
             raise TypeError(f"cache_diagnostics must be True or False, got {cache_diagnostics!r}")
-        if not isinstance(provider, Provider):
-            raise TypeError(f"provider must implement segue.providers.Provider, got {type(provider).__name__}")
+        require_provider(provider, "provider")
         if not _positive_int(max_iterations):
             raise ValueError(f"max_iterations must be an int >= 1, got {max_iterations!r}")
         if not name:  # the store's agent_name, and RunParams.agent

@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from segue._core.contracts import ProviderRequest, ProviderResponse, StreamDelta, StreamDone, StreamEvent
+from segue._core.contracts import Provider, ProviderRequest, ProviderResponse, StreamDelta, StreamDone, StreamEvent
 from segue._core.tokens import count_json
 from segue.errors import ProviderError
 from segue.generated import Message, ReasoningBlock, TextBlock, ToolCallBlock, Usage, get_converter
@@ -27,7 +27,7 @@ def call(name: str, arguments: dict[str, Any] | None = None, *, id: str | None =
 
 
 @attrs.define(kw_only=True)
-class ScriptedProvider:
+class ScriptedProvider(Provider):
     """Answers each call with the next scripted reply and records every request.
 
     Usage is estimated with segue._core.tokens over the canonical request, so token numbers are deterministic.

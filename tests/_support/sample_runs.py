@@ -21,7 +21,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
 from segue import Agent, RunStore
-from segue._core.contracts import ProviderRequest, ProviderResponse, StreamDone, StreamEvent
+from segue._core.contracts import Provider, ProviderRequest, ProviderResponse, StreamDone, StreamEvent
 from segue._core.hashing import canonical_json
 from segue._core.tokens import count_tokens
 from segue.generated import Message, TextBlock, ToolResultBlock, Usage, get_converter
@@ -42,7 +42,7 @@ def _common(a: str, b: str) -> int:
 
 
 @attrs.define(kw_only=True)
-class CachingProvider:
+class CachingProvider(Provider):
     """A scripted model (a policy function) behind an exact byte-prefix cache."""
 
     policy: Callable[[ProviderRequest], Message]

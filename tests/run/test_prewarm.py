@@ -22,7 +22,7 @@ import openai
 import pytest
 
 from segue import Agent, RunStore
-from segue._core.contracts import ProviderRequest, ProviderResponse, StreamEvent
+from segue._core.contracts import Provider, ProviderRequest, ProviderResponse, StreamEvent
 from segue.apps.cli.main import main
 from segue.catalog import Catalog
 from segue.demo import shop_db as sample_db
@@ -298,7 +298,7 @@ async def test_another_tenants_runs_are_refused_as_run_refuses_them() -> None:
     assert store.prewarms.list(tenant_id="globex") == store.prewarms.list(tenant_id="acme") == []
 
 
-class _Failing:
+class _Failing(Provider):
     """A provider on a prewarmable path whose vendor is down."""
 
     vendor, model, requires_stable_reasoning_prefix = "anthropic", "claude-sonnet-4-6", False

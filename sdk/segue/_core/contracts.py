@@ -245,19 +245,59 @@ StreamEvent = StreamDelta | StreamDone
 
 @runtime_checkable
 class Provider(Protocol):
-    """What the agent loop calls. `vendor` names the catalog vendor id of the serving path.
+    """What the agent loop calls, and every attribute segue reads of a provider. `vendor` names the catalog vendor
+    id of the serving path.
 
-    A driver may declare more (`providers`, `reasoning_vendor`, `check_settings`, `prefix_settings`,
-    `default_max_tokens`), each optional: segue.providers.base.ProviderExtras lists them with their defaults.
+    The members below `requires_stable_reasoning_prefix` have defaults here: a provider that subclasses Provider
+    (the drivers, Failover, ScriptedProvider) inherits them and overrides what it declares; one that only matches
+    the protocol's shape must define them all.
     """
 
     vendor: str
     model: str
     requires_stable_reasoning_prefix: bool
+    #: A provider made of others (Failover): its members in the order they are tried (segue.providers.base
+    #: `members`); empty: the provider is a driver of its own.
+    providers: Sequence[Provider] = ()
+    #: The ModelSettings fields whose change changes the cached prefix on the driver's wire: they go into the
+    #: prefix descriptor's settings_hash (segue.run.config); empty: none do.
+    prefix_settings: Sequence[str] = ()
+
+    @property
+    def reasoning_vendor(self) -> str | None:
+        """The ReasoningBlock.vendor whose blocks the driver puts back on the wire, None for none: the replay
+        planner keeps replayed reasoning only for it. By default the provider's own `vendor`."""
+        return self.vendor
+
+    def check_settings(self, settings: ModelSettings) -> None:
+        """Raise WireError naming the first of `settings` the driver's wire cannot send; the run pipeline asks
+        before any row is written (segue.providers.base `settings_checks`). By default it takes any."""
+        return None
+
+    def default_max_tokens(self, model: str) -> int | None:
+        """The max_tokens the driver sends for `model` when the run's settings set none (a vendor that requires
+        one: Anthropic), for the context-window fit (segue.run.window). By default None: the vendor's own default
+        applies, unknown to segue."""
+        return None
 
     async def complete(self, request: ProviderRequest) -> ProviderResponse: ...
 
     def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]: ...
+
+
+#: Every member of Provider, for naming what an object offered as one lacks.
+PROVIDER_MEMBERS = tuple(
+    dict.fromkeys([*Provider.__annotations__, *(n for n in vars(Provider) if not n.startswith("_"))])
+)
+
+
+def require_provider(candidate: object, what: str) -> None:
+    """Raise TypeError naming the Provider members `candidate` (`what`: "provider", "Failover members") lacks."""
+    if gaps := [name for name in PROVIDER_MEMBERS if not hasattr(candidate, name)]:
+        raise TypeError(
+            f"{what} must implement segue.providers.Provider, got {type(candidate).__name__}, which lacks "
+            f"{', '.join(gaps)}: subclass segue.providers.Provider to inherit the optional members' defaults"
+        )
 
 
 def without_replayed_reasoning(messages: Sequence[Message], keep: Collection[str] = ()) -> list[Message]:

@@ -19,6 +19,7 @@ from segue._core.contracts import (
     SDK_SPAN_GLOBAL,
     TWIN_HEADER,
     TWIN_NOTE_HEADER,
+    Provider,
     ProviderNote,
     ProviderRequest,
     ProviderResponse,
@@ -43,7 +44,7 @@ class Assembler(Protocol):
     def result(self) -> dict[str, Any]: ...
 
 
-class SdkDriver:
+class SdkDriver(Provider):
     """The call and stream skeleton every official-SDK driver shares; subclasses provide the vendor hooks."""
 
     vendor: str

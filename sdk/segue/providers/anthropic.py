@@ -73,6 +73,8 @@ class AnthropicProvider(SdkDriver):
     #: messages cache, an effort change the system cache; context editing is "Applied before the prompt reaches
     #: Claude", the context-editing page, so it changes what the model saw), so replay compares them (cause settings).
     prefix_settings = tuple(f.name for f in PREFIX_SETTINGS)
+    #: Set per driver from `thinking` (None with thinking off).
+    reasoning_vendor: str | None = None
 
     def __init__(
         self,

@@ -16,6 +16,7 @@ from segue._core.contracts import (
     StreamDelta,
     StreamDone,
     StreamEvent,
+    require_provider,
     without_replayed_reasoning,
 )
 from segue.errors import ProviderError
@@ -24,7 +25,7 @@ from segue.providers.base import members, serving_path
 log = logging.getLogger("segue.providers")
 
 
-class Failover:
+class Failover(Provider):
     """Try `providers` in order. A retryable ProviderError (429, 5xx, timeout, dropped connection), raised after
     the member's client has done its own retries, moves on to the next member; anything else (context length,
     bad request, auth) is raised at once, since another vendor would fail the same way or hide a real bug.
@@ -39,16 +40,19 @@ class Failover:
     over only before its first delta: once text has been shown, switching vendors would repeat or contradict it.
     """
 
+    #: The primary's, as `vendor` and `model` are (each member replays its own: segue.providers.base `members`).
+    reasoning_vendor: str | None = None
+
     def __init__(self, providers: Sequence[Provider]) -> None:
         found = list(providers)
         if not found:
             raise ValueError("Failover needs at least one provider, e.g. Failover([primary, secondary])")
         for p in found:
-            if not isinstance(p, Provider):
-                raise TypeError(f"Failover members must implement segue.providers.Provider, got {type(p).__name__}")
+            require_provider(p, "Failover members")
         self.providers = found
         self.vendor = found[0].vendor
         self.model = found[0].model
+        self.reasoning_vendor = found[0].reasoning_vendor
         self.requires_stable_reasoning_prefix = any(p.requires_stable_reasoning_prefix for p in found)
 
     def _order(self, vendor: str | None) -> list[Provider]:

@@ -86,7 +86,7 @@ class AgentConfig:
         paths = serving_paths(self.provider, model=request.params.model, vendor=request.params.vendor)
         system_hash = canonical_hash({"system": self.system, "stable_head": stable_head})
         output_hash = format_hash(request.output.format) if request.output is not None else None
-        in_prefix = {d.vendor: getattr(d, "prefix_settings", ()) for d in members(self.provider)}
+        in_prefix = {d.vendor: d.prefix_settings for d in members(self.provider)}
         prefixes = [
             CurrentPrefix(
                 vendor=p.vendor,

@@ -1,5 +1,5 @@
 """How much of a run's first request the replayed runs may take: the serving path's context window (catalog
-`llm.context_window`) less its output budget (the driver's `max_tokens`, where it sets one), less what the run
+`llm.context_window`) less its output budget (the driver's `default_max_tokens`, where it has one), less what the run
 sends of its own (system prompt, stable head, tool definitions, history, the new input).
 
 Every path a request may be served on counts (a Failover's members too): the plan is fitted to the smallest room.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import attrs
 
+from segue._core.contracts import Provider
 from segue._core.hashing import message_json
 from segue._core.image_tokens import FORMULAS, ImageFormula, block_tokens
 from segue._core.tokens import count_json, count_tokens
@@ -99,14 +100,14 @@ def _no_room(room: Room, own: int, max_tokens: int | None) -> str:
     )
 
 
-def _output_budget(driver: object, request: RunRequest, model: str) -> int:
+def _output_budget(driver: Provider | None, request: RunRequest, model: str) -> int:
     """The output tokens a request leaves room for: the run's max_tokens setting, else what the driver sends when
-    none is set (Anthropic's catalog `llm.default_max_tokens`), else 0: the vendor's own default, unknown here."""
+    none is set (Anthropic's catalog `llm.default_max_tokens`), else 0: the vendor's own default, unknown here (or
+    no driver of the path's own: a path the request may not take)."""
     value: object = request.settings.max_tokens
-    if value is None:
-        default = getattr(driver, "default_max_tokens", None)
+    if value is None and driver is not None:
         try:
-            value = default(model) if callable(default) else getattr(driver, "max_tokens", None)
+            value = driver.default_max_tokens(model)
         except WireError:
             value = None  # no default known: the request itself is refused later, naming what to set
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
