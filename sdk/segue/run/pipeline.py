@@ -3,14 +3,17 @@
     validate (request.py: every argument, no I/O)
       -> idempotency (idempotency.py: a repeated request returns its stored result)
       -> plan (plan.py: configuration snapshot, layout decided as far as it can be, one store read for the replay)
+      -> a compaction the plan says is due, made by a run of its own before this one (compaction.py)
       -> record the run row (recorder.py)
       -> loop (loop.py: model steps laid out, sent and priced (model_call.py), who served (serving.py), each
-         response recorded, tool steps (tool_calls.py), the end recorded once)
+         response recorded, tool steps (tool_calls.py), the end recorded once; under an engine each step one of
+         the engine's (steps.py))
 
 retry builds its request from the run's RunMeta and goes through the same steps; a prewarm (prewarm.py) validates
 and plans like the run it warms for, lays out its prefix and sends only that; resume re-plans a paused run the
-same way, claims it, runs the calls it waited on, and continues the loop. Nothing is written before the request
-is validated and planned: a refusal changes nothing.
+same way, claims it, runs the calls it waited on, and continues the loop; recover (recovery.py) rebuilds a running
+run whose lease lapsed from its journal, claims it and continues the loop at the step it died in. Nothing is written
+before the request is validated and planned: a refusal changes nothing.
 
 Each run is traced (segue.telemetry) when the app set a tracer provider: the pipeline opens the run's
 `invoke_agent` span before the plan (so reading an MCP server's tools nests in it), the loop opens a `chat` span

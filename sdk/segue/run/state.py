@@ -43,39 +43,69 @@ from segue.telemetry import RunTrace
 
 @attrs.define(kw_only=True)
 class RunState:
-    """The mutable bookkeeping of one run: its own messages, who served it so far, what it has recorded."""
+    """The mutable bookkeeping of one run: its own messages, who served it so far, what it has recorded.
 
+    Everything the loop learns while the run goes on lives here, so that the steps (segue.run.loop, model_call,
+    tool_calls, serving, recorder) share one record instead of passing values along, and a resumed or recovered
+    run is rebuilt as one of these (segue.run.pipeline `resumed_state`, segue.run.recovery). Each field says why
+    it is kept.
+    """
+
+    #: The run's id: every row, span and event of the run names it.
     run_id: str
+    #: The validated arguments (segue.run.request): the loop reads the run's settings, tenant and limits from it.
     request: RunRequest
+    #: The frozen plan (segue.run.plan): the replayed prefix, its summaries per path, the layout, the room.
     plan: RunPlan
-    own: list[Message]  # this run's messages (its traces), after the plan's prefix
-    replay: ReplaySummary | None  # the summary of the path that served (segue.run.serving)
-    bound: frozenset[str] | None = None  # runs whose reasoning every request so far carried (None: none served)
+    #: This run's messages (its traces) after the plan's prefix: each request sends prefix + these.
+    own: list[Message]
+    #: The replay summary of the path that served (segue.run.serving): recorded in the run's meta and result.
+    replay: ReplaySummary | None
+    #: The replayed runs whose reasoning every request so far carried (None: nothing served yet): a later request
+    #: may only keep fewer, never bring back reasoning an earlier one went without.
+    bound: frozenset[str] | None = None
+    #: The model steps taken: the iteration numbers of calls, records and max_iterations.
     iteration: int = 0
-    ended: bool = False  # answered, or paused for approval: the loop stops
-    resumed_at: int = 0  # the iteration a resumed run was paused at
-    trace: RunTrace = attrs.Factory(RunTrace.off)  # the run's invoke_agent span (segue.telemetry)
+    #: Answered, or paused for approval: the loop stops.
+    ended: bool = False
+    #: The iteration a resumed run was paused at: the loop continues after it, with the decisions.
+    resumed_at: int = 0
+    #: The run's invoke_agent span (segue.telemetry): chat and tool spans nest in it, the recorder ends it.
+    trace: RunTrace = attrs.Factory(RunTrace.off)
+    #: The usage summed over the run's calls: the run's result and its running row report it.
     usage: Usage = ZERO_USAGE
+    #: The guardrails' placeholder table (segue.run.guard): what a tool's result had masked, restored in what
+    #: reaches the app and the tools, for the whole run.
     pii: dict[str, str] = attrs.Factory(dict)
-    descriptor: PrefixDescriptor | None = None  # written with the first response (segue.run.serving)
+    #: The prefix descriptor, written with the first response (segue.run.serving): the next run's seed compares
+    #: with it; kept to write only a change.
+    descriptor: PrefixDescriptor | None = None
+    #: The run's notes, each kind once (segue.cache.notes): the meta, the result and the events report them.
     notes: RunNotes = attrs.Factory(RunNotes)
-    persisted: list[Message] = attrs.Factory(list)  # this run's traces as stored, in order
+    #: This run's traces as stored, in order: the recorder writes only what follows them, never rewrites them.
+    persisted: list[Message] = attrs.Factory(list)
     #: Per (path, the replayed runs whose reasoning it keeps): each replayed message as fitted to that path, so the
     #: prefix is fitted once per run, not once per request.
     fitted: dict[tuple[ServingPath, frozenset[str]], dict[int, tuple[Message, Message]]] = attrs.Factory(dict)
     #: The prefix as it goes on the wire (set with the first request): the wires build it once per run.
     prefix: WirePrefix | None = None
-    replay_end: int | None = None  # the index of the last replayed message on the wire (set with `prefix`)
-    cost: RunCost | None = None  # the calls so far, priced from the catalog (segue.catalog.costs)
-    served_by: ServedBy | None = None  # "twin" once segue's twin answered a call of the run (segue.run.serving)
-    #: The model that answered the latest call that named another model than the one asked for (served-model).
+    #: The index of the last replayed message on the wire (set with `prefix`): block-cache drivers put a
+    #: breakpoint there (ProviderRequest.replay_end).
+    replay_end: int | None = None
+    #: The calls so far, priced from the catalog (segue.catalog.costs): the run's cost is their sum, never repriced.
+    cost: RunCost | None = None
+    #: "twin" once segue's twin answered a call of the run (segue.run.serving): keeps a twin run's cost out of usd.
+    served_by: ServedBy | None = None
+    #: The model that answered the latest call that named another model than the one asked for (served-model):
+    #: cost and catalog lookups use it; kept to record only a change.
     served_model: str | None = None
     #: ((vendor, model), body) of the run's latest request, for the cache notes of the next one on that path.
     last_request: tuple[tuple[str, str], dict[str, Any]] | None = None
-    repairs: int = 0  # structured output: repair turns used so far
+    #: Structured output: repair turns used so far, against the request's `output_repairs`.
+    repairs: int = 0
     #: Why the model stopped in the latest response, in RunResult.stop_reason's words (None: no response yet).
     stop_reason: StopReason | None = None
-    #: The output limit the run raised to after a tool call was cut at the old one (None: not raised).
+    #: The output limit the run raised to after a tool call was cut at the old one (None: not raised): raised once.
     raised_limit: int | None = None
     #: The conversation's latest vendor response: the next request names it for cache diagnostics and expects to
     #: read what it cached (segue.run.cache_watch). None: the plan's (the continued run's last response).
@@ -84,13 +114,8 @@ class RunState:
     collapsed: bool = False
     #: The vendor's verdict on the run's first request it did not find unchanged (RunResult.cache_verdict).
     verdict: CacheVerdict | None = None
-
-    @property
-    def previous_response(self) -> ResponseRef | None:
-        """The response the next request continues: this run's latest, else the continued run's last."""
-        return self.last_response if self.last_response is not None else self.plan.previous_response
-
-    #: The next request is that retry, to be evaluated afresh (ProviderRequest.fresh).
+    #: The next request is the one retry of an answer cut inside a tool call, to be evaluated afresh
+    #: (ProviderRequest.fresh).
     fresh_retry: bool = False
     #: This process's lease token on the run (segue.store.leases): every write of the run names it.
     lease_owner: str | None = None
@@ -112,6 +137,11 @@ class RunState:
     pending_notes: list[ProviderNote] = attrs.Factory(list)
     #: id(message) -> (message, its tokens): each message counted once per run.
     token_counts: dict[int, tuple[Message, int]] = attrs.Factory(dict)
+
+    @property
+    def previous_response(self) -> ResponseRef | None:
+        """The response the next request continues: this run's latest, else the continued run's last."""
+        return self.last_response if self.last_response is not None else self.plan.previous_response
 
     def tokens_of(self, message: Message) -> int:
         """A message's tokens as the context-window fit counts them (an image by the tightest path's formula:
