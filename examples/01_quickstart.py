@@ -9,14 +9,15 @@ from __future__ import annotations
 import asyncio
 
 from segue import Agent, RunStore, tool
+from segue.demo import shop_db
 from segue.providers import AnthropicProvider
-from segue.twin import Twin, sample_db
+from segue_twin import Twin
 
 
 @tool
 def list_tables() -> list[str]:
     """List the tables of the shop database."""
-    return sample_db.list_tables()
+    return shop_db.list_tables()
 
 
 @tool
@@ -26,7 +27,7 @@ def describe_table(table: str) -> list[dict[str, object]]:
     Args:
         table: a table name from list_tables
     """
-    return sample_db.describe_table(table)
+    return shop_db.describe_table(table)
 
 
 @tool
@@ -36,7 +37,7 @@ def run_query(sql: str) -> list[dict[str, object]]:
     Args:
         sql: the SQL statement
     """
-    return sample_db.run_query(sql)
+    return shop_db.run_query(sql)
 
 
 async def main() -> None:

@@ -12,8 +12,9 @@ import pytest
 
 from segue import Agent, RunResult, RunStore
 from segue.apps.cli.main import main
+from segue.demo import shop_db
 from segue.providers import AnthropicProvider
-from segue.twin import Twin, sample_db
+from segue_twin import Twin
 from tests._support.environment import REPO
 
 
@@ -30,7 +31,7 @@ def priced(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, RunResult]:
     agent = Agent(
         AnthropicProvider("claude-sonnet-4-6", client=Twin().anthropic_client()),
         "You answer questions about the shop database.",
-        [sample_db.list_tables],
+        [shop_db.list_tables],
         store,
     )
     try:
