@@ -116,8 +116,8 @@ def build(url: str, folder: Path, twin_url: str, point: str | None = None, *, ap
     if point == "between":  # the second response is stored; its tool never starts
         record_response = recorder.record_response
 
-        async def then_die(state: Any, interaction: Any, served: Any) -> None:
-            await record_response(state, interaction, served)
+        async def then_die(state: Any, interaction: Any, meta_updates: Any) -> None:
+            await record_response(state, interaction, meta_updates)
             if interaction.iteration == 2:
                 die()
 

@@ -122,10 +122,15 @@ def test_each_wire_builds_the_run_prefix_once_and_sends_the_bodies_it_would_buil
     for i in range(1, 4):  # three iterations: each appends a call and its result, the fragment goes last
         messages = [*prefix, *own, fragment(i)]
         request = ProviderRequest(
-            system="sys", stable_head="head", messages=messages, tools=TOOLS, replay_end=len(prefix) - 2, prefix=memo
+            system="sys",
+            stable_head="head",
+            messages=messages,
+            tools=TOOLS,
+            replay_end=len(prefix) - 2,
+            wire_prefix=memo,
         )
         body = build(request)
-        assert json.dumps(body) == json.dumps(build(ProviderRequest(**{**vars_of(request), "prefix": None})))
+        assert json.dumps(body) == json.dumps(build(ProviderRequest(**{**vars_of(request), "wire_prefix": None})))
         bodies.append((body, json.dumps(body)))
         own += turn(10 + i, None)
     assert builds == {len(prefix): 1}, "the prefix was built on the first request only"
@@ -141,9 +146,9 @@ def vars_of(request: ProviderRequest) -> dict[str, Any]:
 def test_a_prefix_that_differs_by_one_message_is_built_again_never_served_stale() -> None:
     prefix = prefix_messages()
     memo = WirePrefix(len(prefix))
-    first = WIRES["anthropic"](ProviderRequest(system="s", messages=[*prefix], prefix=memo))
+    first = WIRES["anthropic"](ProviderRequest(system="s", messages=[*prefix], wire_prefix=memo))
     changed = [*prefix[:-1], Message(role="user", content=[TextBlock(text="other history")])]
-    second = WIRES["anthropic"](ProviderRequest(system="s", messages=changed, prefix=memo))
+    second = WIRES["anthropic"](ProviderRequest(system="s", messages=changed, wire_prefix=memo))
     assert second["messages"][-1]["content"][-1]["text"] == "other history"
     assert first["messages"][-1]["content"][-1]["text"] == "from history"
 
@@ -243,7 +248,7 @@ async def test_a_replayed_run_serializes_and_hashes_its_replayed_region_once_how
     sent = [json.loads(r.content) for r in rec.requests[sent_before:]]
     for (request, body, comparison), on_the_wire in zip(built, sent, strict=True):
         fresh = anthropic.build_request(
-            ProviderRequest(**{**vars_of(request), "prefix": None}),
+            ProviderRequest(**{**vars_of(request), "wire_prefix": None}),
             model=MODEL,
             max_tokens=4096,
             cache_ttl="5m",

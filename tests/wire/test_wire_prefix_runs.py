@@ -31,7 +31,7 @@ def run(i: int, *, answered: bool = True) -> list[Message]:
 
 def body(prefix: list[Message], memo: WirePrefix | None) -> str:
     messages = [*prefix, Message(role="user", content=[TextBlock(text="the new question")])]
-    request = ProviderRequest(system="sys", messages=messages, replay_end=len(prefix) - 1, prefix=memo)
+    request = ProviderRequest(system="sys", messages=messages, replay_end=len(prefix) - 1, wire_prefix=memo)
     built = anthropic.build_request(request, model=MODEL, max_tokens=1024, cache_ttl="5m", thinking=THINKING)
     return json.dumps(built.body)
 

@@ -157,7 +157,7 @@ class ProviderRequest:
     #: The same messages fitted to the other paths a Failover may serve (they differ only in replayed reasoning).
     replay_alternatives: Mapping[ServingPath, list[Message]] = attrs.field(factory=dict)
     #: The run's fixed prefix, for wires to build once per run (None: build every message, e.g. a one-off call).
-    prefix: WirePrefix | None = attrs.field(default=None, eq=False, repr=False)
+    wire_prefix: WirePrefix | None = attrs.field(default=None, eq=False, repr=False)
     #: Structured output: drivers send it through the serving path's native mechanism, or offer it as the
     #: FINAL_ANSWER_TOOL where the catalog names none (segue.providers._output).
     output: OutputFormat | None = None

@@ -275,19 +275,19 @@ class LayoutPolicy:
         except CatalogError as e:
             resolved = None
             log.warning("layout: no catalog entry for %s (%s); treating prefix_prompt_cache as false", path, e)
-            prefix, why = False, f"catalog: no entry for {path}"
+            prefix_cache, why = False, f"catalog: no entry for {path}"
         else:
             value = resolved.get("llm", "prefix_prompt_cache", default=_ABSENT)
             src = resolved.source("llm", "prefix_prompt_cache")
             shown = "absent" if value is _ABSENT else json.dumps(value)
-            prefix = resolved.prefix_prompt_cache
+            prefix_cache = resolved.prefix_prompt_cache
             why = f"catalog: {resolved.label} prefix_prompt_cache={shown}" + (f" ({src})" if src else "")
             if resolved.note:
                 why += f"; {resolved.note}"
-        if prefix and stable_prefix and self._native_tools:
+        if prefix_cache and stable_prefix and self._native_tools:
             mode: ResolvedLayout = "appendOnly"
             why += "; the driver requires a stable reasoning prefix and the run declares native tools"
-        elif prefix:
+        elif prefix_cache:
             mode = "appendOnly"
             if basis == "served" and resolved is not None:
                 mode, weighed = self.by_cost(resolved)

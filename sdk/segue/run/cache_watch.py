@@ -19,9 +19,11 @@ __all__ = ["watch"]
 log = logging.getLogger("segue.cache")
 
 
-def watch(state: RunState, response: ProviderResponse, served: RunMeta | None) -> tuple[RunMeta | None, list[RunEvent]]:
-    """The run meta to record with this call (`served` plus the latest response and a collapse), and the
-    CACHE_COLLAPSE event when this call is the run's first collapse."""
+def watch(
+    state: RunState, response: ProviderResponse, meta_updates: RunMeta | None
+) -> tuple[RunMeta | None, list[RunEvent]]:
+    """The run meta to record with this call (`meta_updates`, what serving changed, plus the latest response and a
+    collapse), and the CACHE_COLLAPSE event when this call is the run's first collapse."""
     model = response.served_model or response.model
     verdict = response.cache_verdict
     if state.verdict is None and verdict is not None and verdict.status != "unchanged":
@@ -44,8 +46,8 @@ def watch(state: RunState, response: ProviderResponse, served: RunMeta | None) -
         events.append(make_event("CACHE_COLLAPSE", state.run_id, state.iteration, cache_collapse=collapse))
     latest = response_ref(response_id(response.response_body), response.vendor, model, response.usage)
     if latest is None and collapse is None:
-        return served, events
+        return meta_updates, events
     if latest is not None:
         state.last_response = latest
-    meta = served if served is not None else RunMeta()
+    meta = meta_updates if meta_updates is not None else RunMeta()
     return attrs.evolve(meta, segue_last_response=latest, segue_cache_collapse=collapse), events

@@ -104,7 +104,7 @@ def _leave_out(state: RunState, prefix: list[Message], over: int) -> list[str]:
         i = j
     if i != state.prefix_cut:
         state.prefix_cut = i
-        state.prefix = None  # the wire's prefix is built again from the messages that remain
+        state.wire_prefix = None  # the wire's prefix is built again from the messages that remain
     return left
 
 

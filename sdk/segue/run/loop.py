@@ -198,7 +198,7 @@ class Loop:
         failed = None if calls and calls != [final] else failed_tool_note(state.own)
         if failed is not None:
             response = attrs.evolve(response, notes=[*response.notes, failed])
-        served, watched = watch(state, response, observe(state, request, response, iteration))
+        meta_updates, watched = watch(state, response, observe(state, request, response, iteration))
         state.own.append(assistant)
         # A call cut at the output limit is asked again once with twice the limit the request sent; a turn with
         # nothing complete in it is not sent back.
@@ -210,7 +210,7 @@ class Loop:
             state.fresh_retry = True
             if not calls:
                 state.own.pop()
-        await self.recorder.record_response(state, interaction_of(response, iteration, latency), served)
+        await self.recorder.record_response(state, interaction_of(response, iteration, latency), meta_updates)
         return Answered(events=list(watched), response=response, assistant=assistant, ask_again=ask_again)
 
     async def _then(self, state: RunState, answered: Answered) -> AsyncIterator[RunEvent]:

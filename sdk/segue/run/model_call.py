@@ -140,12 +140,12 @@ def provider_request(state: RunState, messages: list[Message], *, prewarm: bool 
     Agent.prewarm sends the same for the prefix alone (segue.run.prewarm), as its one request."""
     plan = state.plan
     messages, alternatives = fit(state, messages)
-    prefix = state.prefix
-    if prefix is None:  # the first request: the prefix as it goes on the wire, the same on every request
+    wire_prefix = state.wire_prefix
+    if wire_prefix is None:  # the first request: the prefix as it goes on the wire, the same on every request
         view = plan.view
         kept = plan.prefix[state.prefix_cut :]  # less the replayed runs a later iteration left out to fit
         length = len(kept) if view is None else sum(view(m) is not None for m in kept)
-        prefix = state.prefix = WirePrefix(length)
+        wire_prefix = state.wire_prefix = WirePrefix(length)
         replayed = [i for i, m in enumerate(messages[:length]) if m.meta and m.meta.get(REPLAYED_META_KEY)]
         state.replay_end = replayed[-1] if replayed else None
     settings = state.request.settings
@@ -164,7 +164,7 @@ def provider_request(state: RunState, messages: list[Message], *, prewarm: bool 
         prewarm=prewarm,
         replay_path=plan.path if plan.summaries else None,
         replay_alternatives=alternatives,
-        prefix=prefix,
+        wire_prefix=wire_prefix,
         output=state.request.output.format if state.request.output is not None else None,
         settings=settings,
         pauses=plan.pauses,

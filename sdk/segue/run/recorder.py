@@ -145,13 +145,13 @@ class Recorder:
             raise
         unfinished.opened(self.store, state.run_id, state.usage, state.iteration, state.lease_owner)
 
-    async def record_response(self, state: RunState, interaction: LlmInteraction, served: RunMeta | None) -> None:
+    async def record_response(self, state: RunState, interaction: LlmInteraction, meta_updates: RunMeta | None) -> None:
         """A model step: its response (and the messages before it not yet stored), who served, the run's cost so
         far and the meta that changed with it, in one transaction, before any of its tools runs."""
         layout = state.plan.layout
         # What a recovered run reads back (segue.run.recovery): the cost so far and the layout's decision.
         meta = attrs.evolve(
-            served or RunMeta(), segue_cost=state.cost, segue_layout=layout.meta() if layout is not None else None
+            meta_updates or RunMeta(), segue_cost=state.cost, segue_layout=layout.meta() if layout is not None else None
         )
         await self.record(state, interaction.iteration, interaction, [], meta)
 

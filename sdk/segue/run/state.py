@@ -88,8 +88,8 @@ class RunState:
     #: prefix is fitted once per run, not once per request.
     fitted: dict[tuple[ServingPath, frozenset[str]], dict[int, tuple[Message, Message]]] = attrs.Factory(dict)
     #: The prefix as it goes on the wire (set with the first request): the wires build it once per run.
-    prefix: WirePrefix | None = None
-    #: The index of the last replayed message on the wire (set with `prefix`): block-cache drivers put a
+    wire_prefix: WirePrefix | None = None
+    #: The index of the last replayed message on the wire (set with `wire_prefix`): block-cache drivers put a
     #: breakpoint there (ProviderRequest.replay_end).
     replay_end: int | None = None
     #: The calls so far, priced from the catalog (segue.catalog.costs): the run's cost is their sum, never repriced.

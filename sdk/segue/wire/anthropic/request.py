@@ -113,7 +113,7 @@ def build_request(
         max_tokens = 0
     system = [g.text(TextBlock(text=text)) for text in (request.system, request.stable_head) if text]
     replays = thinking_on(thinking)
-    turns = _build(request.messages, REASONING_VENDOR if replays else None, request.prefix)
+    turns = _build(request.messages, REASONING_VENDOR if replays else None, request.wire_prefix)
     messages, anchors, thinking_sent = turns.messages(), turns.anchors, turns.thinking
     notes: list[ProviderNote] = []
     left_off = (
@@ -287,9 +287,9 @@ def build_messages(messages: list[Message]) -> tuple[list[dict[str, Any]], list[
     return turns.messages(), turns.anchors
 
 
-def _build(messages: list[Message], reasoning_vendor: str | None, prefix: WirePrefix | None) -> _Turns:
+def _build(messages: list[Message], reasoning_vendor: str | None, wire_prefix: WirePrefix | None) -> _Turns:
     """The turns for `messages`; the run's prefix (if any) is built once per run and continued from a copy."""
-    if prefix is None:
+    if wire_prefix is None:
         turns = _Turns(reasoning_vendor)
     else:
 
@@ -301,7 +301,7 @@ def _build(messages: list[Message], reasoning_vendor: str | None, prefix: WirePr
                 del _PREFIXES[0]
             return built
 
-        turns = prefix.built((WIRE, reasoning_vendor), messages, build).copy()
+        turns = wire_prefix.built((WIRE, reasoning_vendor), messages, build).copy()
     turns.add(messages[len(turns.anchors) :])
     return turns
 

@@ -112,7 +112,7 @@ def build_request(
     refuse_prewarm(request, WIRE)
     parts = breakpoints is not None
     messages, anchors = build_messages(
-        request.messages, parts=parts, prefix=request.prefix, signatures=vendor == SIGNATURE_VENDOR
+        request.messages, parts=parts, wire_prefix=request.wire_prefix, signatures=vendor == SIGNATURE_VENDOR
     )
     fixed = insert_system(messages, request, parts=parts)
     options = None
@@ -223,7 +223,7 @@ def build_messages(
     replay: Replay | None = None,
     reasoning_vendor: str | None = None,
     parts: bool = False,
-    prefix: WirePrefix | None = None,
+    wire_prefix: WirePrefix | None = None,
     signatures: bool = False,
 ) -> tuple[list[Any], list[Any]]:
     """Chat messages plus, per canonical message, the last content part it produced (its cache anchor).
@@ -233,7 +233,7 @@ def build_messages(
     a lone text part is sent as a plain string (what every server accepts) and anchors are not meaningful.
     Consecutive user or assistant messages merge, as several chat templates reject roles that do not alternate.
     With `signatures`, a tool call that came with a thought signature is sent back with it (Gemini); other servers
-    never see the field. The run's `prefix` (if any) is built once per run and continued from a copy.
+    never see the field. The run's `wire_prefix` (if any) is built once per run and continued from a copy.
     """
 
     def build(head: Sequence[Message]) -> tuple[list[Any], list[Any], _Last | None]:
@@ -241,10 +241,10 @@ def build_messages(
         anchors: list[Any] = []
         return out, anchors, _add(head, out, anchors, None, replay, reasoning_vendor, parts, signatures)
 
-    if prefix is None:
+    if wire_prefix is None:
         out, anchors, last = build(messages)
         return out, anchors
-    built, built_anchors, last = prefix.built((WIRE, replay, reasoning_vendor, parts, signatures), messages, build)
+    built, built_anchors, last = wire_prefix.built((WIRE, replay, reasoning_vendor, parts, signatures), messages, build)
     out, anchors = list(built), list(built_anchors)
     _add(messages[len(anchors) :], out, anchors, last, replay, reasoning_vendor, parts, signatures)
     return out, anchors

@@ -192,9 +192,9 @@ def _input(request: ProviderRequest, *, store: bool, tool_parts: bool) -> Built:
             anchors.append(last)
         return items, anchors, notes
 
-    if request.prefix is None:
+    if request.wire_prefix is None:
         return build(request.messages)
-    items, anchors, notes = request.prefix.built((WIRE, store, tool_parts), request.messages, build)
+    items, anchors, notes = request.wire_prefix.built((WIRE, store, tool_parts), request.messages, build)
     more = build(request.messages[len(anchors) :])
     return [*items, *more[0]], [*anchors, *more[1]], [*notes, *more[2]]
 
@@ -206,16 +206,17 @@ def _developer(text: str, fixed: list[Any]) -> ResponseInputItemParam:
     return g.developer_message(content=[part])
 
 
-def cache_key(prefix: str | None, key: str | None) -> str | None:
-    """prompt_cache_key from the driver's prefix and the request's key (per tenant or conversation, never per run:
-    segue.run.request.RunRequest.cache_key); a key longer than OpenAI accepts keeps the prefix and a stable hash."""
-    if prefix is None and key is None:
+def cache_key(key_prefix: str | None, key: str | None) -> str | None:
+    """prompt_cache_key from the driver's `cache_key_prefix` and the request's key (per tenant or conversation, never
+    per run: segue.run.request.RunRequest.cache_key); a key longer than OpenAI accepts keeps the key prefix and a
+    stable hash."""
+    if key_prefix is None and key is None:
         return None
-    joined = ":".join(part for part in (prefix, key) if part)
+    joined = ":".join(part for part in (key_prefix, key) if part)
     if len(joined) <= MAX_CACHE_KEY:
         return joined
     digest = hashlib.sha256(joined.encode()).hexdigest()[:24]
-    head = (prefix or "")[: MAX_CACHE_KEY - len(digest) - 1]
+    head = (key_prefix or "")[: MAX_CACHE_KEY - len(digest) - 1]
     return f"{head}:{digest}" if head else digest
 
 

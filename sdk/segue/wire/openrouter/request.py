@@ -65,7 +65,11 @@ def build_request(
     block_cache = model.startswith("anthropic/") and cache_ttl is not None
     parts = block_cache or breakpoints is not None
     messages, anchors = chat.build_messages(
-        request.messages, replay=_replay, reasoning_vendor=REASONING_VENDOR, parts=parts, prefix=request.prefix
+        request.messages,
+        replay=_replay,
+        reasoning_vendor=REASONING_VENDOR,
+        parts=parts,
+        wire_prefix=request.wire_prefix,
     )
     fixed = chat.insert_system(messages, request, parts=parts)
     if block_cache:
