@@ -21,7 +21,7 @@ _preloaded: list[str] | None = None
 def run(
     script: Path, args: Sequence[str], *, preload: Sequence[str], cwd: Path, timeout: float
 ) -> subprocess.CompletedProcess[str]:
-    """Run `main(args)` of the module `script` (a file on sys.path) in a child forked from a parent that imported
+    """Run `main(args)` of the module `script` (a file) in a child forked from a parent that imported
     `preload` (the installed modules it needs), as `python script *args` would run it: its stdout and stderr
     captured, its return code negative when a signal ended it. The first call starts the fork server, with that
     call's `preload`. (Python 3.11's fork server imports them before it sets the test's sys.path, so they are
@@ -54,4 +54,5 @@ def _child(script: Path, args: list[str], cwd: Path, out: Path, err: Path) -> No
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
     os.chdir(cwd)
     sys.argv = [str(script), *args]
+    sys.path.insert(0, str(script.parent))  # as `python script` puts the script's folder first
     importlib.import_module(script.stem).main(args)
