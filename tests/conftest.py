@@ -74,3 +74,12 @@ def catalog() -> Any:
     from segue.catalog import Catalog
 
     return Catalog.load(env=False)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files holding a test marked `slow` first, in their order, then the rest: pytest-xdist hands out whole
+    files in this order (`--dist loadfile --no-loadscope-reorder`, pyproject.toml), so the long ones start at once
+    on every worker and the many short ones fill in behind them, rather than a long file landing last on one worker
+    while the other idles."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)  # stable: each file's tests keep their order

@@ -1,7 +1,8 @@
 """The agent of the kill-and-recover tests (tests/run/test_recovery.py, test_recovery_dbos.py), run to its end or
 SIGKILLed at a chosen point in a child process, and recovered by another process.
 
-`python durable_agent.py URL LOG_DIR TWIN_URL POINT [DBOS_URL DBOS_SCHEMA]`: the agent talks to segue's twin over
+`python durable_agent.py URL LOG_DIR TWIN_URL POINT [DBOS_URL DBOS_SCHEMA]` (or `main([URL, ...])` in a child
+forked from a parent that imported this module: recovery_support.child): the agent talks to segue's twin over
 loopback HTTP (the twin runs in the test's process, so what it served survives the kill: its `exchanges`), and
 every tool invocation is appended to LOG_DIR/tools.jsonl as it starts (the tool's own invocation log). With
 DBOS_URL the run is a DBOS workflow (segue.durable.dbos); POINT `recover` then launches DBOS in a new process,
@@ -181,13 +182,17 @@ def on_dbos(url: str, folder: Path, twin_url: str, point: str, dbos_url: str, sc
         DBOS.destroy()
 
 
-if __name__ == "__main__":
-    url, folder, twin_url, point = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4]
-    if len(sys.argv) > 5:
-        on_dbos(url, folder, twin_url, point, sys.argv[5], sys.argv[6])
+def main(argv: list[str]) -> None:
+    url, folder, twin_url, point = argv[0], Path(argv[1]), argv[2], argv[3]
+    if len(argv) > 4:
+        on_dbos(url, folder, twin_url, point, argv[4], argv[5])
     elif point == "approval":  # paused for the charge, resumed with it approved, killed during it
         agent = build(url, folder, twin_url, point)
         paused = asyncio.run(agent.run("settle order 7", metadata=METADATA))
         asyncio.run(agent.resume(paused.run_id, approved=True))
     else:
         asyncio.run(build(url, folder, twin_url, point).run("settle order 7", metadata=METADATA))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -18,6 +18,7 @@ from segue.errors import RunStateError
 from segue_twin.server import TwinServer
 
 __all__ = ["twin", "uninterrupted"]  # fixtures
+pytestmark = pytest.mark.slow  # each kill starts processes
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])

@@ -20,6 +20,7 @@ from segue_twin.server import TwinServer
 from tests._support.environment import pg_url
 
 __all__ = ["twin", "uninterrupted"]  # fixtures
+pytestmark = pytest.mark.slow  # each kill starts processes
 
 
 def dbos_database(kind: str, tmp_path: Path) -> tuple[str, str]:

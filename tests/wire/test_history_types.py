@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from tests._support.environment import REPO
 
 PROBE = """
@@ -36,6 +38,7 @@ async def use(
 """
 
 
+@pytest.mark.slow  # mypy over the vendor SDKs' types: 99 s measured on a loaded machine with a cold .mypy_cache
 def test_history_accepts_the_sdk_message_types_under_mypy_strict(tmp_path: Path) -> None:
     from mypy import api
 
