@@ -9,15 +9,14 @@ from __future__ import annotations
 import asyncio
 
 from segue import Agent, RunStore, tool
-from segue.demo import shop_db
 from segue.providers import AnthropicProvider
-from segue_twin import Twin
+from segue.twin import Twin, sample_db
 
 
 @tool
 def list_tables() -> list[str]:
     """List the tables of the shop database."""
-    return shop_db.list_tables()
+    return sample_db.list_tables()
 
 
 @tool
@@ -27,7 +26,7 @@ def describe_table(table: str) -> list[dict[str, object]]:
     Args:
         table: a table name from list_tables
     """
-    return shop_db.describe_table(table)
+    return sample_db.describe_table(table)
 
 
 @tool
@@ -37,7 +36,7 @@ def run_query(sql: str) -> list[dict[str, object]]:
     Args:
         sql: the SQL statement
     """
-    return shop_db.run_query(sql)
+    return sample_db.run_query(sql)
 
 
 async def main() -> None:

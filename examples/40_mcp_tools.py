@@ -13,7 +13,7 @@ import sys
 from segue import Agent, RunStore
 from segue.mcp import MCPTools
 from segue.providers import AnthropicProvider
-from segue_twin import Twin
+from segue.twin import Twin
 
 PROMPT = "You answer questions about orders, precisely and briefly, using the order desk's tools. " * 60
 QUESTIONS = [

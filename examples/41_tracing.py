@@ -15,9 +15,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from segue import Agent, RunStore
-from segue.demo import shop_db
 from segue.providers import AnthropicProvider
-from segue_twin import Twin
+from segue.twin import Twin, sample_db
 
 exporter = InMemorySpanExporter()
 provider = TracerProvider()
@@ -49,7 +48,7 @@ def show(spans: list[ReadableSpan]) -> None:
 
 
 async def main() -> None:
-    tools = [shop_db.list_tables, shop_db.describe_table, shop_db.run_query]
+    tools = [sample_db.list_tables, sample_db.describe_table, sample_db.run_query]
     agent = Agent(
         AnthropicProvider("claude-sonnet-4-6", client=Twin().anthropic_client()),
         "You answer questions about the shop database using the tools. " * 60,

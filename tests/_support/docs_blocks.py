@@ -168,7 +168,7 @@ PRELOAD = (
     "segue.providers.anthropic",
     "segue.providers.openai_chat",
     "segue.providers.openai_responses",
-    "segue_twin",
+    "segue.twin",
 )
 
 

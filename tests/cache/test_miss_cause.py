@@ -22,7 +22,7 @@ from segue.apps.cli.main import main
 from segue.apps.dashboard import create_app
 from segue.catalog import Catalog
 from segue.providers import AnthropicProvider
-from segue_twin import Twin
+from segue.twin import Twin
 from tests._support.dashboard import get
 
 MODEL = "claude-sonnet-4-6"

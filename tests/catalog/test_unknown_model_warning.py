@@ -15,7 +15,7 @@ from segue import Agent, RunStore
 from segue.errors import SegueWarning, UnknownModelWarning
 from segue.providers import AnthropicProvider, Failover, OpenAIChatProvider
 from segue.testing import ScriptedProvider, text
-from segue_twin import Twin
+from segue.twin import Twin
 
 
 @pytest.fixture(scope="module")

@@ -74,8 +74,8 @@ def test_the_quickstarts_settings_example_takes_settings_every_wire_takes_and_li
     from segue import ModelSettings
     from segue._support.readers import WireError
     from segue.providers import AnthropicProvider, OpenAIChatProvider, OpenAIResponsesProvider
+    from segue.twin import Twin
     from segue.wire.settings import SETTINGS_TABLE
-    from segue_twin import Twin
 
     source = _settings_block()
     example = source.split("try:")[0]  # the refusal after `try:` is the point of that part

@@ -15,8 +15,6 @@ catalog, the token counter and canonical JSON from segue, and no runtime module 
 from __future__ import annotations
 
 import ast
-import importlib.util
-import re
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
@@ -88,7 +86,7 @@ TIERS: list[tuple[str, list[str]]] = [
     ("the twin (beside the runtime)", ["segue_twin", "segue_twin.*"]),
     (
         "public faces",
-        ["segue", "segue.__main__", "segue.apps", "segue.apps.*", "segue.demo", "segue.demo.*"],
+        ["segue", "segue.__main__", "segue.twin", "segue.apps", "segue.apps.*", "segue.demo", "segue.demo.*"],
     ),
 ]
 #: What the twin may import of segue: the catalog (prices, cache minimums and TTLs), the token counter (with the
@@ -96,8 +94,8 @@ TIERS: list[tuple[str, list[str]]] = [
 #: would let a driver bug pass as vendor behaviour (issue 15, item 7).
 TWIN_MAY_IMPORT = ("segue.catalog", "segue._core.tokens", "segue._core.image_tokens", "segue._core.hashing")
 TWIN_FORBIDDEN = ("segue.wire", "segue.providers", "segue.generated.wire", "segue._core.contracts")
-#: Where a runtime module may sit: below the apps and the demo.
-APPS = ("segue.apps", "segue.demo")
+#: Where a runtime module may sit: below the apps, the demo and the alias.
+APPS = ("segue.apps", "segue.demo", "segue.twin")
 
 
 def module_name(path: Path) -> str:
@@ -229,7 +227,7 @@ def test_the_twin_imports_only_the_catalog_and_the_token_counter() -> None:
 
 
 def test_the_runtime_imports_nothing_of_the_twin() -> None:
-    """Only the apps and the demo import segue_twin; a runtime module never does."""
+    """Only the apps, the demo and the `segue.twin` alias import segue_twin; a runtime module never does."""
     importers = {
         m
         for m, deps in graph().items()
@@ -240,25 +238,19 @@ def test_the_runtime_imports_nothing_of_the_twin() -> None:
     assert importers == set(), "a driver without a key refuses; nothing of the runtime talks to the twin"
 
 
-def test_the_twin_has_one_import_path() -> None:
-    """The twin is `segue_twin` and nothing else: no module of segue re-exports it or names its modules in
-    sys.modules under another name, and no file of the repository imports it by another name (issue 42)."""
-    assert importlib.util.find_spec("segue.twin") is None
-    aliasing = [
-        str(path.relative_to(REPO))
-        for path in sorted((REPO / "sdk").rglob("*.py"))
-        if "sys.modules[" in path.read_text(encoding="utf-8") and "segue_twin" in path.read_text(encoding="utf-8")
-    ]
-    assert aliasing == []
-    other_names = re.compile(r"(from|import) segue\.twin\b|segue\.twin\.\w+:")
-    found = [
-        str(path.relative_to(REPO))
-        for pattern in ("*.py", "*.md")
-        for path in sorted(REPO.rglob(pattern))
-        if not any(part.startswith(".") or part == "node_modules" for part in path.relative_to(REPO).parts)
-        and other_names.search(path.read_text(encoding="utf-8"))
-    ]
-    assert found == []
+def test_the_twin_alias_is_the_same_package() -> None:
+    """`segue.twin` (documented in docs/twin.md) is segue_twin under its old name, submodules the docs use included."""
+    import segue.twin
+    import segue_twin
+    import segue_twin.server
+    from segue.demo import sample_tools, shop_db
+    from segue.twin import Twin, sample_db
+    from segue.twin.server import serve
+    from segue.twin.testing import FakeClock
+
+    assert Twin is segue_twin.Twin and serve is segue_twin.server.serve
+    assert sample_db is shop_db and FakeClock is sample_tools.FakeClock
+    assert set(segue_twin.__all__) <= set(segue.twin.__all__)
 
 
 def test_the_checks_see_imports_inside_functions_and_type_checking(tmp_path: Path) -> None:

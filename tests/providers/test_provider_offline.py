@@ -68,7 +68,7 @@ def test_a_driver_without_a_key_or_client_refuses_naming_the_variable_and_the_of
     message = str(caught.value)
     assert caught.value.kind == "auth"
     assert f"set {variable}" in message and "has no API key" in message, message
-    assert offline in message and "from segue_twin import Twin" in message, message
+    assert offline in message and "from segue.twin import Twin" in message, message
 
 
 def test_the_refusal_comes_before_any_row(tmp_path: Any) -> None:
@@ -127,7 +127,7 @@ def test_building_drivers_imports_nothing_of_the_twin() -> None:
         "for p in (AnthropicProvider('claude-sonnet-4-6'), OpenAIResponsesProvider('gpt-5.5'),"
         " OpenAIChatProvider('gpt-4.1-mini')):\n"
         "    Agent(p, 'You answer.', [])\n"
-        "print(sorted(m for m in sys.modules if m == 'segue_twin' or m.startswith('segue_twin.')))\n"
+        "print(sorted(m for m in sys.modules if m == 'segue.twin' or m.startswith('segue.twin.')))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr

@@ -154,7 +154,7 @@ def test_a_driver_for_another_server_must_name_its_vendor() -> None:
         assert "vendor='llamacpp'" in str(e.value) and "vendor='vllm'" in str(e.value)
     assert OpenAIChatProvider("gpt-4.1", client=openai_client(Recorder())).vendor == "openai"  # the SDK's default
     assert OpenAIChatProvider("gpt-4.1", base_url="https://api.openai.com/v1").vendor == "openai"
-    from segue_twin import Twin
+    from segue.twin import Twin
 
     assert OpenAIChatProvider("gpt-4.1", client=Twin().openai_client()).vendor == "openai"  # in process (.invalid)
 

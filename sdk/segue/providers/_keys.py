@@ -17,10 +17,10 @@ from segue.errors import ProviderError
 
 #: How to run offline, per driver: a client of segue's twin (which emulates Anthropic and OpenAI, not OpenRouter).
 TWIN_CLIENT = {
-    "anthropic": "pass client=Twin().anthropic_client() (from segue_twin import Twin)",
-    "openai": "pass client=Twin().openai_client() (from segue_twin import Twin)",
+    "anthropic": "pass client=Twin().anthropic_client() (from segue.twin import Twin)",
+    "openai": "pass client=Twin().openai_client() (from segue.twin import Twin)",
     "openrouter": "segue's twin does not emulate OpenRouter: use AnthropicProvider or OpenAIChatProvider with "
-    "client=Twin().anthropic_client() / Twin().openai_client() (from segue_twin import Twin)",
+    "client=Twin().anthropic_client() / Twin().openai_client() (from segue.twin import Twin)",
 }
 
 

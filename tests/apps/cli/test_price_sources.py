@@ -12,9 +12,8 @@ import pytest
 
 from segue import Agent, RunResult, RunStore
 from segue.apps.cli.main import main
-from segue.demo import shop_db
 from segue.providers import AnthropicProvider
-from segue_twin import Twin
+from segue.twin import Twin, sample_db
 from tests._support.environment import REPO
 
 
@@ -31,7 +30,7 @@ def priced(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, RunResult]:
     agent = Agent(
         AnthropicProvider("claude-sonnet-4-6", client=Twin().anthropic_client()),
         "You answer questions about the shop database.",
-        [shop_db.list_tables],
+        [sample_db.list_tables],
         store,
     )
     try:

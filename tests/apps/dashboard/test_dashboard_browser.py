@@ -164,14 +164,13 @@ def test_another_tenants_run_is_not_found(browser: Any, dashboard: RunningDashbo
 async def _below_minimum_run(url: str) -> str:
     """One run on the twin whose prompt is below claude-sonnet-4-6's minimum cacheable length."""
     from segue import Agent
-    from segue.demo import shop_db
     from segue.providers import AnthropicProvider
-    from segue_twin import Twin
+    from segue.twin import Twin, sample_db
 
     store = RunStore(url)
     try:
         provider = AnthropicProvider("claude-sonnet-4-6", client=Twin().anthropic_client())
-        agent = Agent(provider, "You help.", [shop_db.list_tables], store)
+        agent = Agent(provider, "You help.", [sample_db.list_tables], store)
         result = await agent.run("Which tables are there?", tenant_id="t")
         assert result.status == "success", result.error
         return result.run_id
@@ -266,7 +265,7 @@ def test_at_1280_px_the_run_list_shows_cache_read_and_cost_and_a_conversations_f
     from selenium.webdriver.common.by import By
 
     from segue.demo.chat import run_chat
-    from segue_twin import Twin
+    from segue.twin import Twin
 
     store = RunStore(f"sqlite:///{tmp_path / 'demo.db'}")
     asyncio.run(run_chat("all", store=store, twin=Twin()))
