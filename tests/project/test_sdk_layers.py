@@ -86,7 +86,16 @@ TIERS: list[tuple[str, list[str]]] = [
     ("the twin (beside the runtime)", ["segue_twin", "segue_twin.*"]),
     (
         "public faces",
-        ["segue", "segue.__main__", "segue.twin", "segue.apps", "segue.apps.*", "segue.demo", "segue.demo.*"],
+        [
+            "segue",
+            "segue.__main__",
+            "segue.twin",
+            "segue.twin.*",
+            "segue.apps",
+            "segue.apps.*",
+            "segue.demo",
+            "segue.demo.*",
+        ],
     ),
 ]
 #: What the twin may import of segue: the catalog (prices, cache minimums and TTLs), the token counter (with the
@@ -238,8 +247,11 @@ def test_the_runtime_imports_nothing_of_the_twin() -> None:
     assert importers == set(), "a driver without a key refuses; nothing of the runtime talks to the twin"
 
 
-def test_the_twin_alias_is_the_same_package() -> None:
-    """`segue.twin` (documented in docs/twin.md) is segue_twin under its old name, submodules the docs use included."""
+def test_segue_twin_re_exports_the_twin_without_aliasing_modules() -> None:
+    """`segue.twin` (the import path the docs teach) re-exports segue_twin: the same objects by either name, each
+    submodule the docs import a real module file, and nothing written into sys.modules under a second name."""
+    import sys
+
     import segue.twin
     import segue_twin
     import segue_twin.server
@@ -249,8 +261,14 @@ def test_the_twin_alias_is_the_same_package() -> None:
     from segue.twin.testing import FakeClock
 
     assert Twin is segue_twin.Twin and serve is segue_twin.server.serve
-    assert sample_db is shop_db and FakeClock is sample_tools.FakeClock
+    assert sample_db.describe_table is shop_db.describe_table and FakeClock is sample_tools.FakeClock
     assert set(segue_twin.__all__) <= set(segue.twin.__all__)
+    files = {f"segue.twin.{p.stem}" for p in (SDK / "segue" / "twin").glob("*.py") if p.stem != "__init__"}
+    loaded = {name for name in sys.modules if name.startswith("segue.twin.")}
+    assert loaded <= files, f"modules under segue.twin with no file of their own: {sorted(loaded - files)}"
+    for name in files:
+        module = sys.modules[name]
+        assert module.__file__ is not None and module.__file__.startswith(str(SDK / "segue" / "twin")), name
 
 
 def test_the_checks_see_imports_inside_functions_and_type_checking(tmp_path: Path) -> None:
