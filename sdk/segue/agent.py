@@ -32,6 +32,7 @@ from segue.errors import (
 from segue.generated import Compaction, ContextBlock, ModelSettings, PrewarmResult, RunEvent, RunResult
 from segue.guardrails import Guardrail
 from segue.providers.base import members, settings_checks
+from segue.replay import compaction as compactions
 from segue.run.config import AgentConfig
 from segue.run.lineage import DEFAULT_MAX_DEPTH
 from segue.run.pipeline import Pipeline, last_result
@@ -166,6 +167,7 @@ class Agent:
         checks = settings_checks(provider)
         self.model_settings = settings_of(model_settings, "Agent(model_settings=...)")
         check_paths(self.model_settings, checks)
+        compactions.with_vendor(self.compaction, None, lambda s: check_paths(s, checks), "Agent(compaction=...)")
         self._config = AgentConfig(
             name=name,
             provider=provider,
