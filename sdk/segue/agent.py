@@ -367,8 +367,9 @@ class Agent:
         model_settings: ModelSettings | Mapping[str, Any] | None = None,
     ) -> PrewarmResult:
         """Warm the vendor's prompt cache for the next turn: send exactly what `run(text, ...)` with the same
-        arguments will send before its user message, asking the vendor to cache it and generate nothing, so that
-        run reads it from the cache. Recorded as a prewarm (`store.prewarms`), never as a run.
+        arguments will send before its user message (when its compaction policy finds one due, what it sends first:
+        the summary request's prefix), asking the vendor to cache it and generate nothing, so that run reads it from
+        the cache. Recorded as a prewarm (`store.prewarms`), never as a run.
 
         Bad input, unknown or unfinished runs and another tenant's runs raise as `run` would, before anything is
         sent; a serving path whose catalog row does not say `llm.cache_prewarm` raises InputError naming it; a
