@@ -68,9 +68,8 @@ def handle_messages(state: TwinState, body: Mapping[str, Any], headers: Mapping[
         blocks = _cache_blocks(request, messages, rules.image_tokens)
         if sum(b.tokens for b in blocks) > managed.compaction_trigger:
             policy = state.policy
-            summary = (
-                policy.summarize(_view(request, messages)) if isinstance(policy, Summarizer) else summary_of(messages)
-            )
+            own = policy.summarize(_view(request, messages)) if isinstance(policy, Summarizer) else None
+            summary = own if own is not None else summary_of(messages)
             compaction = {"type": "compaction", "content": summary}
             iterations.append({"type": "compaction", **_usage(account(blocks), count_tokens(summary))})
             messages = compacted(messages, compaction)

@@ -130,9 +130,9 @@ class Policy(Protocol):
 class Summarizer(Protocol):
     """A policy that also writes the summary a vendor's server-side compaction makes of a conversation (Anthropic's
     compact_20260112: "Generates a summary of the current conversation"); a policy without it gets the twin's
-    generic one (segue_twin.anthropic_context.summary_of)."""
+    generic one (segue_twin.anthropic_context.summary_of), as does one that returns None."""
 
-    def summarize(self, view: ConversationView) -> str: ...
+    def summarize(self, view: ConversationView) -> str | None: ...
 
 
 class PolicyError(Exception):
