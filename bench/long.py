@@ -191,7 +191,8 @@ async def windowed_chat(setting: str, turns: int, catalog: Catalog, folder: Path
         explored += sum(1 for c in calls if c in answered)
         answered.update(calls)
         ref = result.replay.compaction if result.replay is not None else None
-        if ref is not None and ref.run_id not in compactions:
+        # segue's own compaction is a run of its own; the vendor's (ref.vendor) is in a run this loop counts anyway.
+        if ref is not None and ref.vendor is None and ref.run_id not in compactions:
             made = store.get_run(ref.run_id)
             assert made is not None
             usage = made.usage
