@@ -20,11 +20,15 @@ parts, segue.store.bodies) beside the bytes of the bodies themselves (what stori
 Token counts are the twin's approximation. Run: python bench/long.py [--turns 60 200] [--window 24000]
 
 `--compaction` runs the long-conversation comparison instead (#38): every setting on the `--window` context window,
-so the 200-turn chat passes it: client-side compaction (`Compaction(every=S)`), `replay_keep=8, replay_step=4` and
-fitted `"all"`. Per setting: cost and cached share (the compaction runs' calls included), the largest request,
-re-explored tool calls (a call repeating, with the same arguments, one answered in an earlier turn: the twin
-explores what it cannot see in the request), failed turns, and for compaction the summary requests' lowest share
-read from the cache. Run: python bench/long.py --compaction [--turns 200] [--window 24000]
+so the 200-turn chat passes it: client-side compaction (`Compaction(every=S)`), the vendor's own
+(`Compaction(vendor=True, trigger_tokens=12000)`: Anthropic's compact_20260112, emulated by the twin),
+`replay_keep=8, replay_step=4` and fitted `"all"`, then the peers' compaction where they run on the twin
+(bench/peers/long_peers.py; a peer that cannot gets a line saying why). Per setting: cost and cached share (the
+compaction runs' calls included), the largest request, re-explored tool calls (a call repeating, with the same
+arguments, one answered in an earlier turn: the twin explores what it cannot see in the request), failed turns, and
+for compaction the summary requests' lowest share read from the cache (the vendor's: each `usage.iterations`
+compaction entry, whose tokens cost and cached share include). Run: python bench/long.py --compaction [--turns 200]
+[--window 24000]
 """
 
 from __future__ import annotations
@@ -147,10 +151,14 @@ async def chat(setting: str, turns: int, catalog: Catalog, folder: Path) -> dict
     }
 
 
+#: The vendor's trigger of the `vendor compact` row (prompt input tokens): half the --window default, so the
+#: vendor compacts a few times in 200 turns.
+VENDOR_TRIGGER = 12_000
 #: The long-conversation comparison (--compaction): each on the --window context window.
 WINDOWED: dict[str, dict[str, Any]] = {
     "compact every 4": {"compaction": Compaction(every=4)},
     "compact every 8": {"compaction": Compaction(every=8)},
+    "vendor compact": {"compaction": Compaction(vendor=True, trigger_tokens=VENDOR_TRIGGER)},
     "keep8 step4": {"replay_keep": 8, "replay_step": 4},
     "all, fitted": {"replay_last": "all"},
 }
@@ -169,6 +177,7 @@ async def windowed_chat(setting: str, turns: int, catalog: Catalog, folder: Path
     failed = explored = 0
     answered: set[tuple[str, str]] = set()
     compactions: dict[str, float] = {}  # compaction run id -> the share its request read from the cache
+    vendor_reads: list[float] = []  # the share each of the vendor's summary samplings read from the cache
     for question in long_chat(turns):
         result = await agent.run(question, runs=ids or None, **WINDOWED[setting])
         detail = store.get_run(result.run_id)
@@ -182,7 +191,8 @@ async def windowed_chat(setting: str, turns: int, catalog: Catalog, folder: Path
         explored += sum(1 for c in calls if c in answered)
         answered.update(calls)
         ref = result.replay.compaction if result.replay is not None else None
-        if ref is not None and ref.run_id not in compactions:
+        # segue's own compaction is a run of its own; the vendor's (ref.vendor) is in a run this loop counts anyway.
+        if ref is not None and ref.vendor is None and ref.run_id not in compactions:
             made = store.get_run(ref.run_id)
             assert made is not None
             usage = made.usage
@@ -191,11 +201,16 @@ async def windowed_chat(setting: str, turns: int, catalog: Catalog, folder: Path
             total_input += usage.input_tokens
             largest = max(largest, *(c.usage.input_tokens for c in made.llm_interactions))
             compactions[ref.run_id] = (usage.cache_read_tokens or 0) / max(1, usage.input_tokens)
-        cost += catalog.cost(result.usage, MODEL, "anthropic")
+        cost += catalog.cost(result.usage, MODEL, "anthropic")  # the vendor's summary samplings included
         read += result.usage.cache_read_tokens or 0
         total_input += result.usage.input_tokens
-        if detail.llm_interactions:
-            largest = max(largest, *(c.usage.input_tokens for c in detail.llm_interactions))
+        for call in detail.llm_interactions:
+            largest = max(largest, call.usage.input_tokens)
+            for part in call.usage.compaction_iterations or ():  # the vendor's summary: its own prompt read
+                read += part.cache_read_tokens or 0
+                total_input += part.input_tokens
+                largest = max(largest, part.input_tokens)
+                vendor_reads.append((part.cache_read_tokens or 0) / max(1, part.input_tokens))
         if result.status != "success":
             failed += 1
         ids.append(result.run_id)
@@ -206,12 +221,12 @@ async def windowed_chat(setting: str, turns: int, catalog: Catalog, folder: Path
         "largest": int(largest),
         "explored": explored,
         "failed": failed,
-        "compactions": len(compactions),
-        "summary_read": min(compactions.values()) if compactions else None,
+        "compactions": len(compactions) + len(vendor_reads),
+        "summary_read": min([*compactions.values(), *vendor_reads], default=None),
     }
 
 
-def compaction_table(turns: int, window: int, folder: Path) -> None:
+def compaction_table(turns: int, window: int, folder: Path, *, peers: bool = True) -> None:
     catalog = window_catalog(folder, window)
     print(f"\n{turns}-turn tool chat, anthropic twin, {MODEL} (thinking, 1h cache), context window {window:,}")
     print(
@@ -228,7 +243,7 @@ def compaction_table(turns: int, window: int, folder: Path) -> None:
             flush=True,
         )
     keep = rows["keep8 step4"]
-    for setting in ("compact every 4", "compact every 8"):
+    for setting in ("compact every 4", "compact every 8", "vendor compact"):
         r = rows[setting]
         held = (
             r["cost"] <= 0.7 * keep["cost"]
@@ -242,6 +257,11 @@ def compaction_table(turns: int, window: int, folder: Path) -> None:
             f"{(r['summary_read'] or 0):.1%} (target >= 80%), failed turns {r['failed']} (target 0): "
             f"{'ok' if held else 'MISSED'}"
         )
+    if peers:  # the peers' compaction on the same chat: bench/peers/long_peers.py
+        sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+        from long_peers import compaction_lines
+
+        print("\n".join(compaction_lines(turns, VENDOR_TRIGGER, catalog)), flush=True)
 
 
 def main() -> None:
@@ -258,7 +278,7 @@ def main() -> None:
         folder = Path(tmp)
         if args.compaction:
             for turns in args.turns:
-                compaction_table(turns, args.window, folder)
+                compaction_table(turns, args.window, folder, peers=not args.no_peers)
             return
         plain = Catalog.load(env=False)
         fitted = window_catalog(folder, args.window)

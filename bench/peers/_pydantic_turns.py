@@ -6,6 +6,9 @@ Configured as PydanticAI's docs recommend for a multi-turn chat: the app keeps t
 unified `cache` setting (`True`: the provider's default retention, 5m on Anthropic; or the TTL name). Thinking:
 `anthropic_thinking` with the same 1,024-token budget as segue, `openai_reasoning_effort="low"` on OpenAI. A
 window of N turns is PydanticAI's history processor (the `ProcessHistory` capability) keeping the last N turns.
+With `compaction_trigger` (bench/long.py --compaction), Anthropic's server-side compaction through PydanticAI's
+`anthropic_context_management` setting (compact_20260112 at that many input tokens; PydanticAI round-trips the
+block as a CompactionPart).
 The protocol is bench/peers/_peer_protocol.py's.
 """
 
@@ -71,6 +74,11 @@ def model_for(vendor: str, name: str) -> Any:
 def settings_for(vendor: str) -> dict[str, Any]:
     ttl = cfg["ttl"]
     out: dict[str, Any] = {"cache": True if ttl in ("5m", "30m") else ttl}
+    trigger = cfg.get("compaction_trigger")
+    if trigger is not None and vendor == "anthropic":
+        out["anthropic_context_management"] = {
+            "edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": trigger}}]
+        }
     if cfg["thinking"]:
         if vendor == "anthropic":
             out["anthropic_thinking"] = {"type": "enabled", "budget_tokens": 1024}

@@ -54,7 +54,15 @@ def wire_usage(path: str, usage: Mapping[str, Any]) -> Usage:
         raise ValueError(f"no usage shape known for path {path!r}; the twin serves {', '.join(_VENDOR_OF_PATH)}")
     parsed = parse(usage)
     written = {ttl: n for ttl, n in (parsed.cache_write_tokens_by_ttl or {}).items() if n}
-    return attrs.evolve(parsed, cache_write_tokens_by_ttl=written or None)
+    # Anthropic's server-side compaction samples a summary reported apart, in usage.iterations ("A `compaction`
+    # entry's tokens are not included in the top-level `usage` fields", the pinned SDK's BetaUsage.iterations).
+    iterations = usage.get("iterations") if path == "/v1/messages" else None
+    compacted = [
+        wire_usage(path, {k: v for k, v in it.items() if k != "type"})
+        for it in iterations or ()
+        if isinstance(it, Mapping) and it.get("type") == "compaction"
+    ]
+    return attrs.evolve(parsed, cache_write_tokens_by_ttl=written or None, compaction_iterations=compacted or None)
 
 
 def _canonical(arguments: Any) -> str:

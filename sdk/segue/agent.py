@@ -32,6 +32,7 @@ from segue.errors import (
 from segue.generated import Compaction, ContextBlock, ModelSettings, PrewarmResult, RunEvent, RunResult
 from segue.guardrails import Guardrail
 from segue.providers.base import members, settings_checks
+from segue.replay import compaction as compactions
 from segue.run.config import AgentConfig
 from segue.run.lineage import DEFAULT_MAX_DEPTH
 from segue.run.pipeline import Pipeline, last_result
@@ -165,6 +166,7 @@ class Agent:
         checks = settings_checks(provider)
         self.model_settings = settings_of(model_settings, "Agent(model_settings=...)")
         check_paths(self.model_settings, checks)
+        compactions.with_vendor(self.compaction, None, lambda s: check_paths(s, checks), "Agent(compaction=...)")
         self._config = AgentConfig(
             name=name,
             provider=provider,
@@ -364,8 +366,9 @@ class Agent:
         model_settings: ModelSettings | Mapping[str, Any] | None = None,
     ) -> PrewarmResult:
         """Warm the vendor's prompt cache for the next turn: send exactly what `run(text, ...)` with the same
-        arguments will send before its user message, asking the vendor to cache it and generate nothing, so that
-        run reads it from the cache. Recorded as a prewarm (`store.prewarms`), never as a run.
+        arguments will send before its user message (when its compaction policy finds one due, what it sends first:
+        the summary request's prefix), asking the vendor to cache it and generate nothing, so that run reads it from
+        the cache. Recorded as a prewarm (`store.prewarms`), never as a run.
 
         Bad input, unknown or unfinished runs and another tenant's runs raise as `run` would, before anything is
         sent; a serving path whose catalog row does not say `llm.cache_prewarm` raises InputError naming it; a

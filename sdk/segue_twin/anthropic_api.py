@@ -26,7 +26,7 @@ from segue_twin.images import block_tokens
 from segue_twin.signing import check_thinking, prefix_digests, sign_thinking
 from segue_twin.state import Reply, TwinState
 from segue_twin.structured import respond
-from segue_twin.view import AssistantTurn, ConversationView, ToolCall, ToolResult, Turn, tool_spec
+from segue_twin.view import AssistantTurn, ConversationView, Summarizer, ToolCall, ToolResult, Turn, tool_spec
 
 VENDOR = "anthropic"
 #: Thinking text used when thinking is on but the policy gave no reasoning (a thinking block must still lead).
@@ -67,7 +67,9 @@ def handle_messages(state: TwinState, body: Mapping[str, Any], headers: Mapping[
     if managed.compact is not None and not request.prewarm:
         blocks = _cache_blocks(request, messages, rules.image_tokens)
         if sum(b.tokens for b in blocks) > managed.compaction_trigger:
-            summary = summary_of(messages)
+            policy = state.policy
+            own = policy.summarize(_view(request, messages)) if isinstance(policy, Summarizer) else None
+            summary = own if own is not None else summary_of(messages)
             compaction = {"type": "compaction", "content": summary}
             iterations.append({"type": "compaction", **_usage(account(blocks), count_tokens(summary))})
             messages = compacted(messages, compaction)

@@ -18,7 +18,9 @@ Rules and their sources (docs/twin.md, "Fidelity rules"):
   unset is not emulated (no source in reach gives the vendor's defaults): the twin clears nothing and says so.
 - `clear_thinking_20251015` keeps the thinking blocks of the last `keep` assistant turns ("Number of most recent
   assistant turns to keep thinking blocks for. Older turns will have their thinking blocks removed", the pinned
-  SDK's BetaClearThinking20251015EditParam; `{"type": "all"}` or "all": every one).
+  SDK's BetaClearThinking20251015EditParam; `{"type": "all"}` or "all": every one). Left unset, one turn: the
+  context-editing page (its zh-CN and ja versions, read 2026-12-06) gives the default as equivalent to
+  `keep: {type: "thinking_turns", value: 1}`, and recommends `keep: "all"` to maximize cache hits.
 - Compaction (`compact_20260112`): "Detects when input tokens exceed your specified trigger threshold. Generates a
   summary of the current conversation. Creates a compaction block containing the summary. Continues the response
   with the compacted context" (the compaction page, as mirrored at learn-ai.blindshot.kz); the trigger "Defaults to
@@ -50,6 +52,9 @@ CLEAR_THINKING = "clear_thinking_20251015"
 COMPACT = "compact_20260112"
 #: "Defaults to 150000 input tokens" (the pinned SDK's BetaCompact20260112EditParam.trigger).
 DEFAULT_COMPACTION_TRIGGER = 150_000
+#: clear_thinking_20251015's `keep` when the edit leaves it out: the context-editing page's default, "equivalent to
+#: keep: {type: "thinking_turns", value: 1}" (its zh-CN and ja versions; see the module notes).
+DEFAULT_THINKING_KEEP = {"type": "thinking_turns", "value": 1}
 #: The twin's own placeholder for a cleared tool result (the vendor's wording is not documented in reach).
 CLEARED = "[tool result cleared by context editing]"
 #: How much of each turn's text and tool result the twin's summary keeps.
@@ -166,11 +171,11 @@ def clear_thinking(
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Apply clear_thinking_20251015: the messages with the thinking of older assistant turns left off, and the
     applied edit (None when nothing was cleared)."""
-    keep = edit.get("keep")
+    keep = edit.get("keep", DEFAULT_THINKING_KEEP)
     if keep == "all" or (isinstance(keep, Mapping) and keep.get("type") == "all"):
         return messages, None
     if not isinstance(keep, Mapping):
-        return messages, None  # the vendor's default is not emulated (see the module notes)
+        return messages, None
     thinking = [
         i
         for i, m in enumerate(messages)

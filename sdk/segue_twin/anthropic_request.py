@@ -380,7 +380,10 @@ def _check_thinking_leads_tool_loop(messages: list[dict[str, Any]]) -> None:
     if len(messages) < 2 or not last or last[0]["type"] != "tool_result":
         return
     index = len(messages) - 2
-    first = messages[index]["content"][0]["type"] if messages[index]["content"] else "nothing"
+    # A compaction block opens the response that compacted (the twin's own, anthropic_api.handle_messages); what
+    # follows it is the message the rule reads.
+    blocks = [b for b in messages[index]["content"] if b["type"] != "compaction"]
+    first = blocks[0]["type"] if blocks else "nothing"
     if first not in _THINKING_TYPES:
         raise bad_request(
             f"messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. "

@@ -112,6 +112,11 @@ class DefaultPolicy:
             return self.shop.respond(view)
         return self.app.respond(view)
 
+    def summarize(self, view: ConversationView) -> str | None:
+        """A vendor compaction's summary (view.Summarizer): the shop analyst's facts over the demo's tools; None
+        elsewhere (the twin's generic summary)."""
+        return self.shop.summarize(view) if any(name in SHOP_TOOLS for name in view.tools) else None
+
 
 def _without_names(text: str, specs: Sequence[ToolSpec]) -> str:
     """``text`` without the tool names in it, so a digit in a name is not read as an argument."""

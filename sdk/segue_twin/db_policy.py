@@ -114,7 +114,8 @@ def _knowledge(view: ConversationView) -> _Knowledge:
     failed: dict[tuple[str, str], str] = {}
     asked_at = max((i for i, t in enumerate(view.turns) if t.role == "user" and t.text.strip()), default=-1)
     for index, turn in enumerate(view.turns):
-        facts = _facts(turn.text) if turn.role == "assistant" else None
+        # A vendor's compaction block opens a user turn of the compacted context (segue_twin.anthropic_context).
+        facts = _facts(turn.text)
         if facts is not None:  # a summary of earlier turns (client-side compaction) states what they found
             tables = tuple(facts.get("tables") or ()) or tables
             described.update(facts.get("described") or ())
@@ -194,6 +195,10 @@ def _json(content: str) -> Any:
 
 class DatabaseChatPolicy:
     """Plays a careful analyst over the shop database; deterministic for a given conversation."""
+
+    def summarize(self, view: ConversationView) -> str:
+        """The summary a vendor's server-side compaction makes: the same facts as a summary segue asks for."""
+        return summary(_knowledge(view))
 
     def respond(self, view: ConversationView) -> AssistantTurn:
         question = view.last_user_text()

@@ -126,6 +126,15 @@ class Policy(Protocol):
     def respond(self, view: ConversationView) -> AssistantTurn: ...
 
 
+@runtime_checkable
+class Summarizer(Protocol):
+    """A policy that also writes the summary a vendor's server-side compaction makes of a conversation (Anthropic's
+    compact_20260112: "Generates a summary of the current conversation"); a policy without it gets the twin's
+    generic one (segue_twin.anthropic_context.summary_of), as does one that returns None."""
+
+    def summarize(self, view: ConversationView) -> str | None: ...
+
+
 class PolicyError(Exception):
     """A policy cannot answer (e.g. a ScriptedPolicy ran out of turns); the message says what to do.
 

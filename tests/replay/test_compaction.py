@@ -12,6 +12,7 @@ from segue import Agent, Compaction, InputError, ReplayRunError, RunStore
 from segue.demo import PROMPT, demo_tools, long_chat
 from segue.providers import AnthropicProvider
 from segue.replay.compaction import INSTRUCTION
+from segue.wire.anthropic.request import PREWARM_TURN
 from segue_twin import Twin
 
 
@@ -216,3 +217,40 @@ async def test_runs_show_explain_and_the_dashboard_say_which_runs_a_compaction_s
     assert view.replay_runs[0].mode == f"summary of {stands}"
     explained = explain_run(turn3, store.get_run(ids[1]))
     assert f"compaction {made.run_id} now stands for {stands}" in explained.iterations[0].reason
+
+
+async def test_a_prewarm_before_a_turn_that_compacts_warms_the_summary_requests_prefix(store: RunStore) -> None:
+    """The turn after `every` runs first sends the compaction's summary request, and its own request carries a
+    summary that does not exist before it: a prewarm then sends the summary request's prefix byte for byte (not the
+    turn's, whose history= the summary request leaves out), and the summary request reads all of it from the
+    cache."""
+    twin = Twin()
+    provider = AnthropicProvider("claude-sonnet-4-6", cache_ttl="1h", client=twin.anthropic_client())
+    agent = Agent(provider, PROMPT, demo_tools(), store, max_iterations=8, compaction=Compaction(every=2))
+    history = [
+        {"role": "user", "content": "Earlier, off the record: I run the shop's Lisbon branch."},
+        {"role": "assistant", "content": "Noted."},
+    ]
+    ids: list[str] = []
+    for question in long_chat(2):
+        ids.append((await agent.run(question, runs=ids or None, history=history)).run_id)
+    warm = await agent.prewarm(runs=ids, history=history)
+    record = store.prewarms.get(warm.prewarm_id)
+    assert record is not None
+    warmed = record.interaction.provider_request
+    turn = await agent.run("Top 3 products by revenue?", runs=ids, history=history)
+    assert turn.status == "success" and turn.replay is not None and turn.replay.compaction is not None
+    made = store.get_run(turn.replay.compaction.run_id)
+    assert made is not None
+    summary_call = made.llm_interactions[0]
+    sent = summary_call.provider_request
+    # Byte for byte the summary request up to its instruction: the history= of the turn is not in it.
+    # (Anthropic's prewarm closes the prefix with a user turn of its own: PREWARM_TURN, answered with max_tokens 0.)
+    assert warmed["messages"][-1] == {"role": "user", "content": [{"type": "text", "text": PREWARM_TURN}]}
+    assert without_marks(warmed["messages"][:-1]) == without_marks(sent["messages"][:-1])
+    assert user_texts(sent)[-1] == INSTRUCTION and history[0]["content"] not in user_texts(warmed)
+    assert (warmed["system"], warmed["tools"]) == (sent["system"], sent["tools"])
+    # ...so the summary request reads from the cache all the prewarm cached (read or written), where the turn's own
+    # prefix (with its history=) would have left the summary request its last replayed message to write.
+    cached = (warm.usage.cache_read_tokens or 0) + (warm.usage.cache_write_tokens or 0)
+    assert cached > 0 and summary_call.usage.cache_read_tokens == cached

@@ -406,3 +406,82 @@ async def test_after_a_compaction_the_system_cache_is_read_and_the_messages_are_
 
     assert after.usage.cache_read_input_tokens == tokens(system)
     assert after.usage.cache_creation_input_tokens == tokens(block) + tokens(text) + tokens(question)
+
+
+THINKING = {"type": "enabled", "budget_tokens": 1024}
+
+
+async def _thinking_conversation(client: anthropic.AsyncAnthropic, turns: int) -> list[dict[str, Any]]:
+    """`turns` answered user turns, each assistant turn with the twin's signed thinking block first, then the next
+    question (marked for caching: the prompt is past claude-sonnet-4-6's 1,024-token minimum)."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": LONG + LONG}]}]
+    for i in range(turns):
+        answer = await client.beta.messages.create(
+            model=MODEL,
+            max_tokens=2048,
+            thinking=THINKING,  # type: ignore[arg-type]
+            messages=messages,  # type: ignore[arg-type]
+        )
+        assert answer.content[0].type == "thinking"
+        messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in answer.content]})
+        messages.append({"role": "user", "content": [{"type": "text", "text": f"And question {i + 2}?"}]})
+    messages[-1]["content"][0]["cache_control"] = {"type": "ephemeral"}
+    return messages
+
+
+async def _ask(client: anthropic.AsyncAnthropic, messages: list[dict[str, Any]], edit: dict[str, Any] | None) -> Any:
+    extra: dict[str, Any] = {"betas": [EDITING], "context_management": {"edits": [edit]}} if edit else {}
+    return await client.beta.messages.create(
+        model=MODEL,
+        max_tokens=2048,
+        thinking=THINKING,  # type: ignore[arg-type]
+        messages=messages,  # type: ignore[arg-type]
+        **extra,
+    )
+
+
+@pytest.mark.parametrize(
+    "keep",
+    [{"type": "thinking_turns", "value": 1}, None],
+    ids=["keep one turn", "keep left to the default"],
+)
+async def test_clear_thinking_removes_the_thinking_of_older_assistant_turns_and_reports_it(keep: Any) -> None:
+    """clear_thinking_20251015, "keep": "Number of most recent assistant turns to keep thinking blocks for. Older
+    turns will have their thinking blocks removed" (the pinned SDK's BetaClearThinking20251015EditParam). Left
+    unset, the context-editing page gives the default as equivalent to `keep: {type: "thinking_turns", value: 1}`
+    (its zh-CN and ja versions). The response reports it: "cleared_thinking_turns: Number of thinking turns that
+    were cleared", "cleared_input_tokens: Number of input tokens cleared by this edit"
+    (BetaClearThinking20251015EditResponse); the edit is "Applied before the prompt reaches Claude", so the
+    prompt counts that many tokens fewer."""
+    client = _twin()
+    messages = await _thinking_conversation(client, 3)
+    plain = await _ask(client, messages, None)
+    edit = {"type": "clear_thinking_20251015", **({"keep": keep} if keep is not None else {})}
+    edited = await _ask(client, messages, edit)
+    assert edited.context_management is not None
+    (applied,) = edited.context_management.applied_edits
+    assert (applied.type, applied.cleared_thinking_turns) == ("clear_thinking_20251015", 2)  # 3 turns, 1 kept
+    whole = plain.usage.input_tokens + plain.usage.cache_read_input_tokens + plain.usage.cache_creation_input_tokens
+    sent = edited.usage.input_tokens + edited.usage.cache_read_input_tokens + edited.usage.cache_creation_input_tokens
+    assert applied.cleared_input_tokens > 0 and whole - sent == applied.cleared_input_tokens
+
+
+async def test_clear_thinking_keeping_all_turns_clears_nothing_and_keeps_the_cache() -> None:
+    """`keep: "all"` keeps every thinking block (the SDK's Keep takes the literal "all" or BetaAllThinkingTurnsParam);
+    the context-editing page: set it to maximize cache hits, since "when thinking blocks are cleared, the cache is
+    invalidated at the point where clearing occurs" (its prompt-caching section, read in its zh-CN and ja
+    versions). So a request keeping all reads the prompt an unedited request cached, and one clearing older turns
+    does not read past the first cleared block."""
+    client = _twin()
+    messages = await _thinking_conversation(client, 3)
+    plain = await _ask(client, messages, None)
+    assert plain.usage.cache_creation_input_tokens
+    for keep in ("all", {"type": "all"}):
+        kept = await _ask(client, messages, {"type": "clear_thinking_20251015", "keep": keep})
+        assert kept.context_management is None  # nothing applied
+        assert kept.usage.cache_read_input_tokens == plain.usage.cache_creation_input_tokens
+    cleared = await _ask(
+        client, messages, {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}}
+    )
+    assert cleared.context_management is not None
+    assert cleared.usage.cache_read_input_tokens < plain.usage.cache_creation_input_tokens

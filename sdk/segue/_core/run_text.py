@@ -22,7 +22,12 @@ def replay_text(summary: ReplaySummary) -> str:
         parts[0] += " as question + answer"
     if summary.compaction is not None:
         c = summary.compaction
-        after = f"compaction {c.run_id} (the summary of the first {c.runs} runs, {c.first} to {c.last})"
+        after = (
+            f"compaction {c.run_id} (the summary of the first {c.runs} runs, {c.first} to {c.last})"
+            if c.vendor is None
+            else f"{c.vendor}'s compaction block in run {c.run_id} (standing for the first {c.runs} runs, {c.first} "
+            f"to {c.last})"
+        )
         parts[0] = f"replayed {after}, then {parts[0][len('replayed ') :]} after it"
     if summary.reasoning_kept or summary.reasoning_dropped:
         parts.append(f"reasoning kept for {len(summary.reasoning_kept)}")

@@ -333,6 +333,13 @@ def _window_move(run: RunDetail, previous: RunDetail | None) -> tuple[str, str |
     replay, earlier = run.replay, previous.replay
     made = replay.compaction
     if made is not None and (earlier is None or earlier.compaction != made):
+        if made.vendor is not None:
+            return (
+                f"{made.vendor}'s compaction block in run {made.run_id}'s response now stands for the first "
+                f"{made.runs} runs ({made.first} to {made.last}): the turn replays from that run, the vendor "
+                "having dropped what precedes the block (a new compaction moves the prefix once)",
+                None,
+            )
         return (
             f"compaction {made.run_id} now stands for the first {made.runs} runs ({made.first} to {made.last}): its "
             "summary is replayed in their place (a new compaction moves the prefix once)",

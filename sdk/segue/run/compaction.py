@@ -57,6 +57,32 @@ class Pipeline(Protocol):
     ) -> AsyncGenerator[RunEvent, None]: ...
 
 
+def summary_request(request: RunRequest) -> RunRequest:
+    """The request of the compaction a turn found due: the turn's, with the summary instruction in place of the
+    user's input, and nothing a summary does not take (history=, structured output, idempotency, metadata)."""
+    policy = request.params.compaction
+    assert policy is not None
+    params = attrs.evolve(
+        request.params,
+        input=instruction(policy),
+        idempotency_key=None,
+        metadata={},
+        history=[],
+        output_type=None,
+        output_repairs=None,
+    )
+    return attrs.evolve(request, params=params, output=None, retry_of=None)
+
+
+async def summary_of(planner: Planner, request: RunRequest, plan: RunPlan) -> tuple[RunRequest, RunPlan]:
+    """The summary request of the compaction `plan` found due, and its plan: the conversation replayed as the turn
+    would send it without the new compaction (the one in use, then the runs after it). Agent.prewarm warms this
+    prefix when a compaction is due (segue.run.prewarm), since it is what the next turn sends first."""
+    asked = summary_request(request)
+    in_use = plan.summary.compaction if plan.summary is not None else None
+    return asked, await planner.plan(asked, compaction=in_use, making=True)
+
+
 class Compactor:
     """Makes the compactions of one agent's conversations."""
 
@@ -80,21 +106,10 @@ class Compactor:
         return attrs.evolve(plan, summaries=summaries)
 
     async def make(self, request: RunRequest, plan: RunPlan) -> tuple[CompactionRef | None, ReplayWarning | None]:
-        policy, knobs = request.params.compaction, request.knobs
-        assert policy is not None and knobs is not None
-        text = instruction(policy)
-        params = attrs.evolve(
-            request.params,
-            input=text,
-            idempotency_key=None,
-            metadata={},
-            history=[],
-            output_type=None,
-            output_repairs=None,
-        )
-        summary_request = attrs.evolve(request, params=params, output=None, retry_of=None)
-        in_use = plan.summary.compaction if plan.summary is not None else None
-        summary_plan = await self.pipeline.planner.plan(summary_request, compaction=in_use, making=True)
+        knobs = request.knobs
+        assert knobs is not None
+        summary_request, summary_plan = await summary_of(self.pipeline.planner, request, plan)
+        text = summary_request.params.input
         run_id = str(ULID())
         makes = CompactionRef(run_id=run_id, runs=len(knobs.runs), first=knobs.runs[0], last=knobs.runs[-1])
         summary_plan = attrs.evolve(summary_plan, makes=makes)

@@ -171,7 +171,12 @@ class Planner:
                 diagnose=self.agent.cache_diagnostics,
                 room=room,
             )
-        ref = (compaction or compactions.in_use(stored, request.knobs.runs)) if policy is not None else None
+        vendor = policy is not None and bool(policy.vendor)
+        ref = (compaction or compactions.in_use(stored, request.knobs.runs)) if policy and not vendor else None
+        # Compaction(vendor=True): the turn replays from the latest run carrying the vendor's compaction block.
+        vendor_ref = (
+            compactions.vendor_in_use(stored, request.knobs.runs, config.current.path.vendor) if vendor else None
+        )
         made = None
         if ref is not None:
             assert self.agent.store is not None
@@ -179,7 +184,7 @@ class Planner:
             made = (compactions.check_made(found, ref, request.tenant_id), ref)
         plan = plan_replay(
             stored,
-            request.knobs,
+            compactions.after_vendor(request.knobs, vendor_ref),
             request.tenant_id,
             config.current,
             guardrails=bool(self.agent.guardrails),
@@ -196,7 +201,7 @@ class Planner:
             context=request.context,
             layout=layout,
             prefix=[*plan.messages, *history],
-            summaries=plan.summaries,
+            summaries=compactions.as_asked(plan.summaries, request.knobs, vendor_ref),
             seeds=plan.seeds,
             continued_from=plan.continued_from,
             pauses=conversation_pauses(stored, request.knobs.runs),

@@ -10,6 +10,10 @@ vendor only to cache it (`ProviderRequest.prewarm`: Anthropic `max_tokens: 0`, O
 Whether a serving path can be warmed is catalog data (`llm.cache_prewarm`): a path whose catalog row does not say
 so is refused before anything is sent, naming the path, rather than answered with a call that warms nothing.
 A prewarm is recorded as one provider call of its own (segue.store.prewarms), never as a run.
+
+When the run's compaction policy finds a compaction due, the next turn first sends the compaction's summary
+request (segue.run.compaction), then its own request with a summary that does not exist yet: a prewarm then warms
+the summary request's prefix, byte for byte what that request sends before its instruction.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from segue.catalog import CatalogError
 from segue.catalog.costs import add_call
 from segue.errors import InputError, WireError
 from segue.generated import LlmInteraction, PrewarmResult
+from segue.run.compaction import summary_of
 from segue.run.config import AgentConfig
 from segue.run.model_call import provider_request
 from segue.run.plan import Planner, RunPlan
@@ -46,6 +51,10 @@ class Prewarmer:
         """Plan like a run, check the catalog, send the prefix with `prewarm=True`, record the call. Everything is
         checked before the call and nothing is recorded when it fails."""
         plan = await self.planner.plan(request)
+        if plan.compaction_due:
+            # The next turn's first request is the compaction's summary request (segue.run.compaction), and the
+            # turn's own prefix holds a summary that does not exist yet: warm the summary request's prefix.
+            request, plan = await summary_of(self.planner, request, plan)
         self._check_supported(plan)
         state = RunState(run_id=str(ULID()), request=request, plan=plan, own=[], replay=plan.summary)
         # The prefix laid out as iteration 1 lays it out, without the user message and the fragment that follow it.

@@ -29,6 +29,7 @@ from segue.generated import (
     RunParams,
     get_converter,
 )
+from segue.replay import compaction as compactions
 from segue.run.conversation import as_history
 from segue.run.settings import SettingsCheck, check_paths, merged, settings_of
 from segue.store.records import DEFAULT_TENANT
@@ -198,6 +199,10 @@ def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequ
     # A prewarm takes no output_type of its own: it warms the prefix with the agent's (the format is in it).
     output, output_repairs = _output(arguments.get("output_type"), arguments.get("output_repairs"), rules)
     settings = merged(rules.model_settings, settings_of(arguments.get("model_settings"), "model_settings"))
+    # Compaction(vendor=True) turns on the serving path's own compaction, refused here where a path has none.
+    settings = compactions.with_vendor(
+        compaction, settings, lambda s: check_paths(s, rules.settings_checks), "compaction"
+    )
     check_paths(settings, rules.settings_checks)
     if not isinstance(tenant_id, str) or not tenant_id:
         raise InputError(f"tenant_id must be a non-empty string, got {tenant_id!r}")
@@ -422,7 +427,9 @@ def compaction_of(value: Any, name: str = "Agent(compaction=...)") -> Compaction
     if isinstance(value, Mapping):
         unknown = sorted(set(value) - {f.name for f in attrs.fields(Compaction)})
         if unknown:
-            raise InputError(f"{name} has no field {unknown[0]!r}; it takes every, trigger_tokens and instruction")
+            raise InputError(
+                f"{name} has no field {unknown[0]!r}; it takes every, trigger_tokens, instruction and vendor"
+            )
         try:
             value = Compaction(**value)
         except (TypeError, ValueError) as e:
@@ -438,7 +445,8 @@ def compaction_of(value: Any, name: str = "Agent(compaction=...)") -> Compaction
                 f"{'pass every=1 to compact after each run' if field == 'every' else 'pass a positive count'}, "
                 "or leave it out"
             )
-    if value.every is None and value.trigger_tokens is None:
+    compactions.check_vendor(value, name)
+    if value.every is None and value.trigger_tokens is None and not value.vendor:
         raise InputError(f"{name} needs every=S (runs) or trigger_tokens=T (replayed tokens): when to compact")
     given: object = value.instruction  # the generated class checks the length only
     if given is not None and (not isinstance(given, str) or not given.strip()):

@@ -150,10 +150,13 @@ def show_text(run: RunDetail, facts: Sequence[str] = ()) -> str:
         out.append("replay:")
         if r.compaction is not None:
             comp = r.compaction
-            out.append(
-                f"  compaction: {comp.run_id}, the summary of the first {comp.runs} runs ({comp.first} to "
-                f"{comp.last}); its call: segue runs show {comp.run_id}"
+            what = (
+                f"{comp.run_id}, the summary of the first {comp.runs} runs"
+                if comp.vendor is None
+                else f"{clean(comp.vendor)}'s block in run {comp.run_id}'s response, standing for the first "
+                f"{comp.runs} runs"
             )
+            out.append(f"  compaction: {what} ({comp.first} to {comp.last}); its call: segue runs show {comp.run_id}")
         out.append(f"  in full: {', '.join(r.runs_full) or '—'}")
         out.append(f"  as question + answer: {', '.join(r.runs_text) or '—'}")
         out.append(f"  reasoning kept: {', '.join(r.reasoning_kept) or '—'}")

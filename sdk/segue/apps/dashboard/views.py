@@ -418,6 +418,9 @@ def run_view(run: RunDetail, previous: RunDetail | None, cost: CostFn) -> RunVie
         order = r.knobs.runs if r.knobs is not None else listed
         if (comp := r.compaction) is not None:  # its row links to the compaction's run, whose page shows its call
             mode = f"summary of the first {comp.runs} runs ({comp.first} to {comp.last})"
+            if comp.vendor is not None:  # the run whose response carries the vendor's block (replayed in full too)
+                mode = f"{comp.vendor}'s compaction block, standing for the first {comp.runs} runs ({comp.first} to "
+                mode += f"{comp.last})"
             said: list[tuple[str, str]] = [(w.cause, w.message) for w in r.warnings if w.run_id == comp.run_id]
             replay_runs.append(ReplayRunView(run_id=comp.run_id, mode=mode, reasoning="none", warnings=said))
         for run_id in [x for x in order if x in listed]:
