@@ -5,9 +5,10 @@ Run: python bench/layout.py
 A real Agent runs a 10-iteration tool loop through segue's OpenAI Chat Completions driver against the twin:
 a ~3k-token system prompt, a question, nine tool calls whose results are a few hundred tokens each, then an
 answer. Every iteration carries a runtime-state fragment (`trailing_state`) that changes each time. The same
-loop runs with `trailing_state_layout="appendOnly"`, `"replace"` and `"auto"` (printed with what it decided),
-on gpt-4.1-mini@openai (cached from 1024 tokens in 128-token steps, per the catalog), as the first turn of a
-conversation and as its second turn (a run that replays the first: where `auto` weighs the layouts by cost).
+loop runs with `trailing_state_layout="appendOnly"`, `"replace"`, `"auto"` and `"byCost"` (the last two printed
+with what they decided), on gpt-4.1-mini@openai (cached from 1024 tokens in 128-token steps, per the catalog), as
+the first turn of a conversation and as its second turn (a run that replays the first: where `byCost` weighs
+the layouts by cost, once for the conversation; `auto` is seed 004's append-only on a byte-prefix cache).
 Printed per layout: the cached share of input tokens, input tokens, and cost from the catalog's prices under
 both cache models below, for a small state (~100 tokens) and a large one (~1,500 tokens), because share is not
 cost.
@@ -156,10 +157,10 @@ def main() -> None:
             f"{'cost $':>9} {'cost $ (request ends)':>22}"
         )
         for state_tokens in (100, 1500):
-            layouts: tuple[LayoutMode, ...] = ("appendOnly", "replace", "auto")
+            layouts: tuple[LayoutMode, ...] = ("appendOnly", "replace", "auto", "byCost")
             rows = {layout: asyncio.run(run(layout, state_tokens, catalog, turns)) for layout in layouts}
             for layout, r in rows.items():
-                shown = f"auto={r['decided']}" if layout == "auto" else layout
+                shown = f"{layout}={r['decided']}" if layout in ("auto", "byCost") else layout
                 print(
                     f"{state_tokens:>7} {shown:<17} {r['twin_share']:>13.1%} {r['ends_share']:>22.1%} "
                     f"{int(r['input']):>13,} {r['cost']:>9.5f} {r['ends_cost']:>22.5f}"

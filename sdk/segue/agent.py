@@ -19,7 +19,7 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 from segue._core.contracts import Provider, require_provider
 from segue._core.json_types import OutputType, output_spec
 from segue._core.schema_work import validating
-from segue.cache.layout import LayoutMode, TrailingStateFn
+from segue.cache.layout import LAYOUT_MODES, LayoutMode, TrailingStateFn
 from segue.catalog import Catalog, CatalogError
 from segue.errors import (
     IdempotencyConflictError,
@@ -145,9 +145,10 @@ class Agent:
         self.name = name
         self.lease_seconds = lease_seconds
         self.max_input_chars = max_input_chars
-        if trailing_state_layout not in ("auto", "appendOnly", "replace"):
+        if trailing_state_layout not in LAYOUT_MODES:
             raise ValueError(
-                f"trailing_state_layout must be 'auto', 'appendOnly' or 'replace', got {trailing_state_layout!r}"
+                f"trailing_state_layout must be one of {', '.join(LAYOUT_MODES)} (docs/layout.md), "
+                f"got {trailing_state_layout!r}"
             )
         if telemetry is not None and not isinstance(telemetry, Telemetry):
             raise TypeError(f"telemetry must be a segue.telemetry.Telemetry, got {type(telemetry).__name__}")

@@ -12,6 +12,7 @@ import pytest
 from segue._core.contracts import FRAGMENT_META_KEY
 from segue.cache.layout import (
     FRAGMENT_ITERATION_KEY,
+    LayoutPlan,
     LayoutPolicy,
     RuntimeState,
     assemble,
@@ -73,7 +74,9 @@ class Loop:
 
 
 def make(catalog: Catalog, mode: Any = "auto", **kw: Any) -> LayoutPolicy:
-    return LayoutPolicy(mode=mode, catalog=catalog, trailing_state=lambda s: f"iteration {s.iteration}", **kw)
+    return LayoutPolicy(
+        LayoutPlan.make(mode=mode, catalog=catalog, trailing_state=lambda s: f"iteration {s.iteration}", **kw)
+    )
 
 
 FRAG = "<segue-runtime-state>\niteration {}\n</segue-runtime-state>"
@@ -130,7 +133,7 @@ def test_fragment_for_calls_the_app_and_checks_its_answer(catalog: Catalog) -> N
         seen.append(s)
         return {1: "state", 2: None, 3: "   ", 4: 42}[s.iteration]
 
-    p = LayoutPolicy(catalog=catalog, trailing_state=fn)
+    p = LayoutPolicy(LayoutPlan.make(catalog=catalog, trailing_state=fn))
     f = p.fragment_for(1, state(1, tasks=["a"]))
     assert f is not None and is_fragment(f) and seen[0].app_state == {"tasks": ["a"]}
     assert p.fragment_for(2, state(2)) is None and p.fragment_for(3, state(3)) is None
@@ -138,11 +141,11 @@ def test_fragment_for_calls_the_app_and_checks_its_answer(catalog: Catalog) -> N
         p.fragment_for(4, state(4))
     with pytest.raises(ValueError, match=r"RuntimeState\.iteration is 1"):
         p.fragment_for(2, state(1))
-    assert LayoutPolicy(catalog=catalog).fragment_for(1, state(1)) is None
+    assert LayoutPolicy(LayoutPlan.make(catalog=catalog)).fragment_for(1, state(1)) is None
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         state(1).iteration = 2  # type: ignore[misc]
-    with pytest.raises(ValueError, match="one of auto, appendOnly, replace; got 'append'"):
-        LayoutPolicy(mode="append", catalog=catalog)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="one of auto, appendOnly, replace, byCost; got 'append'"):
+        LayoutPolicy(LayoutPlan.make(mode="append", catalog=catalog))  # type: ignore[arg-type]
 
 
 # --- the decision -----------------------------------------------------------------------------------------------

@@ -7,23 +7,17 @@ the LAST message of the request, a user message marked `meta["segue.fragment"]`.
 - `appendOnly`: every earlier fragment stays where it stood and the new one is appended, so each request is a
   byte-prefix extension of the previous one (what an exact-prefix cache rewards).
 
-`auto` (the default) is appendOnly when the serving path's catalog row says `prefix_prompt_cache`, or when the
-driver requires a stable reasoning prefix and the run declares native tools; otherwise replace. On a prefix
-cache whose catalog row prices input and cache reads, the path that decides at iteration 1 is weighed by cost
-too (`by_cost`): keeping a fragment costs its F tokens at the read price on every later request; replacing it
-costs, where the vendor reuses a prompt only up to where an earlier request ended, what each step of the
-conversation adds (D tokens, measured on the replayed runs and history) sent again at input less read price.
-replace when read * F > (input - read) * D, else the flag's appendOnly; a first turn, with no step measured
-yet, keeps the flag's (docs/layout.md, "auto by cost"). Explicit modes win. A runtime override that names a
-vendor, or whose model-only catalog entry says yes, decides at once (by the flag alone);
-otherwise the (model, vendor) that served iteration 1 decides. Then the decision is frozen for the run, so a
-failover to a host with other cache rules never flips the layout mid-run.
+Which layout a run uses is decided in segue.cache.layout_decision (`auto`, `byCost`, and when), once: before
+the first call where the configuration, a pause, an override or the conversation's earlier runs decide it
+(`LayoutPlan`, part of the run's frozen plan), else by the path that serves iteration 1; then it never changes.
 
-Call sequence for the agent loop (one `LayoutPolicy` per run)::
+Call sequence for the agent loop (one `LayoutPolicy` per run, RunState.layout)::
 
-    policy = LayoutPolicy(mode=..., catalog=..., trailing_state=fn,
-                          requires_stable_reasoning_prefix=provider.requires_stable_reasoning_prefix,
-                          declares_native_tools=bool(tools), model_override=..., vendor_override=...)
+    plan = LayoutPlan.make(mode=..., catalog=..., trailing_state=fn,
+                           requires_stable_reasoning_prefix=provider.requires_stable_reasoning_prefix,
+                           declares_native_tools=bool(tools), model_override=..., vendor_override=...,
+                           conversation=[(run_id, its RunMeta.segue_layout), ...])
+    policy = LayoutPolicy(plan)
     for iteration in 1..max:
         fragment = policy.fragment_for(iteration, state)           # Message | None
         request_messages = policy.lay_out(history, fragment, iteration)
@@ -38,13 +32,14 @@ stay in the run (`kept_fragments`, appendOnly only), each at the index of `histo
 `with_kept_fragments` interleaves them. In replace mode nothing is kept, so stored traces never hold a
 replace-mode fragment.
 
-Iteration 1 of an undecided `auto` run is laid out replace-style. If the decision turns out appendOnly, iteration
-1's fragment is restored once, at the iteration-1 boundary (where it stood: after the replayed runs, history
-and new input), unless a fragment already sits at or after the boundary. Fragments before the boundary come from
-replayed earlier appendOnly runs: they never count for that check, and every request of the run lays them out
-the same way, so the prefix the first request established never changes. A run decided `replace` before its
-first request (explicit, or by an override) drops them; otherwise they stay, because the earlier runs' own
-requests carried them and keeping them is what lets the replayed conversation hit the cache.
+Iteration 1 of an undecided run (`auto` or `byCost`) is laid out replace-style. If the decision turns out
+appendOnly, iteration 1's fragment is restored once, at the iteration-1 boundary (where it stood: after the
+replayed runs, history and new input), unless a fragment already sits at or after the boundary. Fragments before
+the boundary come from replayed earlier appendOnly runs: they never count for that check, and every request of
+the run lays them out the same way, so the prefix the first request established never changes. A run decided
+`replace` before its first request by the configuration or an override drops them; otherwise (read back from
+the conversation too) they stay, because the earlier runs' own requests carried them and keeping them is what
+lets the replayed conversation hit the cache.
 
 The fragment text is wrapped in `<segue-runtime-state>` ... `</segue-runtime-state>`. Lookalike tags in user and
 tool-result text (and inside the app's own state text) are escaped as `&lt;segue-runtime-state`, the same way
@@ -54,25 +49,33 @@ output and may sit next to signed reasoning.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
 from segue._core.contracts import FRAGMENT_META_KEY
-from segue._core.tokens import count_json
-from segue.catalog import Catalog, CatalogError, Resolved
-from segue.generated import LayoutMeta, Message, TextBlock, ToolResultBlock, Usage, get_converter
+from segue.cache.layout_decision import (
+    LAYOUT_MODES,
+    ConversationSizes,
+    LayoutDecision,
+    LayoutMode,
+    LayoutRule,
+    ResolvedLayout,
+)
+from segue.catalog import Catalog
+from segue.generated import LayoutMeta, Message, TextBlock, ToolResultBlock, Usage
 
 __all__ = [
     "FRAGMENT_ITERATION_KEY",
     "FRAGMENT_TAG",
+    "LAYOUT_MODES",
     "KeptFragment",
     "LayoutDecision",
     "LayoutMode",
+    "LayoutPlan",
     "LayoutPolicy",
     "ResolvedLayout",
     "RuntimeState",
@@ -85,14 +88,9 @@ __all__ = [
 
 log = logging.getLogger("segue.layout")
 
-LayoutMode = Literal["auto", "appendOnly", "replace"]
-ResolvedLayout = Literal["appendOnly", "replace"]
-_MODES: tuple[str, ...] = ("auto", "appendOnly", "replace")
-
 FRAGMENT_TAG = "segue-runtime-state"
 #: Message.meta key holding the iteration a fragment was built for.
 FRAGMENT_ITERATION_KEY = "segue.iteration"
-_ABSENT = object()
 _FORGED = re.compile(rf"<(?=\s*/?\s*{FRAGMENT_TAG})", re.IGNORECASE)
 
 
@@ -129,20 +127,6 @@ def build_fragment(text: str, iteration: int) -> Message:
     )
 
 
-def _tokens(message: Message) -> int:
-    """segue's token estimate of a message's content (segue._core.tokens: ceil(utf-8 bytes / 4) of its JSON)."""
-    return count_json(get_converter().unstructure(message.content, list[Any]))
-
-
-def _step_tokens(messages: Sequence[Message]) -> int:
-    """Tokens per answer step (an assistant message and what follows it) of earlier turns, fragments left out:
-    what one iteration adds, as the conversation so far shows it (0 when it has no answer yet)."""
-    steps = sum(m.role == "assistant" for m in messages)
-    first = next((i for i, m in enumerate(messages) if m.role == "assistant"), len(messages))
-    body = sum(_tokens(m) for m in messages[first:] if not is_fragment(m))
-    return body // steps if steps else 0
-
-
 def _escaped(message: Message) -> Message:
     if message.role not in ("user", "tool"):
         return message
@@ -173,18 +157,6 @@ def assemble(messages: Sequence[Message], fragment: Message | None, mode: Resolv
 
 
 @attrs.frozen(kw_only=True)
-class LayoutDecision:
-    """The layout a run uses and why. `iteration` 0 = decided before the first call (configured or override).
-    `basis`: configured | override | served | fallback."""
-
-    mode: ResolvedLayout
-    reason: str
-    iteration: int
-    basis: Literal["configured", "override", "served", "fallback"]
-    frozen: bool
-
-
-@attrs.frozen(kw_only=True)
 class KeptFragment:
     """A fragment that stays in the run's message list: it sits after the first `index` history messages."""
 
@@ -193,11 +165,20 @@ class KeptFragment:
     message: Message
 
 
-class LayoutPolicy:
-    """One per run: builds fragments, decides the layout (then freezes it), lays out each request."""
+@attrs.frozen(kw_only=True)
+class LayoutPlan:
+    """What a run's plan fixes about its layout (segue.run.plan): the rule, the app's `trailing_state`, and the
+    decision made before the first call (None: the path that serves iteration 1 decides, once)."""
 
-    def __init__(
-        self,
+    rule: LayoutRule
+    trailing_state: TrailingStateFn | None = None
+    decided: LayoutDecision | None = None
+    #: A resumed run's iteration whose fragment was restored before the pause (LayoutMeta.restored_iteration).
+    restored_iteration: int | None = None
+
+    @classmethod
+    def make(
+        cls,
         *,
         mode: LayoutMode = "auto",
         catalog: Catalog | None = None,
@@ -206,131 +187,62 @@ class LayoutPolicy:
         declares_native_tools: bool = False,
         model_override: str | None = None,
         vendor_override: str | None = None,
-    ) -> None:
-        if mode not in _MODES:
-            raise ValueError(f"trailing_state_layout must be one of {', '.join(_MODES)}; got {mode!r}")
-        self.configured: LayoutMode = mode
-        self._catalog = catalog
-        self._trailing_state = trailing_state
-        self._stable_prefix = requires_stable_reasoning_prefix
-        self._native_tools = declares_native_tools
-        self._decision: LayoutDecision | None = None
+        resumed: LayoutMeta | None = None,
+        conversation: Sequence[tuple[str, LayoutMeta | None]] = (),
+    ) -> LayoutPlan:
+        """The plan, decided as far as the configuration, a pause, an override or the conversation can decide it
+        (segue.cache.layout_decision)."""
+        rule = LayoutRule(
+            configured=mode,
+            catalog=catalog if catalog is not None else Catalog.load(),
+            stable_prefix=requires_stable_reasoning_prefix,
+            native_tools=declares_native_tools,
+        )
+        decided = rule.before_first_call(
+            model_override=model_override, vendor_override=vendor_override, resumed=resumed, conversation=conversation
+        )
+        restored = resumed.restored_iteration if resumed is not None and decided is not None else None
+        restored = restored if isinstance(restored, int) else None
+        return cls(rule=rule, trailing_state=trailing_state, decided=decided, restored_iteration=restored)
+
+    def on_wire(self, message: Message) -> Message | None:
+        """How a message before the iteration-1 boundary (replayed runs, history) goes on every request of the
+        run: None when it is a replayed fragment the run leaves out; escaped like `assemble` does otherwise."""
+        if is_fragment(message):
+            return None if self.decided is not None and self.decided.drops_replayed_fragments else message
+        return _escaped(message)
+
+
+class LayoutPolicy:
+    """One per run (RunState.layout): builds fragments, lays out each request, and holds the run's decision once
+    made (set once, never replaced)."""
+
+    def __init__(self, plan: LayoutPlan) -> None:
+        self.plan = plan
+        self.configured: LayoutMode = plan.rule.configured
+        self._trailing_state = plan.trailing_state
+        self._decision: LayoutDecision | None = plan.decided
         self._boundary: int | None = None
         self._first_iteration: int | None = None
         self._first_fragment: Message | None = None  # laid out replace-style while undecided: may be restored
-        self._restored_iteration: int | None = None
+        self._restored_iteration: int | None = plan.restored_iteration
         self._restore_checked = False
         self._kept: dict[int, KeptFragment] = {}
         self._sent: set[int] = set()  # iterations whose request carried a fragment
         self._laid: dict[int, tuple[Message, Message | None]] = {}  # id -> (message before the boundary, on_wire)
-        self._step_tokens = 0  # tokens per answer step of the replayed runs and history: the cost rule's D
-        if mode != "auto":
-            self._decision = LayoutDecision(
-                mode=mode, reason=f"configured trailing_state_layout={mode!r}", iteration=0, basis="configured",
-                frozen=False,
-            )  # fmt: skip
-        elif model_override is not None:
-            self._decide_override(model_override, vendor_override)
-        # Fixed before the first request, for the whole run: a run decided `replace` by then drops the replayed
-        # runs' fragments from every request; otherwise they stay where the earlier runs' requests had them.
-        self._drop_replayed_fragments = self._decision is not None and self._decision.mode == "replace"
+        self._sizes: ConversationSizes | None = None  # what byCost weighs, measured at the first iteration
 
     # --- decision ---------------------------------------------------------------------------------------------
 
     @property
-    def catalog(self) -> Catalog:
-        if self._catalog is None:
-            self._catalog = Catalog.load()
-        return self._catalog
-
-    @property
     def decision(self) -> LayoutDecision | None:
-        """None while an `auto` run is still undecided (before the first serving path is observed)."""
+        """None while an `auto` or `byCost` run is still undecided (before the first serving path is observed)."""
         return self._decision
 
-    def _decide_override(self, model: str, vendor: str | None) -> None:
-        if vendor is not None:
-            self._decision = self._decide(model, vendor, self._stable_prefix, 0, "override")
-            return
-        try:
-            resolved = self.catalog.resolve(model)
-        except CatalogError as e:
-            log.info("layout: override model %r is not in the catalog (%s); deciding from the served path", model, e)
-            return
-        if resolved.prefix_prompt_cache:  # a model-only "no" defers: the serving vendor may still say yes
-            self._decision = self._decide(model, None, self._stable_prefix, 0, "override")
-
-    def _decide(
-        self,
-        model: str,
-        vendor: str | None,
-        stable_prefix: bool,
-        iteration: int,
-        basis: Literal["override", "served"],
-    ) -> LayoutDecision:
-        path = f"{model}@{vendor}" if vendor else model
-        resolved: Resolved | None
-        try:
-            resolved = self.catalog.resolve(model, vendor)
-        except CatalogError as e:
-            resolved = None
-            log.warning("layout: no catalog entry for %s (%s); treating prefix_prompt_cache as false", path, e)
-            prefix_cache, why = False, f"catalog: no entry for {path}"
-        else:
-            value = resolved.get("llm", "prefix_prompt_cache", default=_ABSENT)
-            src = resolved.source("llm", "prefix_prompt_cache")
-            shown = "absent" if value is _ABSENT else json.dumps(value)
-            prefix_cache = resolved.prefix_prompt_cache
-            why = f"catalog: {resolved.label} prefix_prompt_cache={shown}" + (f" ({src})" if src else "")
-            if resolved.note:
-                why += f"; {resolved.note}"
-        if prefix_cache and stable_prefix and self._native_tools:
-            mode: ResolvedLayout = "appendOnly"
-            why += "; the driver requires a stable reasoning prefix and the run declares native tools"
-        elif prefix_cache:
-            mode = "appendOnly"
-            if basis == "served" and resolved is not None:
-                mode, weighed = self.by_cost(resolved)
-                why += f"; {weighed}" if weighed else ""
-        elif stable_prefix and self._native_tools:
-            mode = "appendOnly"
-            why += "; the driver requires a stable reasoning prefix and the run declares native tools"
-        else:
-            mode = "replace"
-        return LayoutDecision(mode=mode, reason=why, iteration=iteration, basis=basis, frozen=True)
-
-    def by_cost(self, resolved: Resolved) -> tuple[ResolvedLayout, str | None]:
-        """appendOnly or replace on a prefix cache by the catalog's prices and the conversation's sizes (module
-        notes). Without a first fragment, a measured step, or input and cache-read prices (a self-hosted path
-        costs nothing either way), the catalog's appendOnly stands."""
-        prices = resolved.pricing
-        fragment = self._first_fragment
-        if fragment is None or prices is None or prices.cache_read is None or resolved.self_hosted:
-            return "appendOnly", None
-        if not self._step_tokens:
-            return "appendOnly", "by cost: not weighed, no earlier step of the conversation to measure"
-        read, rest = prices.cache_read, prices.input - prices.cache_read
-        kept, step = _tokens(fragment), self._step_tokens
-        keep, replace = read * kept, rest * step
-        mode: ResolvedLayout = "replace" if keep > replace else "appendOnly"
-        return mode, (
-            f"by cost: keeping a {kept}-token fragment costs {read:g} x {kept} = {keep:g} $/M on each later request, "
-            f"replacing it re-sends a {step}-token step at {prices.input:g} - {read:g}: {replace:g}, so {mode}"
-        )
-
-    def resume_from(self, stored: LayoutMeta) -> None:
-        """A paused run resumes with the layout its earlier iterations were laid out by (RunMeta.segue_layout):
-        the decision stays frozen for the run, whoever serves after the pause (a Failover backup would otherwise
-        turn an appendOnly run into replace mid-run)."""
-        if stored.mode not in ("appendOnly", "replace"):
-            return  # undecided at the pause: the first path served after it decides, as for any run
-        basis = stored.basis if stored.basis in ("configured", "override", "served", "fallback") else "served"
-        reason = stored.reason if isinstance(stored.reason, str) else "decided before the pause"
-        iteration = stored.iteration if isinstance(stored.iteration, int) else 0
-        self._decision = LayoutDecision(mode=stored.mode, reason=reason, iteration=iteration, basis=basis, frozen=True)
-        self._drop_replayed_fragments = stored.mode == "replace" and basis in ("configured", "override")
-        restored = stored.restored_iteration
-        self._restored_iteration = restored if isinstance(restored, int) else None
+    def _freeze(self, decision: LayoutDecision) -> LayoutDecision:
+        assert self._decision is None, "a run's layout is decided once"
+        self._decision = decision
+        return decision
 
     def observe_served(
         self,
@@ -340,15 +252,14 @@ class LayoutPolicy:
         *,
         requires_stable_reasoning_prefix: bool | None = None,
     ) -> LayoutDecision:
-        """Report who answered `iteration` (after failover). The first report decides an undecided `auto` run and
+        """Report who answered `iteration` (after failover). The first report decides an undecided run and
         freezes it; later reports change nothing. `requires_stable_reasoning_prefix` is the serving driver's flag
         when it differs from the one the policy was built with."""
-        if self._decision is None:
-            stable = (
-                self._stable_prefix if requires_stable_reasoning_prefix is None else requires_stable_reasoning_prefix
-            )
-            self._decision = self._decide(model, vendor, stable, iteration, "served")
-        return self._decision
+        if self._decision is not None:
+            return self._decision
+        return self._freeze(
+            self.plan.rule.on_served(model, vendor, iteration, self._sizes, requires_stable_reasoning_prefix)
+        )
 
     def _mode_for(self, iteration: int) -> ResolvedLayout:
         if self._decision is not None:
@@ -357,10 +268,10 @@ class LayoutPolicy:
             # A later iteration without any observed serving path: freeze replace rather than flip later, which
             # only iteration 1's fragment could survive.
             log.warning("layout: no serving path observed before iteration %d; freezing replace", iteration)
-            self._decision = LayoutDecision(
+            self._freeze(LayoutDecision(
                 mode="replace", reason=f"no serving path observed before iteration {iteration}",
                 iteration=iteration, basis="fallback", frozen=True,
-            )  # fmt: skip
+            ))  # fmt: skip
             return "replace"
         return "replace"  # iteration 1 of an undecided run
 
@@ -414,7 +325,8 @@ class LayoutPolicy:
             self._kept[iteration] = KeptFragment(iteration=iteration, index=len(history), message=fragment)
         elif self._decision is None and iteration == self._first_iteration:
             self._first_fragment = fragment  # a retried first iteration replaces it
-            self._step_tokens = _step_tokens(pre)
+            if fragment is not None and self.configured == "byCost":
+                self._sizes = ConversationSizes.measure(fragment, pre)
         return laid
 
     def _before_boundary(self, messages: Sequence[Message]) -> list[Message]:
@@ -424,17 +336,10 @@ class LayoutPolicy:
         for m in messages:
             found = self._laid.get(id(m))
             if found is None or found[0] is not m:
-                found = self._laid[id(m)] = (m, self.on_wire(m))
+                found = self._laid[id(m)] = (m, self.plan.on_wire(m))
             if found[1] is not None:
                 out.append(found[1])
         return out
-
-    def on_wire(self, message: Message) -> Message | None:
-        """How a message before the iteration-1 boundary (replayed runs, history) goes on every request of this
-        run: None when it is a replayed fragment this run leaves out; escaped like `assemble` does otherwise."""
-        if is_fragment(message):
-            return None if self._drop_replayed_fragments else message
-        return _escaped(message)
 
     def settle(self, history: Sequence[Message]) -> None:
         """Call right after `observe_served`, with the run's whole message list: once the run is appendOnly,

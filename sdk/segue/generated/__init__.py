@@ -3,9 +3,9 @@
 # Schema: schemas/explain.schema.json (sha256:000302839e53eba4c49b2272006382b350992cc432026f8e10d1dc3872f78f4f)
 # Schema: schemas/message.schema.json (sha256:eadfcecdd06164c4a3d10ad39b91a923d153074cbe4e1d727c763fe86992ff0e)
 # Schema: schemas/prefix.schema.json (sha256:cffcc32caa4c17dbd5ac0819c2d9ac2b85916801e0361607e9861b0510a52e7c)
-# Schema: schemas/protocol.schema.json (sha256:da42b0de465bb5981b3c7fd694e2ab139f4d46f01c67fa1e44653886c6d15ab0)
+# Schema: schemas/protocol.schema.json (sha256:c62a2f44131e2c5d89640a7e4b8301aa345814f1dff9772c5f25cd31d011af28)
 # Schema: schemas/replay.schema.json (sha256:6cdb870881748d50d005b746880fcbabb0b81052e7d173be5e474efd6db80c9e)
-# Schema: schemas/runs.schema.json (sha256:605eff50b782ac753636bfc78a6e8bdff7f314d159331129cfa3d0ec7e0f1116)
+# Schema: schemas/runs.schema.json (sha256:5a75101e0ced2bd8d598a764d490e2f7a8e1cb9837bc89024742023d4e11df26)
 # Schema: schemas/serve.schema.json (sha256:d76549f36ec6b8a79eab39fcf59badcd97133768f1b020b37b19ac788f46e1dd)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """Generated types: one module per schema file, re-exported here."""

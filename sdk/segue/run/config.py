@@ -8,15 +8,16 @@ paths. A run never re-reads the agent, so a value that may differ per run has on
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 
 from segue._core.contracts import Provider
 from segue._core.hashing import canonical_hash
 from segue._core.json_types import format_hash
-from segue.cache.layout import LayoutMode, LayoutPolicy, TrailingStateFn
+from segue.cache.layout import LayoutMode, LayoutPlan, TrailingStateFn
 from segue.catalog import Catalog
+from segue.generated import LayoutMeta
 from segue.guardrails import Guardrail
 from segue.providers.base import first_member, members, serving_paths
 from segue.replay.prefix_rule import CurrentPrefix
@@ -108,13 +109,20 @@ class AgentConfig:
             alternatives=prefixes[1:],
         )
 
-    def layout(self, request: RunRequest, tools: ToolSet) -> LayoutPolicy | None:
-        """The run's trailing-state layout policy, decided now as far as the configuration and the override can
-        decide it (the rest is decided by the path that serves the first call)."""
+    def layout(
+        self,
+        request: RunRequest,
+        tools: ToolSet,
+        *,
+        resumed: LayoutMeta | None = None,
+        conversation: Sequence[tuple[str, LayoutMeta | None]] = (),
+    ) -> LayoutPlan | None:
+        """The run's trailing-state layout plan, decided now as far as the configuration, a pause, the override
+        and the conversation's earlier runs can decide it (the rest: by the path that serves the first call)."""
         if self.trailing_state is None:
             return None
         model, vendor = request.params.model, request.params.vendor
-        return LayoutPolicy(
+        return LayoutPlan.make(
             mode=self.trailing_state_layout,
             catalog=self.catalog(),
             trailing_state=self.trailing_state,
@@ -122,4 +130,6 @@ class AgentConfig:
             declares_native_tools=bool(tools.tools),
             model_override=model,
             vendor_override=vendor if model else None,
+            resumed=resumed,
+            conversation=conversation,
         )

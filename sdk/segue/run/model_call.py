@@ -105,7 +105,7 @@ class ModelCall:
             fit_iteration(state, plan.room, plan.prefix) if plan.room is not None else (plan.prefix, state.own)
         )
         messages = [*prefix, *own]
-        if plan.layout is not None:
+        if state.layout is not None:
             runtime = RuntimeState(
                 run_id=state.run_id,
                 iteration=state.iteration,
@@ -113,8 +113,8 @@ class ModelCall:
                 usage_so_far=state.usage,
                 app_state=state.request.metadata,
             )
-            fragment = plan.layout.fragment_for(state.iteration, runtime)
-            messages = plan.layout.lay_out(messages, fragment, state.iteration)
+            fragment = state.layout.fragment_for(state.iteration, runtime)
+            messages = state.layout.lay_out(messages, fragment, state.iteration)
         return provider_request(state, messages)
 
 

@@ -35,6 +35,7 @@ from segue.cache.notes import RunNotes
 from segue.errors import InputError, RunStateError
 from segue.generated import RunEvent, RunResult, ToolCallRecord, get_converter
 from segue.providers.base import serving_path
+from segue.replay.paths import still_sent
 from segue.run import unfinished
 from segue.run.compaction import Compactor
 from segue.run.config import AgentConfig
@@ -48,7 +49,7 @@ from segue.run.prewarm import Prewarmer
 from segue.run.recorder import Recorder
 from segue.run.recovery import recover
 from segue.run.request import RunRequest, validate, validate_prewarm
-from segue.run.resume import arguments_of, decisions_for, load_own_run, pending_calls, still_sent
+from segue.run.resume import arguments_of, decisions_for, load_own_run, pending_calls
 from segue.run.state import RunState, make_event
 from segue.run.steps import Steps
 from segue.run.tool_calls import ToolRunner
@@ -287,9 +288,8 @@ class Pipeline:
 
     async def resumed_state(self, stored: StoredRun, request: RunRequest, iteration: int, trace: RunTrace) -> RunState:
         """A paused run's state, re-planned the way its earlier requests were (reads only)."""
-        plan = await self.planner.plan(request)
-        if plan.layout is not None and stored.meta.segue_layout is not None:
-            plan.layout.resume_from(stored.meta.segue_layout)  # decided once per run, not again on resume
+        # The layout was decided once for the run: it resumes with that decision, not a new one.
+        plan = await self.planner.plan(request, resumed_layout=stored.meta.segue_layout)
         # The summary as it stood at the pause: reasoning the earlier requests went without stays off.
         summary = stored.meta.segue_replay if plan.summaries else None
         own = [t.message for t in stored.traces]

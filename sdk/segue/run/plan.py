@@ -16,13 +16,14 @@ from datetime import datetime
 
 import attrs
 
-from segue._core.contracts import ServingPath, without_replayed_reasoning
-from segue.cache.layout import LayoutPolicy
+from segue._core.contracts import ServingPath
+from segue.cache.layout import LayoutPlan
 from segue.cache.ttl import pauses_between
 from segue.catalog import CatalogError
 from segue.errors import ReplayRunError
-from segue.generated import Compaction, CompactionRef, ContextBlock, Message, ReplaySummary, ResponseRef
+from segue.generated import Compaction, CompactionRef, ContextBlock, LayoutMeta, Message, ReplaySummary, ResponseRef
 from segue.replay import compaction as compactions
+from segue.replay.paths import PathPlans
 from segue.replay.planner import check_runs, plan_replay
 from segue.replay.prefix_rule import WireView, seed_of
 from segue.run.config import AgentConfig, RunConfig
@@ -37,12 +38,13 @@ from segue.store.records import StoredRun
 class RunPlan:
     """`prefix`: the replayed runs and history, carrying the reasoning any planned path keeps (segue.run.serving
     fits it per request); `summaries`: the replay summary per planned path (empty: nothing replayed);
-    `layout`: the run's layout policy (None without trailing_state), mutable for the run."""
+    `layout`: the run's trailing-state layout as planned (None without trailing_state): its rule, and its decision
+    when known before the first call (segue.cache.layout_decision); the run lays out by RunState.layout."""
 
     config: RunConfig
     #: The run's context blocks as sent: its own, with the stable context of the conversation it continues.
     context: list[ContextBlock]
-    layout: LayoutPolicy | None
+    layout: LayoutPlan | None
     prefix: list[Message]
     summaries: dict[ServingPath, ReplaySummary]
     seeds: dict[ServingPath, str]
@@ -72,6 +74,11 @@ class RunPlan:
         return self.summaries.get(self.path)
 
     @property
+    def paths(self) -> PathPlans:
+        """The replay as planned per serving path, which the loop executes (segue.replay.paths)."""
+        return PathPlans(aimed=self.path, summaries=self.summaries, seeds=self.seeds)
+
+    @property
     def view(self) -> WireView | None:
         """How the prefix goes on this run's wire (the layout may escape or leave out messages)."""
         return self.layout.on_wire if self.layout is not None else None
@@ -79,12 +86,7 @@ class RunPlan:
     def seed(self, served: ServingPath | None, sent: Collection[str]) -> str:
         """The seed of the run served on `served`, whose request carried the reasoning of the runs in `sent`:
         planned already, unless a path segue planned nothing for served (then hashed from the prefix)."""
-        planned = self.summaries.get(served) if served is not None else None
-        if served in self.seeds and planned is not None and set(planned.reasoning_kept) == set(sent):
-            return self.seeds[served]
-        if not self.summaries:
-            return self.seeds[self.path]
-        return seed_of(without_replayed_reasoning(self.prefix, sent), self.view)
+        return self.paths.seed(served, sent, self.prefix, self.view)
 
 
 def conversation_pauses(stored: Mapping[str, StoredRun], run_ids: Sequence[str]) -> tuple[float, ...]:
@@ -134,13 +136,19 @@ class Planner:
         self.agent = agent
 
     async def plan(
-        self, request: RunRequest, *, compaction: CompactionRef | None = None, making: bool = False
+        self,
+        request: RunRequest,
+        *,
+        compaction: CompactionRef | None = None,
+        making: bool = False,
+        resumed_layout: LayoutMeta | None = None,
     ) -> RunPlan:
         """The run's plan. ReplayRunError when a replayed run is missing, another tenant's, or unfinished, or the
         compaction policy cannot work on the path; ToolSourceError when a tool source cannot give the run its tools;
         InputError when tool_choice names none of them, or when the run's own part of the request exceeds a serving
         path's context window (the replayed runs are fitted to what is left). `compaction`: one just made, replayed
-        instead of the one the conversation's last run replayed; `making`: this is a compaction's own plan."""
+        instead of the one the conversation's last run replayed; `making`: this is a compaction's own plan;
+        `resumed_layout`: a paused run's own layout decision, which it resumes with."""
         tools = await self.agent.tools.snapshot()
         check_tool_choice(request.params.model_settings, list(tools.by_name))
         stored = None
@@ -154,7 +162,12 @@ class Planner:
         policy = request.params.compaction
         if policy is not None:
             self._check_policy(policy, config)
-        layout = self.agent.layout(request, tools)
+        conversation = (
+            [(r, stored[r].meta.segue_layout) for r in dict.fromkeys(request.knobs.runs)]
+            if request.knobs is not None and stored is not None
+            else []
+        )
+        layout = self.agent.layout(request, tools, resumed=resumed_layout, conversation=conversation)
         view = layout.on_wire if layout is not None else None
         history = request.history
         room = replay_room(self.agent, request, config)  # InputError when the run's own part cannot fit

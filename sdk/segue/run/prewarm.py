@@ -58,7 +58,7 @@ class Prewarmer:
         self._check_supported(plan)
         state = RunState(run_id=str(ULID()), request=request, plan=plan, own=[], replay=plan.summary)
         # The prefix laid out as iteration 1 lays it out, without the user message and the fragment that follow it.
-        prefix = plan.layout.lay_out(plan.prefix, None, 1) if plan.layout is not None else list(plan.prefix)
+        prefix = state.layout.lay_out(plan.prefix, None, 1) if state.layout is not None else list(plan.prefix)
         config = plan.config
         if not (config.system or config.stable_head or config.tools.definitions or prefix):
             raise InputError(

@@ -148,7 +148,7 @@ class Recorder:
     async def record_response(self, state: RunState, interaction: LlmInteraction, meta_updates: RunMeta | None) -> None:
         """A model step: its response (and the messages before it not yet stored), who served, the run's cost so
         far and the meta that changed with it, in one transaction, before any of its tools runs."""
-        layout = state.plan.layout
+        layout = state.layout
         # What a recovered run reads back (segue.run.recovery): the cost so far and the layout's decision.
         meta = attrs.evolve(
             meta_updates or RunMeta(), segue_cost=state.cost, segue_layout=layout.meta() if layout is not None else None
@@ -231,7 +231,7 @@ class Recorder:
         error_type: str | None = None,
     ) -> None:
         """The run's final (or paused) state, with its notes, replay summary and layout decision."""
-        layout = state.plan.layout
+        layout = state.layout
         self._end_trace(state, status, error, error_type)
         written, new = self._unwritten(state)  # a tool message the run's end follows, a repair turn
         if self.store is None:
@@ -282,7 +282,7 @@ class Recorder:
         trace = state.trace
         if not trace.recording:
             return
-        layout = state.plan.layout
+        layout = state.layout
         # The run's cost is the sum of its calls, each priced once on the path that served it (ModelCall.priced in
         # segue.run.model_call); a twin run cost nothing (its price at the vendor's rates, RunCost.twin_usd, is no
         # cost to report).

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from segue.errors import InputError, RunStateError
-from segue.generated import ReplaySummary, StoredRequest
+from segue.generated import StoredRequest
 from segue.run.request import run_id_of
 from segue.store.records import StoredRun
 from segue.store.run_store import RunStore
@@ -103,12 +103,3 @@ def decisions_for(waiting: list[str], approved: Any, tool_results: Mapping[str, 
         if unknown:
             raise InputError(f"tool_results names calls {unknown} that are not pending: {waiting}")
     return decisions
-
-
-def still_sent(summary: ReplaySummary | None) -> frozenset[str] | None:
-    """The replayed runs whose reasoning a paused run's requests carried: the kept ones, and those the vendor
-    dropped (they stay on the wire, see segue.run.serving)."""
-    if summary is None:
-        return None
-    dropped_by_vendor = {w.run_id for w in summary.warnings if w.cause == "vendor-dropped"}
-    return frozenset(summary.reasoning_kept) | dropped_by_vendor

@@ -1,20 +1,18 @@
 """Who served each request, and what that means for the run: the loop fits each request here and hands every
 response back.
 
-A run's replay is planned once per path it may be served on (the path it is aimed at, and the other members of
-a Failover): the plans differ only in whose replayed reasoning they keep. A request carries the messages fitted
-to each path; the response says which path served. Everything that describes the run then follows that path:
+A run's replay is planned once per path it may be served on (segue.replay.paths: the path it is aimed at, and
+the other members of a Failover). A request carries the messages fitted to each path, as that plan says; the
+response says which path served, and the plan says what changes (the run's replay summary, which reasoning
+later requests still carry): this module only executes it. Then, from the same response:
 
-- the replay summary is the serving path's plan; a run whose reasoning a later request leaves out (another
-  member served) moves to reasoning_dropped with one warning, and no later request of the run sends it again; a
-  run whose reasoning the vendor reports dropping moves too (cause vendor-dropped), but stays on the wire, since
-  the vendor drops it the same way each time and the cached prefix holds it;
 - the prefix descriptor is written with the first response, naming the vendor and model that served it, its seed
   hashing the replayed prefix as that request carried it; a later iteration served on another path is added as
   `also_served`;
 - the run's notes (everything else the call reported), once per distinct note;
-- the layout decision, made on the path that served; once it is appendOnly, iteration 1's fragment is restored
-  right away, before the iteration is recorded, so a run's stored traces only ever grow at the end.
+- the layout decision of an undecided run, made on the path that served (segue.cache.layout_decision); once it
+  is appendOnly, iteration 1's fragment is restored right away, before the iteration is recorded, so a run's
+  stored traces only ever grow at the end.
 """
 
 from __future__ import annotations
@@ -25,15 +23,14 @@ import attrs
 
 from segue._core.contracts import (
     REPLAYED_META_KEY,
-    ProviderNote,
     ProviderRequest,
     ProviderResponse,
     ServingPath,
     without_replayed_reasoning,
 )
 from segue.cache.notes import ONCE_PER_RUN
-from segue.generated import Message, PrefixDescriptor, ReplaySummary, ReplayWarning, RunMeta, ServedBy, ServedPath
-from segue.replay.prefix_rule import drop_kept, log, path_cause
+from segue.generated import Message, PrefixDescriptor, RunMeta, ServedBy, ServedPath
+from segue.replay.paths import replayed_run, vendor_dropped
 from segue.run.state import RunState
 
 cache_log = logging.getLogger("segue.cache")
@@ -41,19 +38,13 @@ run_log = logging.getLogger("segue.run")
 #: Notes said as a warning line too, as they are seen: an answer that is not what it looks like.
 _SAID: frozenset[str] = frozenset({"twin-note", "tool-failed"})
 
-#: Warning causes that say why a run's reasoning was dropped (the others are about tools and the budget).
-_DROP_CAUSES = frozenset(
-    {"model", "system", "tools", "seed", "cross-vendor", "predates-metadata", "follows", "guardrails", "reasoning-off"}
-    | {"layout", "vendor-dropped", "output-schema", "settings"}
-)
-
 
 def fit(state: RunState, messages: list[Message]) -> tuple[list[Message], dict[ServingPath, list[Message]]]:
     """The request's messages fitted to the path the run is aimed at, and to every other planned path."""
     if not state.plan.summaries:
         return messages, {}
     own = state.plan.path
-    keep = _keep(state)
+    keep = state.plan.paths.sent(state.bound)
     return _fitted(state, own, keep[own], messages), {
         path: _fitted(state, path, runs, messages) for path, runs in keep.items() if path != own
     }
@@ -79,22 +70,21 @@ def observe(state: RunState, request: ProviderRequest, response: ProviderRespons
     """Fold one response into `state`; returns the run meta to write in the same transaction as this iteration."""
     replay, notes_before = state.replay, state.notes.as_list()
     served = response.replay_path or request.replay_path
-    sent = _keep(state).get(served, frozenset()) if served is not None else frozenset()
+    paths = state.plan.paths
+    sent = paths.sent(state.bound).get(served, frozenset()) if served is not None else frozenset()
     if served is not None and state.replay is not None:
-        _follow(state, served, response)
-        # Reasoning the vendor drops below stays on the wire: the vendor drops it the same way every time, and
-        # leaving it off would change the prefix the cache holds.
-        state.bound = frozenset(state.replay.reasoning_kept)
+        # Reasoning the vendor drops below stays on the wire (the bound is set first): the vendor drops it the
+        # same way every time, and leaving it off would change the prefix the cache holds.
+        state.replay, state.bound = paths.served(state.replay, state.bound, served, response.vendor, response.model)
     for note in response.notes:
-        run_id = _replayed_run(note, request)
+        run_id = replayed_run(note, request.messages)
         if run_id is not None and state.replay is not None:
-            warning = ReplayWarning(run_id=run_id, cause="vendor-dropped", message=f"reasoning dropped: {note.message}")
-            state.replay = drop_kept(state.replay, {run_id: warning})
+            state.replay = vendor_dropped(state.replay, run_id, note)
         elif state.notes.add(note, iteration) and note.kind in ONCE_PER_RUN:
             cache_log.warning("run %s: %s", state.run_id, note.message)  # a cache note: once per run
         elif note.kind in _SAID:
             run_log.warning("run %s: %s", state.run_id, note.message)
-    layout = state.plan.layout
+    layout = state.layout
     if layout is not None:
         layout.observe_served(
             iteration,
@@ -117,53 +107,6 @@ def observe(state: RunState, request: ProviderRequest, response: ProviderRespons
     state.served_by = server
     state.served_model = response.served_model or state.served_model
     return None if updates == RunMeta() else updates
-
-
-def _keep(state: RunState) -> dict[ServingPath, frozenset[str]]:
-    """Per planned path, the replayed runs whose reasoning a request of this run carries there: what the path's
-    plan keeps, less what an earlier request of the run already went without."""
-    return {
-        path: frozenset(plan.reasoning_kept) & state.bound
-        if state.bound is not None
-        else frozenset(plan.reasoning_kept)
-        for path, plan in state.plan.summaries.items()
-    }
-
-
-def _follow(state: RunState, served: ServingPath, response: ProviderResponse) -> None:
-    """Make the replay summary the serving path's."""
-    assert state.replay is not None
-    plan = state.plan.summaries.get(served)
-    if plan is None:  # a member segue planned no path for: it got none of the replayed reasoning
-        message = (
-            f"reasoning dropped: {response.vendor}/{response.model} served, a Failover member the replay was not "
-            "planned for, so no replayed reasoning was sent"
-        )
-        cause = path_cause(state.plan.path, response.vendor, response.model)
-        drops = {r: ReplayWarning(run_id=r, cause=cause, message=message) for r in state.replay.reasoning_kept}
-        state.replay = drop_kept(state.replay, drops)
-    elif state.bound is None:  # the first response: the run's replay is that path's plan
-        state.replay = plan
-        for w in plan.warnings:
-            log.warning("replay: run %s: %s", w.run_id, w.message)
-    else:
-        drops = {r: _drop_warning(plan, r) for r in state.replay.reasoning_kept if r not in plan.reasoning_kept}
-        state.replay = drop_kept(state.replay, drops)
-
-
-def _drop_warning(plan: ReplaySummary, run_id: str) -> ReplayWarning:
-    found = next((w for w in plan.warnings if w.run_id == run_id and w.cause in _DROP_CAUSES), None)
-    return found or ReplayWarning(run_id=run_id, cause="follows", message="reasoning dropped on the path that served")
-
-
-def _replayed_run(note: ProviderNote, request: ProviderRequest) -> str | None:
-    """The replayed run a vendor-dropped note points at, if it points at a replayed message."""
-    if note.kind != "vendor-dropped" or note.message_index is None:
-        return None
-    if not 0 <= note.message_index < len(request.messages):
-        return None
-    run_id = (request.messages[note.message_index].meta or {}).get(REPLAYED_META_KEY)
-    return run_id if isinstance(run_id, str) else None
 
 
 def _describe(

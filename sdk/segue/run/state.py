@@ -9,6 +9,7 @@ import attrs
 from segue._core.contracts import ProviderNote, ProviderResponse, ServingPath, WirePrefix
 from segue._core.run_text import replay_text
 from segue._core.usage import cache_parts
+from segue.cache.layout import LayoutPolicy
 from segue.cache.notes import RunNotes
 from segue.errors import ReplayRunError, RunStateError, ToolSourceError
 from segue.generated import (
@@ -39,6 +40,10 @@ from segue.run.request import RunRequest
 from segue.run.steps import Steps
 from segue.run.window import message_tokens
 from segue.telemetry import RunTrace
+
+
+def _layout(plan: RunPlan) -> LayoutPolicy | None:
+    return LayoutPolicy(plan.layout) if plan.layout is not None else None
 
 
 @attrs.define(kw_only=True)
@@ -137,6 +142,9 @@ class RunState:
     pending_notes: list[ProviderNote] = attrs.Factory(list)
     #: id(message) -> (message, its tokens): each message counted once per run.
     token_counts: dict[int, tuple[Message, int]] = attrs.Factory(dict)
+    #: Where the run's trailing-state fragments go (None: no trailing_state), laid out by the plan's layout; it
+    #: holds the decision once the first serving path made it (segue.cache.layout).
+    layout: LayoutPolicy | None = attrs.field(default=attrs.Factory(lambda self: _layout(self.plan), takes_self=True))
 
     @property
     def previous_response(self) -> ResponseRef | None:
@@ -154,7 +162,7 @@ class RunState:
 
     def stored_messages(self) -> list[Message]:
         """This run's messages as they are stored: with the fragments the layout keeps (appendOnly)."""
-        layout = self.plan.layout
+        layout = self.layout
         if layout is None:
             return list(self.own)
         prefix = self.plan.prefix

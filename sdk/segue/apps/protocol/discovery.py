@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from segue.apps.protocol.config import AgentEntry, ServeApp
 from segue.apps.protocol.rpc import Handler, RequestContext
 from segue.apps.protocol.tools import tool_kind
-from segue.cache.layout import LayoutPolicy
+from segue.cache.layout import LayoutPlan, LayoutPolicy
 from segue.catalog import Catalog, CatalogError
 from segue.catalog.cascade import Resolved
 from segue.generated import ConfigBag, get_converter
@@ -84,10 +84,12 @@ class Discovery:
         except CatalogError as e:
             note = f"the catalog cannot resolve {provider.model}@{provider.vendor}: {e}"
         policy = LayoutPolicy(
-            mode=agent.trailing_state_layout,
-            catalog=catalog,
-            requires_stable_reasoning_prefix=provider.requires_stable_reasoning_prefix,
-            declares_native_tools=bool(agent.tools),
+            LayoutPlan.make(
+                mode=agent.trailing_state_layout,
+                catalog=catalog,
+                requires_stable_reasoning_prefix=provider.requires_stable_reasoning_prefix,
+                declares_native_tools=bool(agent.tools),
+            )
         )
         # What an `auto` layout decides once the provider's own serving path answered the first request.
         decision = policy.decision or policy.observe_served(1, provider.vendor, provider.model)
