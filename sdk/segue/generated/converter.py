@@ -5,7 +5,7 @@
 # Schema: schemas/prefix.schema.json (sha256:cffcc32caa4c17dbd5ac0819c2d9ac2b85916801e0361607e9861b0510a52e7c)
 # Schema: schemas/protocol.schema.json (sha256:da42b0de465bb5981b3c7fd694e2ab139f4d46f01c67fa1e44653886c6d15ab0)
 # Schema: schemas/replay.schema.json (sha256:8b0efeadbe5a8258395e4c54b991d7867c71f67d6779a90af8c459637922c43e)
-# Schema: schemas/runs.schema.json (sha256:605eff50b782ac753636bfc78a6e8bdff7f314d159331129cfa3d0ec7e0f1116)
+# Schema: schemas/runs.schema.json (sha256:3f6843f1aa52a9be320b1bcac8305e764383fbb2b85ed9e3165dbb950cb1b672)
 # Schema: schemas/serve.schema.json (sha256:d76549f36ec6b8a79eab39fcf59badcd97133768f1b020b37b19ac788f46e1dd)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """The one cattrs converter for every generated type: tagged unions dispatch on their tag, None is omitted."""
@@ -130,6 +130,7 @@ CLASSES: tuple[type, ...] = (
     runs.PendingCalls,
     runs.LayoutMeta,
     runs.RunMeta,
+    runs.EventMark,
     runs.RunSummary,
     runs.Trace,
     runs.LlmInteraction,

@@ -84,6 +84,8 @@ class RunState:
     collapsed: bool = False
     #: The vendor's verdict on the run's first request it did not find unchanged (RunResult.cache_verdict).
     verdict: CacheVerdict | None = None
+    #: How many events of the run are out: the last one's seq (segue.run.events).
+    events: int = 0
 
     @property
     def previous_response(self) -> ResponseRef | None:
