@@ -14,7 +14,7 @@ import asyncio
 import functools
 import time
 from collections.abc import AsyncIterator, Collection, Mapping
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
@@ -36,11 +36,11 @@ from segue.run.conversation import add_usage, answer_text, tool_calls
 from segue.run.events import mark
 from segue.run.guard import Guard
 from segue.run.model_call import ModelCall
+from segue.run.next_step import announcing, answers, next_step
 from segue.run.output import check_call, check_text, failure, final_call, repair_message
 from segue.run.recorder import Recorder, RunEndNotStored, failed_interaction, interaction_of
 from segue.run.serving import observe
 from segue.run.state import (
-    COMPACTION_PAUSE,
     RunState,
     cut_note,
     failed_tool_note,
@@ -62,17 +62,6 @@ class Answered:
     response: ProviderResponse
     assistant: Message
     ask_again: bool
-
-
-NextStep = Literal["output", "pause", "ask_again", "end", "round"]
-
-
-def _answers(response: ProviderResponse, assistant: Message, ask_again: bool) -> bool:
-    """Whether a response without calls is the run's answer: not when the call is asked again, nor when the vendor
-    paused after compacting (Anthropic's pause_after_compaction gave no answer yet: the next request carries the
-    compaction block back and the model answers from it)."""
-    compacting = response.stop_reason == COMPACTION_PAUSE and not tool_calls(assistant)
-    return not ask_again and not compacting
 
 
 class Loop:
@@ -226,7 +215,7 @@ class Loop:
         now, later = (
             (0, 0)
             if response.truncated_calls and not ask_again
-            else self.announcing(state, assistant, answers=_answers(response, assistant, ask_again))
+            else announcing(state, self.tools, assistant, answers=answers(response, assistant, ask_again))
         )
         events = mark(state.events + ahead + len(watched) + now, later)
         await self.recorder.record_response(state, interaction_of(response, iteration, latency), served, events)
@@ -238,8 +227,9 @@ class Loop:
             async for event in self._truncated(state, answered.response):
                 yield event
             return
-        answers = _answers(answered.response, answered.assistant, answered.ask_again)
-        async for event in self._next(state, answered.assistant, answers=answers):
+        async for event in self._next(
+            state, answered.assistant, answers=answers(answered.response, answered.assistant, answered.ask_again)
+        ):
             yield event
 
     async def _next(
@@ -256,7 +246,7 @@ class Loop:
         Recovery (segue.run.recovery) continues here from the journal: `finished` results are not run again,
         `interrupted` calls get an error result instead of running."""
         calls = tool_calls(assistant)
-        step = self._next_step(state, calls, answers=answers, finished=finished, interrupted=interrupted)
+        step = next_step(state, self.tools, calls, answers=answers, finished=finished, interrupted=interrupted)
         if step == "output":
             async for event in self._output(state, assistant, calls, final_call(state.request.output, calls)):
                 yield event
@@ -277,45 +267,6 @@ class Loop:
             return
         async for event in self.tool_round(state, calls, {}, None, finished or {}, interrupted):
             yield event
-
-    def _next_step(
-        self,
-        state: RunState,
-        calls: list[ToolCallBlock],
-        *,
-        answers: bool,
-        finished: Mapping[str, ToolCallRecord] | None,
-        interrupted: Collection[str],
-    ) -> NextStep:
-        """Which step a recorded response leads to (`_next` takes it)."""
-        if final_call(state.request.output, calls) is not None or (
-            state.request.output is not None and not calls and answers
-        ):
-            return "output"
-        if finished is None and calls and any(self.tools.needs_approval(state, c) for c in calls):
-            return "pause"
-        if any(c.id in interrupted and self.tools.needs_approval(state, c) for c in calls):
-            return "ask_again"
-        return "end" if not calls else "round"
-
-    def announcing(
-        self,
-        state: RunState,
-        assistant: Message,
-        *,
-        answers: bool = True,
-        finished: Mapping[str, ToolCallRecord] | None = None,
-        interrupted: Collection[str] = (),
-    ) -> tuple[int, int]:
-        """The TOOL_CALL events `_next` yields for a recorded response before its next write (they follow the
-        write without I/O), and those it yields after a write of the round's starts (segue.run.events)."""
-        calls = tool_calls(assistant)
-        if self._next_step(state, calls, answers=answers, finished=finished, interrupted=interrupted) != "round":
-            return 0, 0
-        done = finished or {}
-        announced = sum(1 for c in calls if c.id not in done)
-        starting = self.tools.starts(state, state.iteration, calls, {}, None, {*done, *interrupted})
-        return (0, announced) if starting else (announced, 0)
 
     async def tool_round(
         self,

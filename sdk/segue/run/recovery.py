@@ -28,6 +28,7 @@ from segue.run.conversation import tool_calls
 from segue.run.events import journaled_count, mark, tool_writes
 from segue.run.idempotency import fingerprint_of
 from segue.run.loop import Loop
+from segue.run.next_step import announcing
 from segue.run.request import RunRequest
 from segue.run.resume import arguments_of, load_own_run
 from segue.run.state import RunState, make_event
@@ -125,7 +126,7 @@ async def recover(
         state.events = after
         tail = state.own[-1] if state.own else None
         now, later = (
-            pipeline.loop.announcing(state, tail, finished=finished, interrupted=interrupted)
+            announcing(state, pipeline.loop.tools, tail, finished=finished, interrupted=interrupted)
             if tail is not None and tail.role == "assistant"
             else (0, 0)
         )
