@@ -16,13 +16,14 @@ import json
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anthropic
 
 from segue import Agent, RunStore, tool
-from segue._core.contracts import ProviderRequest, ProviderResponse
+from segue._core.contracts import ProviderRequest, ProviderResponse, StreamDone, StreamEvent
 from segue.providers.anthropic import AnthropicProvider
 from segue_twin import TWIN_API_KEY, AssistantTurn, ConversationView, PlannedCall, Twin
 from segue_twin.server import TwinServer, serve
@@ -82,6 +83,13 @@ class Killable(AnthropicProvider):
             die()  # the request was served; its answer never reached the journal
         return response
 
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+        self.calls += 1
+        async for item in super().stream(request):
+            if isinstance(item, StreamDone) and self.calls == self.die_on:
+                die()  # streamed to its end; its answer never reached the journal
+            yield item
+
 
 def build(url: str, folder: Path, twin_url: str, point: str | None = None, *, approval: bool = False) -> Agent:
     """The agent; `point`: where it dies; `approval`: charge requires approval (and dies as at point `tool`)."""
@@ -117,8 +125,8 @@ def build(url: str, folder: Path, twin_url: str, point: str | None = None, *, ap
     if point == "between":  # the second response is stored; its tool never starts
         record_response = recorder.record_response
 
-        async def then_die(state: Any, interaction: Any, meta_updates: Any) -> None:
-            await record_response(state, interaction, meta_updates)
+        async def then_die(state: Any, interaction: Any, meta_updates: Any, events: Any) -> None:
+            await record_response(state, interaction, meta_updates, events)
             if interaction.iteration == 2:
                 die()
 
@@ -128,12 +136,23 @@ def build(url: str, folder: Path, twin_url: str, point: str | None = None, *, ap
 
         def update_then_die(run_id: str, update: dict[Any, Any], *args: Any, **kw: Any) -> int:
             changed = update_run(run_id, update, *args, **kw)
-            if store.models.AgentRun.status in update:
+            if update.get(store.models.AgentRun.status, "running") != "running":  # (a start's write sets running)
                 die()
             return changed
 
         store._update_run = update_then_die  # type: ignore[method-assign]
     return agent
+
+
+async def stream_logged(agent: Agent, folder: Path) -> None:
+    """The run streamed, each event's seq and type appended to folder/events.jsonl as it arrives (what a consumer
+    of the process that dies received)."""
+    async for event in agent.stream("settle order 7", metadata=METADATA):
+        log(folder, "events.jsonl", event_entry(event))
+
+
+def event_entry(event: Any) -> dict[str, Any]:
+    return {"seq": event.seq, "type": event.type, "after": event.meta.get("after")}
 
 
 def _count(folder: Path, name: str) -> int:
@@ -190,6 +209,8 @@ def main(argv: list[str]) -> None:
         agent = build(url, folder, twin_url, point)
         paused = asyncio.run(agent.run("settle order 7", metadata=METADATA))
         asyncio.run(agent.resume(paused.run_id, approved=True))
+    elif os.environ.get("SEGUE_TEST_EVENTS"):  # streamed: each event logged (events.jsonl) as it arrives
+        asyncio.run(stream_logged(build(url, folder, twin_url, point), folder))
     else:
         asyncio.run(build(url, folder, twin_url, point).run("settle order 7", metadata=METADATA))
 

@@ -5,7 +5,7 @@
 # Schema: schemas/prefix.schema.json (sha256:cffcc32caa4c17dbd5ac0819c2d9ac2b85916801e0361607e9861b0510a52e7c)
 # Schema: schemas/protocol.schema.json (sha256:c62a2f44131e2c5d89640a7e4b8301aa345814f1dff9772c5f25cd31d011af28)
 # Schema: schemas/replay.schema.json (sha256:6cdb870881748d50d005b746880fcbabb0b81052e7d173be5e474efd6db80c9e)
-# Schema: schemas/runs.schema.json (sha256:5a75101e0ced2bd8d598a764d490e2f7a8e1cb9837bc89024742023d4e11df26)
+# Schema: schemas/runs.schema.json (sha256:348b8a47baa8edad4c8b17871cb218d9f4c9ab01b35d80b3c002ed8120befdf6)
 # Schema: schemas/serve.schema.json (sha256:d76549f36ec6b8a79eab39fcf59badcd97133768f1b020b37b19ac788f46e1dd)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """Generated types: one module per schema file, re-exported here."""
@@ -140,6 +140,7 @@ from segue.generated.runs import (
     ClearToolUses,
     ContextBlock,
     ContextEditing,
+    EventMark,
     LayoutMeta,
     LlmInteraction,
     ModelSettings,
@@ -219,6 +220,7 @@ __all__ = [
     "ContextBlock",
     "ContextEditing",
     "Divergence",
+    "EventMark",
     "ExitParams",
     "ExplainCause",
     "ExplainSection",

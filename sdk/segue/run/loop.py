@@ -33,13 +33,14 @@ from segue.generated import (
 from segue.run.cache_watch import watch
 from segue.run.config import AgentConfig
 from segue.run.conversation import add_usage, answer_text, tool_calls
+from segue.run.events import mark
 from segue.run.guard import Guard
 from segue.run.model_call import ModelCall
+from segue.run.next_step import announcing, answers, next_step
 from segue.run.output import check_call, check_text, failure, final_call, repair_message
 from segue.run.recorder import Recorder, RunEndNotStored, failed_interaction, interaction_of
 from segue.run.serving import observe
 from segue.run.state import (
-    COMPACTION_PAUSE,
     RunState,
     cut_note,
     failed_tool_note,
@@ -176,14 +177,14 @@ class Loop:
         except Exception as e:
             return events, e
         assert response is not None
-        answered = await self._answered(state, request, response, started)
+        answered = await self._answered(state, request, response, started, ahead=len(events))
         return [*events, *answered.events], answered
 
     async def _answered(
-        self, state: RunState, request: ProviderRequest, response: ProviderResponse, started: float
+        self, state: RunState, request: ProviderRequest, response: ProviderResponse, started: float, *, ahead: int = 0
     ) -> Answered:
         """The model step's end: its response priced and recorded, in one transaction, before any of its tools
-        runs."""
+        runs. `ahead`: the step's events not yet yielded (an engine's step yields them once it is done)."""
         iteration = state.iteration
         latency = (time.perf_counter() - started) * 1000
         assistant = Message(role="assistant", content=list(response.message.content))
@@ -210,7 +211,14 @@ class Loop:
             state.fresh_retry = True
             if not calls:
                 state.own.pop()
-        await self.recorder.record_response(state, interaction_of(response, iteration, latency), meta_updates)
+        # The step's events, counted with its record: the ones it yields after it without I/O too.
+        now, later = (
+            (0, 0)
+            if response.truncated_calls and not ask_again
+            else announcing(state, self.tools, assistant, answers=answers(response, assistant, ask_again))
+        )
+        events = mark(state.events + ahead + len(watched) + now, later)
+        await self.recorder.record_response(state, interaction_of(response, iteration, latency), meta_updates, events)
         return Answered(events=list(watched), response=response, assistant=assistant, ask_again=ask_again)
 
     async def _then(self, state: RunState, answered: Answered) -> AsyncIterator[RunEvent]:
@@ -219,10 +227,9 @@ class Loop:
             async for event in self._truncated(state, answered.response):
                 yield event
             return
-        # A vendor that paused after compacting (Anthropic's pause_after_compaction) gave no answer yet: the next
-        # request carries the compaction block back and the model answers from it.
-        compacting = answered.response.stop_reason == COMPACTION_PAUSE and not tool_calls(answered.assistant)
-        async for event in self._next(state, answered.assistant, answers=not answered.ask_again and not compacting):
+        async for event in self._next(
+            state, answered.assistant, answers=answers(answered.response, answered.assistant, answered.ask_again)
+        ):
             yield event
 
     async def _next(
@@ -239,20 +246,20 @@ class Loop:
         Recovery (segue.run.recovery) continues here from the journal: `finished` results are not run again,
         `interrupted` calls get an error result instead of running."""
         calls = tool_calls(assistant)
-        final = final_call(state.request.output, calls)
-        if final is not None or (state.request.output is not None and not calls and answers):
-            async for event in self._output(state, assistant, calls, final):
+        step = next_step(state, self.tools, calls, answers=answers, finished=finished, interrupted=interrupted)
+        if step == "output":
+            async for event in self._output(state, assistant, calls, final_call(state.request.output, calls)):
                 yield event
             return
-        if finished is None and calls and any(self.tools.needs_approval(state, c) for c in calls):
+        if step == "pause":
             async for event in self._pause(state, calls):
                 yield event
             return
-        if any(c.id in interrupted and self.tools.needs_approval(state, c) for c in calls):
+        if step == "ask_again":
             async for event in self._ask_again(state, calls, finished or {}, interrupted):
                 yield event
             return
-        if not calls:
+        if step == "end":
             if answers:
                 answer = self.guard.restore(answer_text(assistant), state.pii)
                 async for event in self._end(state, "success", answer, None):
@@ -347,7 +354,8 @@ class Loop:
         calls ran, and the sub-runs they made (segue.run.subrun) wait for approval; resuming approves those."""
         iteration = state.iteration
         pending = PendingCalls(iteration=iteration, calls=[c.id for c in calls], names={c.id: c.name for c in calls})
-        await self.recorder.finish(state, "waiting_approval", None, None, pending)
+        events = mark(state.events + (0 if sub_runs else len(calls)) + 1)  # its TOOL_CALLs and RUN_PAUSED follow
+        await self.recorder.finish(state, "waiting_approval", None, None, pending, events=events)
         state.ended = True
         for c in [] if sub_runs else calls:
             yield make_event(

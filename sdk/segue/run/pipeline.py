@@ -33,7 +33,7 @@ from ulid import ULID
 
 from segue.cache.notes import RunNotes
 from segue.errors import InputError, RunStateError
-from segue.generated import RunEvent, RunResult, ToolCallRecord, get_converter
+from segue.generated import RunEvent, RunMeta, RunResult, ToolCallRecord, get_converter
 from segue.providers.base import serving_path
 from segue.replay.paths import still_sent
 from segue.run import unfinished
@@ -41,6 +41,7 @@ from segue.run.compaction import Compactor
 from segue.run.config import AgentConfig
 from segue.run.context import fold_dynamic
 from segue.run.conversation import tool_calls, user_message
+from segue.run.events import mark, stamped, tool_writes
 from segue.run.guard import Guard
 from segue.run.idempotency import Idempotency, fingerprint_of, replayed_event
 from segue.run.loop import Loop
@@ -225,27 +226,25 @@ class Pipeline:
         their results in the journal: the calls that ran beside a sub-run that paused for approval, or those a
         recovery found finished when it paused an approved call that was in flight (segue.run.loop). They are read
         back, not run again."""
-        finished: dict[str, ToolCallRecord] = {}
         asked = tool_calls(state.own[-1])
+        detail = await asyncio.to_thread(self.store().get_run, state.run_id, tenant_id=state.request.tenant_id)
+        journaled = [c for c in detail.tool_calls if c.iteration == state.iteration] if detail is not None else []
+        finished: dict[str, ToolCallRecord] = {}
         if waiting and len(waiting) < len(asked):  # a normal pause waits on every call of the response
-            finished = await self._journaled(state, waiting)
+            finished = {c.call_id: c for c in journaled if c.result is not None and c.call_id not in waiting}
         calls = [c for c in asked if c.id in waiting or c.id in finished]
+        # Its events continue the paused run's; where they stand is journaled before its calls are announced.
+        announced = sum(1 for c in calls if c.id not in finished)
+        starting = self.loop.tools.starts(state, state.iteration, calls, decisions, tool_results, finished)
+        now, later = (0, announced) if starting else (announced, 0)
+        events = mark(state.events + now, later, tool_writes(detail, state.iteration) if detail is not None else 0)
+        await self.recorder.record(state, state.iteration, None, [], RunMeta(segue_events=events))
         if calls:
             async for event in self.loop.tool_round(state, calls, decisions, tool_results, finished):
                 yield event
         if not state.ended:
             async for event in self.loop.run(state, streaming=streaming, resumed=True):
                 yield event
-
-    async def _journaled(self, state: RunState, waiting: Collection[str]) -> dict[str, ToolCallRecord]:
-        """The results the paused round recorded, by call id (none when it paused before running its calls)."""
-        detail = await asyncio.to_thread(self.store().get_run, state.run_id, tenant_id=state.request.tenant_id)
-        calls = detail.tool_calls if detail is not None else []
-        return {
-            c.call_id: c
-            for c in calls
-            if c.iteration == state.iteration and c.result is not None and c.call_id not in waiting
-        }
 
     async def claim(self, state: RunState, claim: Callable[..., bool], run_id: str, tenant_id: str) -> bool:
         """Take the run for this process (`claim`: the store's claim of a paused or a lapsed run) under a new lease
@@ -278,10 +277,12 @@ class Pipeline:
         goes on, so the run's next turn can replay it at once."""
         try:
             if first is not None:
-                yield first
+                state.events += 1
+                yield stamped(state.events, first)
             async with contextlib.aclosing(events):  # type: ignore[type-var]
                 async for event in events:
-                    yield event
+                    state.events += 1  # numbered as it leaves the run: the sequence its journal marks count
+                    yield stamped(state.events, event)
         except (asyncio.CancelledError, GeneratorExit) as stop:
             await self.recorder.stopped(state, stop)
             raise
@@ -313,6 +314,8 @@ class Pipeline:
             # Cache diagnostics continue from the paused run's last response; its collapse was said already.
             last_response=stored.meta.segue_last_response,
             collapsed=stored.meta.segue_cache_collapse is not None,
+            # A resumed run's events continue the paused run's sequence (a run stored without a mark: from 1).
+            events=stored.meta.segue_events.count if stored.meta.segue_events is not None else 0,
         )
 
     async def recover(

@@ -17,6 +17,7 @@ import attrs
 from segue._core.contracts import ProviderResponse
 from segue.errors import ProviderError, StoreError
 from segue.generated import (
+    EventMark,
     LlmInteraction,
     Message,
     PendingCalls,
@@ -145,13 +146,19 @@ class Recorder:
             raise
         unfinished.opened(self.store, state.run_id, state.usage, state.iteration, state.lease_owner)
 
-    async def record_response(self, state: RunState, interaction: LlmInteraction, meta_updates: RunMeta | None) -> None:
+    async def record_response(
+        self, state: RunState, interaction: LlmInteraction, meta_updates: RunMeta | None, events: EventMark
+    ) -> None:
         """A model step: its response (and the messages before it not yet stored), who served, the run's cost so
-        far and the meta that changed with it, in one transaction, before any of its tools runs."""
+        far, where its event stream stands (`events`) and the meta that changed with it, in one transaction,
+        before any of its tools runs."""
         layout = state.layout
         # What a recovered run reads back (segue.run.recovery): the cost so far and the layout's decision.
         meta = attrs.evolve(
-            meta_updates or RunMeta(), segue_cost=state.cost, segue_layout=layout.meta() if layout is not None else None
+            meta_updates or RunMeta(),
+            segue_cost=state.cost,
+            segue_layout=layout.meta() if layout is not None else None,
+            segue_events=events,
         )
         await self.record(state, interaction.iteration, interaction, [], meta)
 
@@ -229,8 +236,10 @@ class Recorder:
         error: str | None,
         pending: PendingCalls | None = None,
         error_type: str | None = None,
+        events: EventMark | None = None,
     ) -> None:
-        """The run's final (or paused) state, with its notes, replay summary and layout decision."""
+        """The run's final (or paused) state, with its notes, replay summary and layout decision. `events`: where
+        its event stream stands once the end's events are out (by default the one event that follows)."""
         layout = state.layout
         self._end_trace(state, status, error, error_type)
         written, new = self._unwritten(state)  # a tool message the run's end follows, a repair turn
@@ -244,6 +253,7 @@ class Recorder:
             segue_served_by=state.served_by,
             segue_layout=layout.meta() if layout is not None else None,
             segue_stop_reason=state.stop_reason,
+            segue_events=events or EventMark(count=state.events + 1, tool_calls=0, written=0),
         )
         try:
             await asyncio.to_thread(

@@ -22,11 +22,13 @@ from functools import partial
 from typing import Any, Protocol
 
 from segue.errors import RunStateError
-from segue.generated import RunDetail, RunEvent, ToolCallRecord
+from segue.generated import RunDetail, RunEvent, RunMeta, ToolCallRecord
 from segue.run.config import AgentConfig
 from segue.run.conversation import tool_calls
+from segue.run.events import journaled_count, mark, tool_writes
 from segue.run.idempotency import fingerprint_of
 from segue.run.loop import Loop
+from segue.run.next_step import announcing
 from segue.run.request import RunRequest
 from segue.run.resume import arguments_of, load_own_run
 from segue.run.state import RunState, make_event
@@ -117,7 +119,25 @@ async def recover(
             )
         if steps is not None:
             await steps.journaled(journaled_steps(state, detail))
-        meta = {"recovered": True, "model": state.plan.path.model, "vendor": state.plan.path.vendor}
+        # Its events continue after the last one the journal proves the run yielded; where the stream stands is
+        # journaled at once (its RUN_STARTED, and the calls of the round in flight it announces), so a recovery
+        # of this recovery continues it too.
+        after = journaled_count(stored.meta.segue_events, state.own, state.iteration, detail)
+        state.events = after
+        tail = state.own[-1] if state.own else None
+        now, later = (
+            announcing(state, pipeline.loop.tools, tail, finished=finished, interrupted=interrupted)
+            if tail is not None and tail.role == "assistant"
+            else (0, 0)
+        )
+        events_mark = mark(after + 1 + now, later, tool_writes(detail, state.iteration))
+        await pipeline.loop.recorder.record(state, state.iteration, None, [], RunMeta(segue_events=events_mark))
+        meta = {
+            "recovered": True,
+            "after": after,
+            "model": state.plan.path.model,
+            "vendor": state.plan.path.vendor,
+        }
         first = make_event("RUN_STARTED", state.run_id, state.iteration, meta=meta)
         # A recovered run's reader may stop too: it ends `cancelled`, as a new run's would (segue.run.pipeline).
         events = pipeline.until_stopped(

@@ -119,6 +119,8 @@ class RunState:
     collapsed: bool = False
     #: The vendor's verdict on the run's first request it did not find unchanged (RunResult.cache_verdict).
     verdict: CacheVerdict | None = None
+    #: How many events of the run are out: the last one's seq (segue.run.events).
+    events: int = 0
     #: The next request is the one retry of an answer cut inside a tool call, to be evaluated afresh
     #: (ProviderRequest.fresh).
     fresh_retry: bool = False

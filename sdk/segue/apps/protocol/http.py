@@ -44,7 +44,7 @@ from segue.apps.protocol.config import ServeError
 from segue.apps.protocol.errors import RpcError
 from segue.apps.protocol.framing import encode_message
 from segue.apps.protocol.rpc import Dispatcher, Message, response
-from segue.apps.protocol.sessions import Channel, Sessions, SessionsFull, Stream
+from segue.apps.protocol.sessions import Channel, Sessions, SessionsFull, Stream, run_stream
 from segue.apps.protocol.web import ROUTES, Web, WebError
 from segue.apps.protocol.web_stream import serve_web
 from segue.generated.protocol import HttpLimits
@@ -254,7 +254,8 @@ class HttpServer:
             if not name:
                 raise _HttpError(400, "name the session: GET /events?session=NAME, and send NAME with your requests")
             with self._session(principal, name) as channel:
-                await self._events(writer, channel, headers.get("last-event-id"))
+                run = parse_qs(query).get("run", [""])[0]
+                await self._events(writer, channel, headers.get("last-event-id"), run)
         elif self.web is not None and path.split("/")[1] in ROUTES and path.count("/") == 2:
             route, agent = path.split("/")[1:]
             if method != "POST":
@@ -354,9 +355,15 @@ class HttpServer:
         else:
             _write(writer, 200, data, "application/json", version)
 
-    async def _events(self, writer: asyncio.StreamWriter, channel: Channel, last_event_id: str | None) -> None:
-        resume_from = int(last_event_id) if last_event_id and last_event_id.strip().isdigit() else None
-        stream = Stream(sent=channel.last_id if resume_from is None else min(resume_from, channel.last_id))
+    async def _events(
+        self, writer: asyncio.StreamWriter, channel: Channel, last_event_id: str | None, run: str
+    ) -> None:
+        if run:  # one run's stream: from the session's oldest kept event when it resumes after one of the run's
+            after = run_stream(last_event_id, run)
+            stream = Stream(sent=channel.last_id if after is None else 0, run=run, after=after)
+        else:
+            resume_from = int(last_event_id) if last_event_id and last_event_id.strip().isdigit() else None
+            stream = Stream(sent=channel.last_id if resume_from is None else min(resume_from, channel.last_id))
         channel.streams.add(stream)
         try:
             writer.write(
@@ -375,7 +382,7 @@ class HttpServer:
                     writer.write(f": events after id {stream.sent} were dropped from the session's buffer\n\n".encode())
                 first = False
                 if frames:
-                    writer.write(b"".join(frame for _, frame in frames))
+                    writer.write(b"".join(frame for _, frame in frames))  # (a run stream's skipped ones are empty)
                     await writer.drain()
                     await channel.wrote(stream, frames[-1][0])
                     continue

@@ -5,6 +5,11 @@
   its own, so its events reach no one else.
 - Each event gets the session's next id and is kept (the last `event_buffer` of them), so a stream that
   reconnects with `Last-Event-ID` receives what it missed; a stream that falls further behind is closed.
+- A stream of one run (`GET /events?session=NAME&run=RUN_ID`) gets that run's `run/event` notifications only, each
+  with the id `<run_id>:<seq>`: the run's own position, which a resumed or recovered run continues (in any
+  process: segue.run.events), where the session's counter lives in this process's memory. It reconnects with
+  `Last-Event-ID: <run_id>:<seq>` to any server's session that carries the run (the one that recovered it) and
+  receives the run's events after that seq, none twice.
 - A response waits until every stream of its session has written the events published before it, so a client
   sees every event of a request before its response.
 - A session with no request in flight and no stream is freed once idle for `session_idle_seconds`, with its
@@ -33,12 +38,32 @@ class SessionsFull(Exception):
 
 
 class Stream:
-    """One `GET /events` connection: how far it has written."""
+    """One `GET /events` connection: how far it has written. `run`: a stream of that run only, from its event
+    after seq `after` on (None: from the next one published)."""
 
-    def __init__(self, sent: int) -> None:
+    def __init__(self, sent: int, *, run: str | None = None, after: int | None = None) -> None:
         self.sent = sent
+        self.run = run
+        self.after = after
         self.wake = asyncio.Event()
         self.closed = False
+
+
+def run_stream(last_event_id: str | None, run: str) -> int | None:
+    """The seq a run stream's Last-Event-ID (`<run_id>:<seq>`) names, when it names an event of `run`."""
+    found, sep, seq = (last_event_id or "").strip().rpartition(":")
+    return int(seq) if sep and found == run and seq.isdigit() else None
+
+
+class Kept:
+    """An event the session keeps: its id, its frame, and for a run/event notification the run, the event's seq
+    and, for a recovered run's RUN_STARTED, the seq it continues after (`restart`)."""
+
+    __slots__ = ("data", "event_id", "frame", "restart", "run", "seq")
+
+    def __init__(self, event_id: int, frame: bytes, data: str, message: Message) -> None:
+        self.event_id, self.frame, self.data = event_id, frame, data
+        self.run, self.seq, self.restart = _run_position(message)
 
 
 class Channel:
@@ -49,7 +74,7 @@ class Channel:
             self.publish, client_requests=False, principal=principal, persistent=named, on_exit=self.exit
         )
         self.exited = False
-        self.kept: collections.deque[tuple[int, bytes]] = collections.deque(maxlen=max(buffer, 1))
+        self.kept: collections.deque[Kept] = collections.deque(maxlen=max(buffer, 1))
         self.last_id = 0
         self.streams: set[Stream] = set()
         self.users = 0  # connections (requests and streams) using the session now
@@ -61,15 +86,43 @@ class Channel:
         self.last_id += 1
         data = json.dumps(message, ensure_ascii=True)  # ASCII escapes: every string can be sent, surrogates too
         frame = f"id: {self.last_id}\nevent: {message.get('method')}\ndata: {data}\n\n".encode()
-        self.kept.append((self.last_id, frame))
+        self.kept.append(Kept(self.last_id, frame, data, message))
         for stream in self.streams:
             stream.wake.set()
 
     def backlog(self, stream: Stream) -> tuple[list[tuple[int, bytes]], bool]:
         """The (id, frame)s `stream` has not written yet, and whether some it needs were already dropped."""
-        oldest = self.kept[0][0] if self.kept else self.last_id + 1
+        if stream.run is not None:
+            return self._run_backlog(stream)
+        oldest = self.kept[0].event_id if self.kept else self.last_id + 1
         lost = stream.sent + 1 < oldest and stream.sent < self.last_id
-        return [(event_id, frame) for event_id, frame in self.kept if event_id > stream.sent], lost
+        return [(k.event_id, k.frame) for k in self.kept if k.event_id > stream.sent], lost
+
+    def _run_backlog(self, stream: Stream) -> tuple[list[tuple[int, bytes]], bool]:
+        """A run stream's: the run's events after the ones it wrote, framed with the run's ids; lost when the
+        first of them the session still keeps is not the next of the run's sequence."""
+        frames: list[tuple[int, bytes]] = []
+        upto, lost = stream.sent, False
+        for k in self.kept:
+            if k.event_id <= stream.sent:
+                continue
+            upto = k.event_id  # (the session's position: what `flushed` waits for)
+            if k.run != stream.run or k.seq is None:
+                continue
+            if stream.after is None:  # a new stream: from this event on
+                stream.after = k.seq - 1
+            if k.restart is not None and k.restart < stream.after:
+                # A recovered run continues after the last event its journal proves: what the stream wrote past
+                # it (deltas of a call that never finished) is superseded, and its RUN_STARTED says so.
+                stream.after = k.restart
+            if k.seq <= stream.after:
+                continue
+            lost = lost or (not frames and k.seq != stream.after + 1)
+            stream.after = k.seq
+            frames.append((k.event_id, f"id: {k.run}:{k.seq}\nevent: run/event\ndata: {k.data}\n\n".encode()))
+        if upto > stream.sent and (not frames or frames[-1][0] < upto):
+            frames.append((upto, b""))  # the session's events of other runs, skipped
+        return frames, lost
 
     async def wrote(self, stream: Stream, upto: int) -> None:
         stream.sent = upto
@@ -153,3 +206,16 @@ class Sessions:
     def close(self, reason: str) -> None:
         for channel in self.channels.values():
             channel.session.close(reason)
+
+
+def _run_position(message: Message) -> tuple[str | None, int | None, int | None]:
+    """A run/event notification's run, the event's seq, and a recovered RUN_STARTED's `after` (Nones for any other
+    message)."""
+    event = (message.get("params") or {}).get("event") if message.get("method") == "run/event" else None
+    if not isinstance(event, dict):
+        return None, None, None
+    run, seq, meta = event.get("run_id"), event.get("seq"), event.get("meta") or {}
+    if not (isinstance(run, str) and run and isinstance(seq, int)):
+        return None, None, None
+    restart = meta.get("after") if event.get("type") == "RUN_STARTED" else None
+    return run, seq, restart if isinstance(restart, int) else None
