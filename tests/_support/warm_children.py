@@ -32,7 +32,10 @@ def run(
         _CONTEXT.set_forkserver_preload(_preloaded)
     with tempfile.TemporaryDirectory(prefix="segue-child-") as folder:
         out, err = Path(folder) / "stdout", Path(folder) / "stderr"
-        child = _CONTEXT.Process(target=_child, args=(script, list(args), cwd, out, err))
+        # The environment as it is now: the fork server kept the one it started with, and a test may have set more
+        # since (monkeypatch.setenv), which a `python script` started now would inherit.
+        env = dict(os.environ)
+        child = _CONTEXT.Process(target=_child, args=(script, list(args), cwd, out, err, env))
         child.start()
         child.join(timeout)
         if child.exitcode is None:
@@ -43,7 +46,9 @@ def run(
         return subprocess.CompletedProcess([str(script), *args], code, out.read_text(), err.read_text())
 
 
-def _child(script: Path, args: list[str], cwd: Path, out: Path, err: Path) -> None:
+def _child(script: Path, args: list[str], cwd: Path, out: Path, err: Path, env: dict[str, str]) -> None:
+    os.environ.clear()
+    os.environ.update(env)
     # Output goes to files at the descriptor level, so what a library writes to fd 1 or 2 is captured too; a child
     # killed by SIGKILL loses what it had not flushed, as a `python script` writing to a pipe would.
     for fd, path in ((1, out), (2, err)):
