@@ -87,6 +87,8 @@ class Field:
     type: TypeExpr
     required: bool
     description: str | None
+    #: The property's `title`: a short gloss of what it holds, which a refused value's message quotes.
+    title: str | None = None
     #: In the class's repr (schema `x-repr`, default true).
     shown: bool = True
 
@@ -381,6 +383,7 @@ class _Loader:
                     type=expr,
                     required=is_required,
                     description=sub.get("description"),
+                    title=sub.get("title"),
                     shown=sub.get("x-repr", True) is not False,
                 )
             )
@@ -407,14 +410,14 @@ class _Loader:
         return module, name
 
     def load_expr(self, node: Any, pointer: str) -> TypeExpr:
-        if node is True or node == {} or (isinstance(node, dict) and set(node) <= {"description", "$comment"}):
+        if node is True or node == {} or (isinstance(node, dict) and set(node) <= {"description", "title", "$comment"}):
             return TypeExpr(kind="any")
         if not isinstance(node, dict):
             raise self.fail(pointer, "expected a schema object")
         constraints = tuple((k, node[k]) for k in CONSTRAINT_KEYWORDS if k in node)
         if "$ref" in node:
-            if set(node) - {"$ref", "description", "$comment"}:
-                raise self.fail(pointer, "$ref may only be combined with description")
+            if set(node) - {"$ref", "description", "title", "$comment"}:
+                raise self.fail(pointer, "$ref may only be combined with description and title")
             target = self._ref_name(node["$ref"], pointer)
             return TypeExpr(kind="named", name=target)
         if "const" in node:

@@ -4,8 +4,8 @@
 # Schema: schemas/message.schema.json (sha256:eadfcecdd06164c4a3d10ad39b91a923d153074cbe4e1d727c763fe86992ff0e)
 # Schema: schemas/prefix.schema.json (sha256:cffcc32caa4c17dbd5ac0819c2d9ac2b85916801e0361607e9861b0510a52e7c)
 # Schema: schemas/protocol.schema.json (sha256:da42b0de465bb5981b3c7fd694e2ab139f4d46f01c67fa1e44653886c6d15ab0)
-# Schema: schemas/replay.schema.json (sha256:8b0efeadbe5a8258395e4c54b991d7867c71f67d6779a90af8c459637922c43e)
-# Schema: schemas/runs.schema.json (sha256:605eff50b782ac753636bfc78a6e8bdff7f314d159331129cfa3d0ec7e0f1116)
+# Schema: schemas/replay.schema.json (sha256:acf437aeae12e270ee220d16072cc9ae6516584c824664b77d9e68ccdd75c99f)
+# Schema: schemas/runs.schema.json (sha256:c771102dc26893553faea7dd1f18937991f425939571a1e070899b4b865fee57)
 # Schema: schemas/serve.schema.json (sha256:d76549f36ec6b8a79eab39fcf59badcd97133768f1b020b37b19ac788f46e1dd)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """The one cattrs converter for every generated type: tagged unions dispatch on their tag, None is omitted."""
