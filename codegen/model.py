@@ -57,7 +57,7 @@ SUPPORTED_KEYWORDS = frozenset(
 #: class: read-only attributes derived from the fields (generated types, hand-written hooks). The base holds no
 #: fields and no state (`__slots__ = ()`), so structuring, unstructuring and equality stay the generated ones.
 #: Keywords allowed only at a schema file's top level. `protocol` holds the JSON-RPC method table that
-#: codegen/protocol.py validates and renders (it is an annotation to JSON Schema validators).
+#: codegen/spec/protocol.py validates and renders (it is an annotation to JSON Schema validators).
 TOP_LEVEL_ONLY_KEYWORDS = frozenset({"protocol"})
 CONSTRAINT_KEYWORDS = ("minimum", "maximum", "minLength", "maxLength", "pattern", "minItems")
 PRIMITIVES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
