@@ -1,6 +1,6 @@
 """The driver: load and check every input once, run each plugin on it, format the Python, then write or compare.
 
-Data moves one way: schema folder -> `Spec` (codegen/spec.py) -> each plugin's `generate(spec, package)`, a
+Data moves one way: schema folder -> `Spec` (codegen/spec/) -> each plugin's `generate(spec, package)`, a
 mapping of paths inside the generated package to file contents -> ruff -> disk. The driver calls nothing of a
 plugin but `generate`, and plugins never import each other or the driver.
 """

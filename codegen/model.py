@@ -57,7 +57,7 @@ SUPPORTED_KEYWORDS = frozenset(
 #: class: read-only attributes derived from the fields (generated types, hand-written hooks). The base holds no
 #: fields and no state (`__slots__ = ()`), so structuring, unstructuring and equality stay the generated ones.
 #: Keywords allowed only at a schema file's top level. `protocol` holds the JSON-RPC method table that
-#: codegen/protocol.py validates and renders (it is an annotation to JSON Schema validators).
+#: codegen/spec/protocol.py validates and renders (it is an annotation to JSON Schema validators).
 TOP_LEVEL_ONLY_KEYWORDS = frozenset({"protocol"})
 CONSTRAINT_KEYWORDS = ("minimum", "maximum", "minLength", "maxLength", "pattern", "minItems")
 PRIMITIVES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
@@ -87,6 +87,8 @@ class Field:
     type: TypeExpr
     required: bool
     description: str | None
+    #: The property's `title`: a short gloss of what it holds, which a refused value's message quotes.
+    title: str | None = None
     #: In the class's repr (schema `x-repr`, default true).
     shown: bool = True
 
@@ -381,6 +383,7 @@ class _Loader:
                     type=expr,
                     required=is_required,
                     description=sub.get("description"),
+                    title=sub.get("title"),
                     shown=sub.get("x-repr", True) is not False,
                 )
             )
@@ -407,14 +410,14 @@ class _Loader:
         return module, name
 
     def load_expr(self, node: Any, pointer: str) -> TypeExpr:
-        if node is True or node == {} or (isinstance(node, dict) and set(node) <= {"description", "$comment"}):
+        if node is True or node == {} or (isinstance(node, dict) and set(node) <= {"description", "title", "$comment"}):
             return TypeExpr(kind="any")
         if not isinstance(node, dict):
             raise self.fail(pointer, "expected a schema object")
         constraints = tuple((k, node[k]) for k in CONSTRAINT_KEYWORDS if k in node)
         if "$ref" in node:
-            if set(node) - {"$ref", "description", "$comment"}:
-                raise self.fail(pointer, "$ref may only be combined with description")
+            if set(node) - {"$ref", "description", "title", "$comment"}:
+                raise self.fail(pointer, "$ref may only be combined with description and title")
             target = self._ref_name(node["$ref"], pointer)
             return TypeExpr(kind="named", name=target)
         if "const" in node:

@@ -58,71 +58,60 @@ def attrs_strip_null(e: TypeExpr) -> TypeExpr:
     )
 
 
-def _constraint_validators(constraints: tuple[tuple[str, Any], ...], is_number: bool) -> list[str]:
-    out = []
-    for key, value in constraints:
-        if key == "minimum":
-            out.append(f"_v.ge({value!r})")
-        elif key == "maximum":
-            out.append(f"_v.le({value!r})")
-        elif key in ("minLength", "minItems"):
-            out.append(f"_v.min_len({value!r})")
-        elif key == "maxLength":
-            out.append(f"_v.max_len({value!r})")
-        elif key == "pattern":
-            out.append(f"_v.matches_re({json.dumps(value)}, func=re.search)")
-    return out
+def shape(e: TypeExpr, model: Model) -> str | None:
+    """The `segue._support.checks` shape one value of type `e` must fit (not counting the field's optionality), as
+    Python source; None when its own class checks it (an object, a union of objects) or anything goes."""
+    c = dict(e.constraints)
+    match e.kind:
+        case "str":
+            return _call("string", min_len=c.get("minLength"), max_len=c.get("maxLength"), pattern=c.get("pattern"))
+        case "int":
+            return _call("integer", minimum=c.get("minimum"), maximum=c.get("maximum"))
+        case "float":
+            return _call("number", minimum=c.get("minimum"), maximum=c.get("maximum"))
+        case "bool":
+            return "_c.boolean()"
+        case "const" | "enum":
+            return f"_c.one_of({(*e.values, None) if e.nullable else e.values!r})"
+        case "named":
+            assert e.name is not None
+            target = model.types[e.name]
+            if target.form == "alias" and target.target is not None:
+                return shape(target.target, model)
+            return f"_c.one_of({target.values!r})" if target.form == "enum" else None
+        case "union":
+            members = [shape(m, model) for m in e.members]
+            return None if None in members else "_c.any_of(" + ", ".join(str(m) for m in members) + ")"
+        case "list" | "map":
+            assert e.item is not None
+            item = shape(e.item, model) or "_c.anything()"
+            if e.item.nullable and item != "_c.anything()":
+                item = f"_c.any_of({item}, _c.one_of((None,)))"
+            if e.kind == "map":
+                return f"_c.map_of({item})"
+            return _call("list_of", item, min_items=c.get("minItems"))
+        case "object":
+            return "_c.map_of(_c.anything())"
+    return None  # any
 
 
-def expr_validators(e: TypeExpr, model: Model) -> list[str]:
-    """Validators for one value of type `e` (not counting optionality)."""
-    if e.kind == "named":
-        assert e.name is not None
-        target = model.types[e.name]
-        if target.form == "alias" and target.target is not None:
-            return expr_validators(target.target, model)
-        return []
-    if e.kind == "union" and any(m.constraints for m in e.members):
-        return ["_v.or_(" + ", ".join(_member_check(m, model) for m in e.members) + ")"]
-    out = _constraint_validators(e.constraints, e.kind in ("int", "float"))
-    if e.kind in ("list", "map") and e.item is not None:
-        inner = expr_validators(e.item, model)
-        if inner:
-            member = inner[0] if len(inner) == 1 else "_v.and_(" + ", ".join(inner) + ")"
-            if e.item.nullable:
-                member = f"_v.optional({member})"
-            # The container validator pins attrs' type variables, so mypy accepts it inside optional().
-            if e.kind == "list":
-                out.append(f"_v.deep_iterable(member_validator={member}, iterable_validator=_v.instance_of(list))")
-            else:
-                out.append(
-                    f"_v.deep_mapping(key_validator=_v.instance_of(str), value_validator={member}, "
-                    "mapping_validator=_v.instance_of(dict))"
-                )
-    return out
-
-
-def _member_check(e: TypeExpr, model: Model) -> str:
-    """One union member as a validator that passes only for values of that member."""
-    if e.kind in ("const", "enum"):
-        return f"_v.in_({e.values!r})"
-    checks = [f"_v.instance_of({_py_base(e)})", *expr_validators(e, model)]
-    return checks[0] if len(checks) == 1 else "_v.and_(" + ", ".join(checks) + ")"
+def _call(name: str, *args: str, **kwargs: Any) -> str:
+    named = (f"{k}={json.dumps(v) if isinstance(v, str) else repr(v)}" for k, v in kwargs.items() if v is not None)
+    given = [*args, *named]
+    return f"_c.{name}({', '.join(given)})"
 
 
 def field_validator(f: Field, model: Model) -> str | None:
-    vs = expr_validators(f.type, model)
-    if not vs:
+    """The field's `_c.field(...)` validator: its shape, its title as the message's gloss, its optionality."""
+    checked = shape(f.type, model)
+    if checked is None:
         return None
-    one = vs[0] if len(vs) == 1 else "_v.and_(" + ", ".join(vs) + ")"
+    title = f", title={json.dumps(f.title)}" if f.title else ""
     if f.required:
-        return one
+        return f"_c.field({checked}{title})"
     if f.type.nullable:
-        return f"unset_or({one})"
-    if one.startswith("_v.or_("):
-        # attrs types or_() as a validator of Never, which optional() refuses under mypy; None joins the or_.
-        return "_v.or_(_v.in_((None,)), " + one.removeprefix("_v.or_(")
-    return f"_v.optional({one})"
+        return f"unset_or(_c.field({checked}{title}))"
+    return f"_c.field({checked}{title}, optional=True)"
 
 
 def field_line(f: Field, model: Model) -> str:
@@ -154,8 +143,7 @@ def module_uses(types: tuple[NamedType, ...], model: Model) -> dict[str, bool]:
     return {
         "any": "Any" in joined or any(t.extra for t in types),
         "literal": "Literal[" in joined or any(t.form == "enum" for t in types),
-        "validators": "_v." in joined,
-        "re": "re.search" in joined,
+        "checks": "_c." in joined,
         "unset": "Unset" in joined or "UNSET" in joined,
         "unset_or": "unset_or(" in joined,
         "attrs_field": "attrs.field(" in joined or any(t.extra for t in types),

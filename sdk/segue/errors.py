@@ -49,6 +49,17 @@ class InputError(SegueError, ValueError):
     """Bad arguments to run / stream / retry / resume, rejected before any row is written."""
 
 
+class FieldError(InputError):
+    """A generated class refused a field's value when constructed (its schema's type, bounds, enum or pattern).
+
+    `.owner` is the class, `.field` the field, `.value` the value refused; `.problem` says it without the class
+    (`top_p must be a number from 0 to 1, got 1.5 (float)`), for a caller that names the argument its own way."""
+
+    def __init__(self, owner: str, field: str, value: Any, problem: str) -> None:
+        super().__init__(f"{owner}.{problem}")
+        self.owner, self.field, self.value, self.problem = owner, field, value, problem
+
+
 RunRefusalReason = Literal[
     "not_found",
     "agent_mismatch",

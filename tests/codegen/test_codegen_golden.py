@@ -80,8 +80,8 @@ def test_a_changed_file_shows_as_a_readable_diff(generated: Path, tmp_path: Path
     assert len(problems) == 3
     diff = next(p for p in problems if p.startswith("---"))
     assert "--- expected/shapes.py\n+++ generated/shapes.py\n" in diff
-    assert "-    radius: float = attrs.field(validator=_v.ge(0))\n" in diff
-    assert "+    radius: int = attrs.field(validator=_v.ge(0))\n" in diff
+    assert "-    radius: float = attrs.field(validator=_c.field(_c.number(minimum=0)))\n" in diff
+    assert "+    radius: int = attrs.field(validator=_c.field(_c.number(minimum=0)))\n" in diff
     assert "missing (the generator no longer writes it): typescript/index.d.ts" in problems
     assert "new (not in the golden record): stray.py" in problems
 

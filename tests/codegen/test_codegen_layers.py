@@ -18,14 +18,15 @@ LAYERS: dict[str, int] = {
     "codegen.naming": 0,
     "codegen.schema_cycles": 0,
     "codegen.model": 1,
-    "codegen.wire_sdk": 1,
-    "codegen.wire_rules": 2,
-    "codegen.method_table": 2,
+    "codegen.spec.wire": 0,
+    "codegen.spec.wire.sdk": 1,
+    "codegen.spec.wire.rules": 2,
+    "codegen.spec.protocol": 2,
     "codegen.pytypes": 2,
     "codegen.emit": 2,
-    "codegen.wire_check": 3,
+    "codegen.spec.wire.check": 3,
     "codegen.plugins.wire.emit": 3,
-    "codegen.wire_mapping": 4,
+    "codegen.spec.wire.mapping": 4,
     "codegen.spec": 5,
     "codegen.plugins": 6,
     "codegen.plugins.python_types": 6,
@@ -109,6 +110,20 @@ def test_only_the_driver_knows_the_plugins() -> None:
     ]
     # Whole plugin modules, never a name from inside one.
     assert names and all(mod == "codegen.plugins" and f"{mod}.{name}" in plugins for mod, name in names)
+
+
+def test_a_plugins_input_lives_in_the_spec_folder_named_for_it() -> None:
+    """A plugin's two halves sit in the folders of their tiers: what reads and checks its input in
+    codegen/spec/<plugin>(.py or /) below the spec, what renders it in codegen/plugins/<plugin>/; codegen's top level
+    keeps what every tier shares, nothing named for one plugin."""
+    plugins = {p.name for p in (CODEGEN / "plugins").iterdir() if (p / "__init__.py").is_file()}
+    inputs = {
+        module_name(p).split(".")[2] for p in (CODEGEN / "spec").rglob("*.py") if p != CODEGEN / "spec" / "__init__.py"
+    }
+    assert inputs == {"wire", "protocol"} and inputs <= plugins
+    top = {p.stem for p in CODEGEN.glob("*.py")}
+    assert {t for t in top for plugin in plugins if t.startswith(f"{plugin}_")} == set()
+    assert all(LAYERS[module_name(p)] < LAYERS["codegen.plugins"] for p in (CODEGEN / "spec").rglob("*.py"))
 
 
 def test_no_codegen_module_is_over_500_lines() -> None:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from codegen.errors import SchemaError
-from codegen.method_table import load_protocol
 from codegen.model import load_model
+from codegen.spec.protocol import load_protocol
 from segue.apps.protocol import Control, make_dispatcher
 from segue.apps.protocol.methods import Methods
 from segue.apps.protocol.rpc import Dispatcher

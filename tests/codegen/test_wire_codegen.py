@@ -1,4 +1,4 @@
-"""codegen/wire_mapping.py and codegen/plugins/wire.py: the mapping files are validated (file + JSON pointer +
+"""codegen/spec/wire/mapping.py and codegen/plugins/wire/: the mapping files are validated (file + JSON pointer +
 reason) and the generated serializers are fresh, importable without the SDKs, and behave as the mapping says."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from codegen.errors import SchemaError
 from codegen.model import load_model
 from codegen.plugins import wire
 from codegen.spec import load_spec
-from codegen.wire_mapping import iter_wire_files, load_mappings
+from codegen.spec.wire.mapping import iter_wire_files, load_mappings
 from segue._support.readers import Unknown
 from segue.errors import MalformedResponseError, WireError
 from segue.generated import ReasoningBlock, TextBlock, ToolCallBlock, ToolDefinition, ToolResultBlock, Usage

@@ -145,12 +145,12 @@ async def test_a_failed_summary_leaves_the_conversation_as_it_was_with_a_warning
     ("policy", "named"),
     [
         ({"every": 0}, "every must be a whole number >= 1"),
-        (Compaction(every=-2), "got -2"),
+        ({"every": -2}, "got -2"),
         ({"trigger_tokens": 0}, "trigger_tokens must be a whole number >= 1"),
         ({"every": True}, "got True"),
         ({}, "needs every=S"),
         ({"every": 4, "keep": 2}, "no field 'keep'"),
-        ({"every": 4, "instruction": "  "}, "instruction must be non-empty"),
+        ({"every": 4, "instruction": "  "}, "instruction must be a non-empty string .*not blank"),
     ],
 )
 async def test_a_policy_that_cannot_work_is_refused_before_any_row(store: RunStore, policy: Any, named: str) -> None:

@@ -189,7 +189,7 @@ async def test_lowercase_run_ids_name_the_same_runs(sqlite_store: RunStore) -> N
 async def test_a_float_replay_last_says_what_is_expected(sqlite_store: RunStore) -> None:
     agent = Agent(policy_provider(), "p", [lookup], sqlite_store)
     (one,) = await converse(agent, ["a"])
-    with pytest.raises(ReplayRunError, match=r"whole number >= 0 .* or 'all', got 1.0 \(float\); pass 1"):
+    with pytest.raises(ReplayRunError, match=r"whole number >= 0 or 'all' \(.*\), got 1.0 \(float\); pass 1"):
         await agent.run("b", runs=[one.run_id], replay_last=1.0)  # type: ignore[arg-type]
     with pytest.raises(ReplayRunError, match=r"got 1.5 \(float\)$"):
         await agent.run("b", runs=[one.run_id], replay_last=1.5)  # type: ignore[arg-type]

@@ -331,7 +331,7 @@ HOSTILE = [
     ({"temperature": float("nan")}, "temperature must be a finite number >= 0, got nan"),
     ({"temperature": 10**400}, "temperature must be a finite number >= 0"),
     ({"top_p": float("inf")}, "top_p must be a number from 0 to 1, got inf"),
-    ({"stop": ["END", "a\ud800"]}, r"stop must be a list of non-empty strings of Unicode text \(a lone surrogate"),
+    ({"stop": ["END", "a\ud800"]}, r"stop\[1\] must be Unicode text, but has a lone surrogate \(U\+D800\) at index 1"),
     ({"max_tokens": 10**30}, "max_tokens must be a whole number from 1 to 9,007,199,254,740,991 .*got 10000"),
     ({"seed": -(10**30)}, "seed must be a whole number from -9,007,199,254,740,991 to 9,007,199,254,740,991"),
 ]

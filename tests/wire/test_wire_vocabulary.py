@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from codegen.spec import load_spec
-from codegen.wire_rules import Mapping
-from codegen.wire_sdk import SdkLookupError, literals, shape
+from codegen.spec.wire.rules import Mapping
+from codegen.spec.wire.sdk import SdkLookupError, literals, shape
 from tests._support.environment import REPO
 
 SDK = REPO / "sdk" / "segue"

@@ -8,7 +8,7 @@
 - `protocol.md`: the method reference (each method's params, result and errors; the error codes), which
   `python -m codegen` also writes into docs/protocol.md (codegen/docs.py).
 
-The table arrives checked (codegen/method_table.py).
+The table arrives checked (codegen/spec/protocol.py).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import json
 from typing import Any
 
 from codegen.emit import header, imports_by_module, render
-from codegen.method_table import CANCEL_METHOD, KEYWORD, Protocol
 from codegen.model import Model, NamedType, referenced_names
 from codegen.pytypes import field_table, md_cell, ts_type
 from codegen.spec import Spec
+from codegen.spec.protocol import CANCEL_METHOD, KEYWORD, Protocol
 
 #: Template -> the file it renders, relative to the generated package.
 OUTPUTS = {

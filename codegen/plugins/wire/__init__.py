@@ -1,6 +1,6 @@
 """Plugin: vendor wire modules, one per mapping file -> wire/<wire>.py and wire/__init__.py.
 
-The mappings arrive checked (codegen/wire_check.py). Each generated function is annotated with the vendor SDK's
+The mappings arrive checked (codegen/spec/wire/check.py). Each generated function is annotated with the vendor SDK's
 TypedDicts (imported only under TYPE_CHECKING), so mypy --strict checks the shapes against the SDK too; the
 function bodies come from codegen/plugins/wire/emit.py, this module assembles the module around them: which names it
 defines and which it inherits from the wire it extends, its imports, constants and views.
@@ -12,7 +12,7 @@ from codegen.emit import header, imports_by_module, render
 from codegen.model import Model
 from codegen.plugins.wire.emit import ModuleBuilder, typing_names
 from codegen.spec import Spec
-from codegen.wire_rules import Mapping, Rule, rule_refs
+from codegen.spec.wire.rules import Mapping, Rule, rule_refs
 
 
 def generate(spec: Spec, package: str) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """Python source for one checked wire mapping's rules: signatures, bodies, view classes, constants.
 
-codegen/plugins/wire.py decides which rules a module defines; `ModuleBuilder` turns each into what the template
+codegen/plugins/wire/ decides which rules a module defines; `ModuleBuilder` turns each into what the template
 prints and collects what the module must import (canonical classes, SDK types under TYPE_CHECKING, the readers
 of segue._support.readers). Keys are written in the mapping's order, so a request body is byte-for-byte the JSON the
 mapping describes.
@@ -13,7 +13,7 @@ from typing import Any
 
 from codegen.model import Model, NamedType
 from codegen.pytypes import py_type
-from codegen.wire_rules import (
+from codegen.spec.wire.rules import (
     Mapping,
     Param,
     Rule,
@@ -25,8 +25,8 @@ from codegen.wire_rules import (
     view_annotation,
     view_want,
 )
-from codegen.wire_sdk import shape as sdk_shape
-from codegen.wire_sdk import value_source
+from codegen.spec.wire.sdk import shape as sdk_shape
+from codegen.spec.wire.sdk import value_source
 
 #: The helpers of segue._support.readers a generated body may call, found by name in the rendered expressions.
 HELPERS = tuple(

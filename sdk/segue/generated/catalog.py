@@ -6,12 +6,11 @@ model_defaults < the inference provider's model-vendor row."""
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal, TypeAlias
 
 import attrs
-from attrs import validators as _v
 
+from segue._support import checks as _c
 from segue._support.hooks import UNSET, Unset, unset_or
 
 __schema_id__ = "urn:segue:schema:catalog:2"
@@ -39,102 +38,113 @@ class LlmConfig:
 
     #: True when the serving path caches exact byte prefixes, so appendOnly layouts pay off. Only a literal true
     #: enables it.
-    prefix_prompt_cache: bool | Unset | None = attrs.field(default=UNSET)
+    prefix_prompt_cache: bool | Unset | None = attrs.field(default=UNSET, validator=unset_or(_c.field(_c.boolean())))
     #: block: explicit cache_control breakpoints, each looking back a bounded number of blocks (Anthropic). prefix:
     #: automatic exact-prefix cache in fixed token increments (OpenAI before GPT-5.6, most OpenAI-compatible
     #: servers). breakpoint: hits only at breakpoints a request wrote, explicit ones plus an optional implicit one,
     #: with no lookback limit (OpenAI GPT-5.6 and later). none: no prompt cache.
-    cache_kind: Literal["block", "prefix", "breakpoint", "none"] | Unset | None = attrs.field(default=UNSET)
-    cache_min_tokens: int | Unset | None = attrs.field(default=UNSET, validator=unset_or(_v.ge(0)))
-    cache_increment_tokens: int | Unset | None = attrs.field(default=UNSET, validator=unset_or(_v.ge(1)))
+    cache_kind: Literal["block", "prefix", "breakpoint", "none"] | Unset | None = attrs.field(
+        default=UNSET, validator=unset_or(_c.field(_c.one_of(("block", "prefix", "breakpoint", "none", None))))
+    )
+    cache_min_tokens: int | Unset | None = attrs.field(
+        default=UNSET, validator=unset_or(_c.field(_c.integer(minimum=0)))
+    )
+    cache_increment_tokens: int | Unset | None = attrs.field(
+        default=UNSET, validator=unset_or(_c.field(_c.integer(minimum=1)))
+    )
     #: Most breakpoints one request may write (block: cache_control markers; breakpoint: explicit plus implicit).
-    cache_max_breakpoints: int | Unset | None = attrs.field(default=UNSET, validator=unset_or(_v.ge(0)))
+    cache_max_breakpoints: int | Unset | None = attrs.field(
+        default=UNSET, validator=unset_or(_c.field(_c.integer(minimum=0)))
+    )
     #: Breakpoint caches: how many of the conversation's latest breakpoints are considered when matching.
-    cache_match_breakpoints: int | Unset | None = attrs.field(default=UNSET, validator=unset_or(_v.ge(1)))
+    cache_match_breakpoints: int | Unset | None = attrs.field(
+        default=UNSET, validator=unset_or(_c.field(_c.integer(minimum=1)))
+    )
     #: The cache lifetimes (TTL names as the wire spells them) the serving path offers; the first is the default.
     cache_ttls: list[str] | Unset | None = attrs.field(
-        default=UNSET,
-        validator=unset_or(
-            _v.and_(
-                _v.min_len(1), _v.deep_iterable(member_validator=_v.min_len(1), iterable_validator=_v.instance_of(list))
-            )
-        ),
+        default=UNSET, validator=unset_or(_c.field(_c.list_of(_c.string(min_len=1), min_items=1)))
     )
     #: True when the vendor documents populating this path's prompt cache without generating output (Anthropic:
     #: max_tokens 0; OpenAI breakpoint caches: prompt_cache_options.prewarm), so Agent.prewarm may send the next
     #: turn's prefix ahead of the user's message. Only a literal true enables it.
-    cache_prewarm: bool | Unset | None = attrs.field(default=UNSET)
+    cache_prewarm: bool | Unset | None = attrs.field(default=UNSET, validator=unset_or(_c.field(_c.boolean())))
     #: True when the vendor documents cache diagnostics for this path: a request may name an earlier response and the
     #: answer says why the prompt cache could not reuse its prefix (Anthropic: diagnostics.previous_message_id ->
     #: diagnostics.cache_miss_reason; OpenAI Responses: prompt_cache_options.comparison_response_id ->
     #: prompt_cache_diagnostics). Only a literal true makes segue ask (Agent(cache_diagnostics=False) turns it off).
-    cache_diagnostics: bool | Unset | None = attrs.field(default=UNSET)
-    cache_lookback_blocks: int | Unset | None = attrs.field(default=UNSET, validator=unset_or(_v.ge(0)))
+    cache_diagnostics: bool | Unset | None = attrs.field(default=UNSET, validator=unset_or(_c.field(_c.boolean())))
+    cache_lookback_blocks: int | Unset | None = attrs.field(
+        default=UNSET, validator=unset_or(_c.field(_c.integer(minimum=0)))
+    )
     #: True when the vendor documents its own server-side compaction for this path (Anthropic: context_management
     #: edit compact_20260112, beta compact-2026-01-12, on the models its compaction page lists; OpenAI Responses:
     #: context_management compaction with compact_threshold), so model_settings.compaction may be sent. Only a
     #: literal true enables it; elsewhere the setting is refused before any row is written.
-    vendor_compaction: bool | Unset | None = attrs.field(default=UNSET)
+    vendor_compaction: bool | Unset | None = attrs.field(default=UNSET, validator=unset_or(_c.field(_c.boolean())))
     #: True when the vendor documents context editing for this path (Anthropic: context_management edits
     #: clear_tool_uses_20250919 and clear_thinking_20251015, beta context-management-2025-06-27, on the models its
     #: context-editing page lists), so model_settings.context_editing may be sent. Only a literal true enables it;
     #: elsewhere the setting is refused before any row is written.
-    context_editing: bool | Unset | None = attrs.field(default=UNSET)
-    supports_native_tools: bool | Unset | None = attrs.field(default=UNSET)
+    context_editing: bool | Unset | None = attrs.field(default=UNSET, validator=unset_or(_c.field(_c.boolean())))
+    supports_native_tools: bool | Unset | None = attrs.field(default=UNSET, validator=unset_or(_c.field(_c.boolean())))
     #: How the serving path takes a structured-output schema: `native`, the wire's own JSON-schema output (Anthropic
     #: output_config.format, OpenAI Responses text.format, Chat Completions response_format); `tool`, a final-answer
     #: tool segue adds. Absent or null: `tool` (set native only where the vendor documents it for the model).
-    structured_output: Literal["native", "tool"] | Unset | None = attrs.field(default=UNSET)
+    structured_output: Literal["native", "tool"] | Unset | None = attrs.field(
+        default=UNSET, validator=unset_or(_c.field(_c.one_of(("native", "tool", None))))
+    )
     #: The model_settings.tool_choice forms the serving path honours: auto, required, none, and named (one tool by
     #: name). A form left out is refused before any row is written, because the path would drop it silently (llama-
     #: server reads a named tool_choice as a wrong type and runs auto). Absent or null: every form.
     tool_choice_forms: list[Literal["auto", "required", "none", "named"]] | Unset | None = attrs.field(
-        default=UNSET, validator=unset_or(_v.min_len(1))
+        default=UNSET,
+        validator=unset_or(_c.field(_c.list_of(_c.one_of(("auto", "required", "none", "named")), min_items=1))),
     )
     #: Chat Completions: the request key that carries model_settings.max_tokens on this path. Absent or null:
     #: max_completion_tokens for the openai vendor (its reasoning models reject max_tokens), max_tokens elsewhere.
-    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | Unset | None = attrs.field(default=UNSET)
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | Unset | None = attrs.field(
+        default=UNSET, validator=unset_or(_c.field(_c.one_of(("max_tokens", "max_completion_tokens", None))))
+    )
     #: Chat Completions: body fields that make the server evaluate the prompt afresh rather than from its prompt
     #: cache, sent on the one retry of an answer cut inside a tool call (llama-server: {"cache_prompt": false}; its
     #: README: cache_prompt can cause nondeterministic results). Absent or null: the retry is sent as any request.
-    fresh_prompt_fields: dict[str, Any] | Unset | None = attrs.field(default=UNSET)
-    supports_reasoning: bool | Unset | None = attrs.field(default=UNSET)
-    context_window: int | Unset | None = attrs.field(default=UNSET, validator=unset_or(_v.ge(1)))
+    fresh_prompt_fields: dict[str, Any] | Unset | None = attrs.field(
+        default=UNSET, validator=unset_or(_c.field(_c.map_of(_c.anything())))
+    )
+    supports_reasoning: bool | Unset | None = attrs.field(default=UNSET, validator=unset_or(_c.field(_c.boolean())))
+    context_window: int | Unset | None = attrs.field(default=UNSET, validator=unset_or(_c.field(_c.integer(minimum=1))))
     #: How the vendor counts an image's input tokens (segue._core.image_tokens): pixels_750, Anthropic's (width x
     #: height)/750 after scaling to a 1568-px long edge and ~1,600 tokens; tiles_85_170, OpenAI's detail-high count
     #: (fit 2048, short side 768, 85 + 170 per 512-px tile). Absent or null: no documented formula found for the
     #: path, so an image's cost is unknown and the twin counts its JSON.
-    image_tokens: Literal["pixels_750", "tiles_85_170"] | Unset | None = attrs.field(default=UNSET)
+    image_tokens: Literal["pixels_750", "tiles_85_170"] | Unset | None = attrs.field(
+        default=UNSET, validator=unset_or(_c.field(_c.one_of(("pixels_750", "tiles_85_170", None))))
+    )
     #: The max_tokens a request sends when the run's model_settings set none, on a wire whose API requires one
     #: (Anthropic's Messages API: max_tokens is Required in the SDK's MessageCreateParams). segue's choice, not a
     #: vendor limit: raise it in your own layer. The answer cut at it is asked once more with twice the limit when a
     #: tool call was cut.
-    default_max_tokens: int | Unset | None = attrs.field(default=UNSET, validator=unset_or(_v.ge(1)))
+    default_max_tokens: int | Unset | None = attrs.field(
+        default=UNSET, validator=unset_or(_c.field(_c.integer(minimum=1)))
+    )
 
 
 @attrs.frozen(kw_only=True)
 class Pricing:
     """US dollars per million tokens. An absent (or null) price is unknown: a cost that needs it is not computed."""
 
-    input: float | Unset | None = attrs.field(default=UNSET, validator=unset_or(_v.ge(0)))
-    output: float | Unset | None = attrs.field(default=UNSET, validator=unset_or(_v.ge(0)))
-    cache_read: float | Unset | None = attrs.field(default=UNSET, validator=unset_or(_v.ge(0)))
+    input: float | Unset | None = attrs.field(default=UNSET, validator=unset_or(_c.field(_c.number(minimum=0))))
+    output: float | Unset | None = attrs.field(default=UNSET, validator=unset_or(_c.field(_c.number(minimum=0))))
+    cache_read: float | Unset | None = attrs.field(default=UNSET, validator=unset_or(_c.field(_c.number(minimum=0))))
     #: The price of cache writes per cache lifetime, keyed by the TTL names of the serving path's llm.cache_ttls
     #: (e.g. {"5m": 3.75, "1h": 6}). A key the path does not offer is a load error.
     cache_write: dict[str, float | None] | Unset | None = attrs.field(
-        default=UNSET,
-        validator=unset_or(
-            _v.deep_mapping(
-                key_validator=_v.instance_of(str),
-                value_validator=_v.optional(_v.ge(0)),
-                mapping_validator=_v.instance_of(dict),
-            )
-        ),
+        default=UNSET, validator=unset_or(_c.field(_c.map_of(_c.any_of(_c.number(minimum=0), _c.one_of((None,))))))
     )
     #: True on a path the app runs itself (llama.cpp, vLLM): it has no per-token price, so its calls cost 0 USD and
     #: results say self-hosted rather than unknown. To put a price on such a path, set self_hosted false with input
     #: and output prices in your own catalog layer.
-    self_hosted: bool | Unset | None = attrs.field(default=UNSET)
+    self_hosted: bool | Unset | None = attrs.field(default=UNSET, validator=unset_or(_c.field(_c.boolean())))
 
 
 @attrs.frozen(kw_only=True)
@@ -149,12 +159,12 @@ class ConfigBag:
 class ModelType:
     """ModelType"""
 
-    id: str = attrs.field(validator=_v.matches_re("^[a-z0-9][a-z0-9._-]*$", func=re.search))
-    name: str
+    id: str = attrs.field(validator=_c.field(_c.string(pattern="^[a-z0-9][a-z0-9._-]*$")))
+    name: str = attrs.field(validator=_c.field(_c.string()))
     #: Free text for people: sources and the date of the numbers, caveats.
-    notes: str | None = None
+    notes: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
     #: True on the one model type whose configuration applies to models the catalog does not list.
-    default_for_unknown_models: bool | None = None
+    default_for_unknown_models: bool | None = attrs.field(default=None, validator=_c.field(_c.boolean(), optional=True))
     configuration: ConfigBag | None = None
 
 
@@ -162,19 +172,16 @@ class ModelType:
 class Model:
     """Model"""
 
-    id: str = attrs.field(validator=_v.min_len(1))
-    name: str | None = None
-    model_type: str = attrs.field(validator=_v.min_len(1))
+    id: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
+    name: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
+    model_type: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
     #: Other ids that name this same model (dated snapshots); they resolve exactly as the id does.
     aliases: list[str] | None = attrs.field(
-        default=None,
-        validator=_v.optional(
-            _v.deep_iterable(member_validator=_v.min_len(1), iterable_validator=_v.instance_of(list))
-        ),
+        default=None, validator=_c.field(_c.list_of(_c.string(min_len=1)), optional=True)
     )
-    developer: str | None = None
+    developer: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
     #: Free text for people: sources and the date of the numbers, caveats.
-    notes: str | None = None
+    notes: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
     configuration: ConfigBag | None = None
 
 
@@ -182,17 +189,22 @@ class Model:
 class Vendor:
     """Vendor"""
 
-    id: str = attrs.field(validator=_v.matches_re("^[a-z0-9][a-z0-9._-]*$", func=re.search))
-    name: str
+    id: str = attrs.field(validator=_c.field(_c.string(pattern="^[a-z0-9][a-z0-9._-]*$")))
+    name: str = attrs.field(validator=_c.field(_c.string()))
     #: The wire family segue's driver speaks to this vendor.
-    wire: Literal["anthropic", "openai_responses", "openai_chat", "openrouter"] | None = None
+    wire: Literal["anthropic", "openai_responses", "openai_chat", "openrouter"] | None = attrs.field(
+        default=None,
+        validator=_c.field(_c.one_of(("anthropic", "openai_responses", "openai_chat", "openrouter")), optional=True),
+    )
     #: Free text for people: sources and the date of the numbers, caveats.
-    notes: str | None = None
+    notes: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
     model_defaults: ConfigBag | None = None
     #: Families of model ids the catalog does not list yet, by naming pattern: an unlisted id that matches one
     #: resolves with its configuration layered over model_defaults (the first match wins), and Resolved.note names
     #: the pattern.
-    model_patterns: list[ModelPattern] | None = None
+    model_patterns: list[ModelPattern] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.anything()), optional=True)
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -201,11 +213,11 @@ class ModelPattern:
     documented family's cache rules rather than the vendor's oldest defaults."""
 
     #: Shown in the note and as the cascade layer, e.g. 'GPT-5.6 and later'.
-    name: str = attrs.field(validator=_v.min_len(1))
+    name: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
     #: A Python regular expression the whole model id must match (re.fullmatch).
-    match: str = attrs.field(validator=_v.min_len(1))
+    match: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
     #: Free text for people: sources and the date of the numbers, caveats.
-    notes: str | None = None
+    notes: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
     configuration: ConfigBag | None = None
 
 
@@ -213,14 +225,16 @@ class ModelPattern:
 class ModelVendor:
     """ModelVendor"""
 
-    model: str = attrs.field(validator=_v.min_len(1))
-    vendor: str = attrs.field(validator=_v.min_len(1))
-    role: VendorRole
-    priority: int
-    api_name: str | None = None
-    status: Literal["active", "inactive"] | None = None
+    model: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
+    vendor: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
+    role: VendorRole = attrs.field(validator=_c.field(_c.one_of(("model_developer", "inference_provider"))))
+    priority: int = attrs.field(validator=_c.field(_c.integer()))
+    api_name: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
+    status: Literal["active", "inactive"] | None = attrs.field(
+        default=None, validator=_c.field(_c.one_of(("active", "inactive")), optional=True)
+    )
     #: Free text for people: sources and the date of the numbers, caveats.
-    notes: str | None = None
+    notes: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
     configuration: ConfigBag | None = None
 
 
@@ -230,19 +244,27 @@ class LeftOutModel:
     retired), with the reason. It still resolves from the vendor's defaults like any unknown model; explain shows
     the reason."""
 
-    id: str = attrs.field(validator=_v.min_len(1))
-    vendor: str = attrs.field(validator=_v.min_len(1))
-    reason: str = attrs.field(validator=_v.min_len(1))
+    id: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
+    vendor: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
+    reason: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
 
 
 @attrs.frozen(kw_only=True)
 class CatalogFile:
     """One versioned catalog file. Any of the row lists may be present."""
 
-    schema: str = attrs.field(metadata={"json": "$schema"})
-    version: int = attrs.field(validator=_v.ge(1))
-    model_types: list[ModelType] | None = None
-    models: list[Model] | None = None
-    vendors: list[Vendor] | None = None
-    model_vendors: list[ModelVendor] | None = None
-    left_out: list[LeftOutModel] | None = None
+    schema: str = attrs.field(validator=_c.field(_c.string()), metadata={"json": "$schema"})
+    version: int = attrs.field(validator=_c.field(_c.integer(minimum=1)))
+    model_types: list[ModelType] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.anything()), optional=True)
+    )
+    models: list[Model] | None = attrs.field(default=None, validator=_c.field(_c.list_of(_c.anything()), optional=True))
+    vendors: list[Vendor] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.anything()), optional=True)
+    )
+    model_vendors: list[ModelVendor] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.anything()), optional=True)
+    )
+    left_out: list[LeftOutModel] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.anything()), optional=True)
+    )

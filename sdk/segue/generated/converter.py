@@ -4,8 +4,8 @@
 # Schema: schemas/message.schema.json (sha256:eadfcecdd06164c4a3d10ad39b91a923d153074cbe4e1d727c763fe86992ff0e)
 # Schema: schemas/prefix.schema.json (sha256:cffcc32caa4c17dbd5ac0819c2d9ac2b85916801e0361607e9861b0510a52e7c)
 # Schema: schemas/protocol.schema.json (sha256:c62a2f44131e2c5d89640a7e4b8301aa345814f1dff9772c5f25cd31d011af28)
-# Schema: schemas/replay.schema.json (sha256:6cdb870881748d50d005b746880fcbabb0b81052e7d173be5e474efd6db80c9e)
-# Schema: schemas/runs.schema.json (sha256:348b8a47baa8edad4c8b17871cb218d9f4c9ab01b35d80b3c002ed8120befdf6)
+# Schema: schemas/replay.schema.json (sha256:cc9b34f8a90d4a4327eafd11ed87c5ac92920df31e6277a389fd9d90d6685e7c)
+# Schema: schemas/runs.schema.json (sha256:79870c6622658cf93b546a0e55b2e14e2d60e9181945cd567bfdf17ac6a64ecb)
 # Schema: schemas/serve.schema.json (sha256:d76549f36ec6b8a79eab39fcf59badcd97133768f1b020b37b19ac788f46e1dd)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """The one cattrs converter for every generated type: tagged unions dispatch on their tag, None is omitted."""

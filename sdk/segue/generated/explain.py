@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Literal, TypeAlias
 
 import attrs
-from attrs import validators as _v
 
+from segue._support import checks as _c
 from segue.generated.message import Usage
 from segue.generated.runs import CacheVerdict, LayoutMeta
 
@@ -34,37 +34,45 @@ class Divergence:
     """Where two requests first differ."""
 
     #: JSON path into the current request (into the previous one when the part was removed).
-    path: str
-    section: ExplainSection
+    path: str = attrs.field(validator=_c.field(_c.string()))
+    section: ExplainSection = attrs.field(validator=_c.field(_c.one_of(("model", "tools", "system", "messages"))))
     #: Bytes of the prompt-order rendering before the first difference.
-    byte_offset: int = attrs.field(validator=_v.ge(0))
+    byte_offset: int = attrs.field(validator=_c.field(_c.integer(minimum=0)))
     #: A short excerpt of the previous request from just before the difference.
-    previous: str | None = None
+    previous: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
     #: The same excerpt of the current request.
-    current: str | None = None
+    current: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
 
 
 @attrs.frozen(kw_only=True)
 class IterationExplanation:
     """One provider request compared with the one before it."""
 
-    iteration: int = attrs.field(validator=_v.ge(1))
+    iteration: int = attrs.field(validator=_c.field(_c.integer(minimum=1)))
     #: The vendor's own verdict on this request, shown first; absent when the request did not ask for one.
     vendor_verdict: CacheVerdict | None = None
     #: How segue's own cause (beside the vendor's verdict) compares with it; absent without a verdict.
-    agreement: VerdictAgreement | None = None
-    cause: ExplainCause
-    reason: str
-    request_bytes: int = attrs.field(validator=_v.ge(0))
+    agreement: VerdictAgreement | None = attrs.field(
+        default=None, validator=_c.field(_c.one_of(("agree", "disagree", "open")), optional=True)
+    )
+    cause: ExplainCause = attrs.field(
+        validator=_c.field(
+            _c.one_of(
+                ("first", "missing", "extends", "vendor", "model", "system", "tools", "window", "fragment", "messages")
+            )
+        )
+    )
+    reason: str = attrs.field(validator=_c.field(_c.string()))
+    request_bytes: int = attrs.field(validator=_c.field(_c.integer(minimum=0)))
     #: Bytes of the previous request this one starts with.
-    prefix_bytes: int = attrs.field(validator=_v.ge(0))
-    previous_bytes: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(0)))
-    previous_run_id: str | None = None
-    previous_iteration: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(1)))
+    prefix_bytes: int = attrs.field(validator=_c.field(_c.integer(minimum=0)))
+    previous_bytes: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=0), optional=True))
+    previous_run_id: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
+    previous_iteration: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=1), optional=True))
     divergence: Divergence | None = None
     #: The first replayed run that went from full to question + answer (a moved window).
-    collapsed_run: str | None = None
-    note: str | None = None
+    collapsed_run: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
+    note: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
     usage: Usage
 
 
@@ -72,8 +80,8 @@ class IterationExplanation:
 class RunExplanation:
     """RunExplanation"""
 
-    run_id: str = attrs.field(validator=_v.min_len(1))
-    continued_from: str | None = None
+    run_id: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
+    continued_from: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
     #: The run's trailing runtime-state layout decision (meta segue.layout).
     layout: LayoutMeta | None = None
-    iterations: list[IterationExplanation]
+    iterations: list[IterationExplanation] = attrs.field(validator=_c.field(_c.list_of(_c.anything())))

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any, Literal, TypeAlias
 
 import attrs
-from attrs import validators as _v
+
+from segue._support import checks as _c
 
 __schema_id__ = "urn:segue:schema:message:1"
 __all__ = [
@@ -37,12 +38,14 @@ class TextBlock:
     """Plain text."""
 
     type: Literal["text"] = "text"
-    text: str
+    text: str = attrs.field(validator=_c.field(_c.string()))
     #: The phase OpenAI's Responses API labelled the assistant message this text came in (intermediate `commentary`
     #: or the `final_answer`), kept as received and resent on the assistant message it is replayed as: the pinned
     #: openai SDK's ResponseOutputMessage.phase says "preserve and resend phase on all assistant messages". Absent
     #: when the vendor sent none (then nothing is sent); other wires ignore it.
-    phase: Literal["commentary", "final_answer"] | None = None
+    phase: Literal["commentary", "final_answer"] | None = attrs.field(
+        default=None, validator=_c.field(_c.one_of(("commentary", "final_answer")), optional=True)
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -50,13 +53,13 @@ class ToolCallBlock:
     """A call the model asked for. `arguments` is the parsed JSON object."""
 
     type: Literal["tool_call"] = "tool_call"
-    id: str = attrs.field(validator=_v.min_len(1))
-    name: str = attrs.field(validator=_v.min_len(1))
-    arguments: dict[str, Any]
+    id: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
+    name: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
+    arguments: dict[str, Any] = attrs.field(validator=_c.field(_c.map_of(_c.anything())))
     #: Vendor signature the call is replayed with, exactly as received: Gemini 3's thought signature on the Chat
     #: Completions path (extra_content.google.thought_signature), without which Gemini refuses the replayed call with
     #: a 400. Never empty.
-    signature: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    signature: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -64,10 +67,10 @@ class ToolResultBlock:
     """What a tool returned, as text (JSON text for structured results)."""
 
     type: Literal["tool_result"] = "tool_result"
-    tool_call_id: str = attrs.field(validator=_v.min_len(1))
-    content: str
+    tool_call_id: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
+    content: str = attrs.field(validator=_c.field(_c.string()))
     #: True when the result reports a failure; absent means false.
-    is_error: bool | None = None
+    is_error: bool | None = attrs.field(default=None, validator=_c.field(_c.boolean(), optional=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -77,20 +80,22 @@ class ReasoningBlock:
 
     type: Literal["reasoning"] = "reasoning"
     #: Wire family that produced it: anthropic, openai, openrouter, openai_chat.
-    vendor: str = attrs.field(validator=_v.min_len(1))
-    model: str | None = None
+    vendor: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
+    model: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
     #: Native shape, e.g. anthropic.thinking, anthropic.redacted_thinking, openai.reasoning_item,
     #: openrouter.reasoning_details, chat.reasoning_text.
-    format: str = attrs.field(validator=_v.min_len(1))
-    id: str | None = None
-    text: str | None = None
-    summary: list[str] | None = None
+    format: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
+    id: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
+    text: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
+    summary: list[str] | None = attrs.field(default=None, validator=_c.field(_c.list_of(_c.string()), optional=True))
     #: Vendor signature binding the block to its prefix; never empty (an empty one could not be verified on replay).
-    signature: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
-    encrypted_content: str | None = None
-    redacted_data: str | None = None
+    signature: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
+    encrypted_content: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
+    redacted_data: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
     #: The vendor's own payload, for formats whose fields do not map one to one.
-    native: dict[str, Any] | None = None
+    native: dict[str, Any] | None = attrs.field(
+        default=None, validator=_c.field(_c.map_of(_c.anything()), optional=True)
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -98,7 +103,7 @@ class UrlImageSource:
     """UrlImageSource"""
 
     type: Literal["url"] = "url"
-    url: str = attrs.field(validator=_v.min_len(1))
+    url: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
 
 
 @attrs.frozen(kw_only=True)
@@ -106,8 +111,10 @@ class Base64ImageSource:
     """Base64ImageSource"""
 
     type: Literal["base64"] = "base64"
-    media_type: Literal["image/jpeg", "image/png", "image/gif", "image/webp"]
-    data: str = attrs.field(validator=_v.min_len(1))
+    media_type: Literal["image/jpeg", "image/png", "image/gif", "image/webp"] = attrs.field(
+        validator=_c.field(_c.one_of(("image/jpeg", "image/png", "image/gif", "image/webp")))
+    )
+    data: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
 
 
 @attrs.frozen(kw_only=True)
@@ -128,18 +135,20 @@ class CompactionBlock:
 
     type: Literal["compaction"] = "compaction"
     #: Wire family that produced it: anthropic or openai.
-    vendor: str = attrs.field(validator=_v.min_len(1))
+    vendor: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
     #: Anthropic: the summary text; absent when the vendor sent null (a compaction that failed, which the vendor
     #: treats as a no-op).
-    content: str | None = None
+    content: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
     #: Opaque content to send back verbatim (OpenAI's whole compaction; Anthropic's metadata).
-    encrypted_content: str | None = None
+    encrypted_content: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
     #: Anthropic: the signature over the summary, sent back verbatim.
-    signature: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    signature: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
     #: Anthropic: the tool_addition / tool_removal blocks of the compacted range, sent back unchanged.
-    tool_changes: list[dict[str, Any]] | None = None
+    tool_changes: list[dict[str, Any]] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.map_of(_c.anything())), optional=True)
+    )
     #: OpenAI: the compaction item's id.
-    id: str | None = None
+    id: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -147,9 +156,9 @@ class Message:
     """One message of a conversation. `meta` carries segue markers (e.g. segue.fragment for the trailing runtime-
     state fragment); it never reaches a vendor."""
 
-    role: Role
-    content: list[ContentBlock]
-    meta: dict[str, Any] | None = None
+    role: Role = attrs.field(validator=_c.field(_c.one_of(("system", "user", "assistant", "tool"))))
+    content: list[ContentBlock] = attrs.field(validator=_c.field(_c.list_of(_c.anything())))
+    meta: dict[str, Any] | None = attrs.field(default=None, validator=_c.field(_c.map_of(_c.anything()), optional=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -157,27 +166,24 @@ class Usage:
     """Normalised token usage. input_tokens is the whole prompt; cache_read_tokens and cache_write_tokens are parts
     of it. A missing cache field means the vendor did not say, not zero."""
 
-    input_tokens: int = attrs.field(validator=_v.ge(0))
-    output_tokens: int = attrs.field(validator=_v.ge(0))
-    cache_read_tokens: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(0)))
-    cache_write_tokens: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(0)))
+    input_tokens: int = attrs.field(validator=_c.field(_c.integer(minimum=0)))
+    output_tokens: int = attrs.field(validator=_c.field(_c.integer(minimum=0)))
+    cache_read_tokens: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=0), optional=True))
+    cache_write_tokens: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=0), optional=True))
     #: Parts of cache_write_tokens by cache lifetime, keyed by the TTL name as the serving path's catalog
     #: llm.cache_ttls spells it ("5m" / "1h" on Anthropic, "30m" / "12h" on OpenAI GPT-5.6 and later). Writes not
     #: listed here are counted at the path's default (first) TTL.
     cache_write_tokens_by_ttl: dict[str, int] | None = attrs.field(
-        default=None,
-        validator=_v.optional(
-            _v.deep_mapping(
-                key_validator=_v.instance_of(str), value_validator=_v.ge(0), mapping_validator=_v.instance_of(dict)
-            )
-        ),
+        default=None, validator=_c.field(_c.map_of(_c.integer(minimum=0)), optional=True)
     )
-    reasoning_tokens: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(0)))
+    reasoning_tokens: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=0), optional=True))
     #: The vendor's own server-side compaction sampled in this call, one usage per compaction (Anthropic: the
     #: usage.iterations entries of type compaction). The fields above do not include them ("A `compaction` entry's
     #: tokens are not included in the top-level `usage` fields", the pinned anthropic SDK's BetaUsage.iterations), so
     #: a call costs the fields above plus each of these at the same path's prices.
-    compaction_iterations: list[Usage] | None = None
+    compaction_iterations: list[Usage] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.anything()), optional=True)
+    )
 
 
 ImageSource: TypeAlias = UrlImageSource | Base64ImageSource

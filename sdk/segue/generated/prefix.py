@@ -4,11 +4,11 @@
 
 from __future__ import annotations
 
-import re
 from typing import Literal, TypeAlias
 
 import attrs
-from attrs import validators as _v
+
+from segue._support import checks as _c
 
 __schema_id__ = "urn:segue:schema:prefix:1"
 __all__ = [
@@ -29,34 +29,36 @@ class PrefixDescriptor:
 
     schema_version: Literal[1] = 1
     #: Catalog vendor id of the driver that served the run's first iteration.
-    vendor: str = attrs.field(validator=_v.min_len(1))
+    vendor: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
     #: The model that served the run's first iteration (the runtime override, or the serving driver's own).
-    model: str = attrs.field(validator=_v.min_len(1))
-    system_hash: Hash = attrs.field(validator=_v.matches_re("^sha256:[0-9a-f]{64}$", func=re.search))
-    tools_hash: Hash = attrs.field(validator=_v.matches_re("^sha256:[0-9a-f]{64}$", func=re.search))
+    model: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
+    system_hash: Hash = attrs.field(validator=_c.field(_c.string(pattern="^sha256:[0-9a-f]{64}$")))
+    tools_hash: Hash = attrs.field(validator=_c.field(_c.string(pattern="^sha256:[0-9a-f]{64}$")))
     #: Hash of the messages that preceded the run's user message on the wire, as laid out for the serving path.
-    seed: Hash = attrs.field(validator=_v.matches_re("^sha256:[0-9a-f]{64}$", func=re.search))
+    seed: Hash = attrs.field(validator=_c.field(_c.string(pattern="^sha256:[0-9a-f]{64}$")))
     #: Hash of the structured-output format (name, schema, strict) the run asked for; absent: no structured output. A
     #: change is a prefix change (cause output-schema): the format is part of what the model is shown (OpenAI hashes
     #: it into the cached prefix).
     output_hash: Hash | None = attrs.field(
-        default=None, validator=_v.optional(_v.matches_re("^sha256:[0-9a-f]{64}$", func=re.search))
+        default=None, validator=_c.field(_c.string(pattern="^sha256:[0-9a-f]{64}$"), optional=True)
     )
     #: Hash of the model settings that are part of the serving path's cached prefix (Anthropic: tool_choice and
     #: parallel_tool_calls, whose change invalidates the messages cache, and reasoning_effort, output_config.effort,
     #: which invalidates the system cache: prompt-caching page); absent: none set. A change is a prefix change (cause
     #: settings).
     settings_hash: Hash | None = attrs.field(
-        default=None, validator=_v.optional(_v.matches_re("^sha256:[0-9a-f]{64}$", func=re.search))
+        default=None, validator=_c.field(_c.string(pattern="^sha256:[0-9a-f]{64}$"), optional=True)
     )
     #: Other paths that served later iterations of this run (a failover mid-run). Its reasoning is then bound to more
     #: than one path, so it replays to none of them.
-    also_served: list[ServedPath] | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    also_served: list[ServedPath] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.anything(), min_items=1), optional=True)
+    )
 
 
 @attrs.frozen(kw_only=True)
 class ServedPath:
     """A serving path: the catalog vendor id and the model."""
 
-    vendor: str = attrs.field(validator=_v.min_len(1))
-    model: str = attrs.field(validator=_v.min_len(1))
+    vendor: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
+    model: str = attrs.field(validator=_c.field(_c.string(min_len=1)))

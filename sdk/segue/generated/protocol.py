@@ -7,12 +7,11 @@ the dispatch table and the TypeScript SegueMethods map."""
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal, TypeAlias
 
 import attrs
-from attrs import validators as _v
 
+from segue._support import checks as _c
 from segue.generated.catalog import ConfigBag
 from segue.generated.explain import RunExplanation
 from segue.generated.message import Message, ToolCallBlock
@@ -130,8 +129,8 @@ ProtocolVersion: TypeAlias = str
 class ClientInfo:
     """Who the client is (for the server's log)."""
 
-    name: str = attrs.field(validator=_v.min_len(1))
-    version: str | None = None
+    name: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
+    version: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -140,7 +139,27 @@ class RunEventFilter:
 
     #: Only events of these types are sent (default: every type). Leaving out the terminal types (RUN_COMPLETED,
     #: RUN_PAUSED, RUN_ERROR) gives up knowing from the stream how a run ended; the response still says.
-    types: list[RunEventType] | None = None
+    types: list[RunEventType] | None = attrs.field(
+        default=None,
+        validator=_c.field(
+            _c.list_of(
+                _c.one_of(
+                    (
+                        "RUN_STARTED",
+                        "TEXT_DELTA",
+                        "REASONING_DELTA",
+                        "TOOL_CALL",
+                        "TOOL_RESULT",
+                        "RUN_PAUSED",
+                        "RUN_COMPLETED",
+                        "RUN_ERROR",
+                        "CACHE_COLLAPSE",
+                    )
+                )
+            ),
+            optional=True,
+        ),
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -149,7 +168,7 @@ class ClientCapabilities:
 
     #: stdio: the client answers tool/call requests (default true). false: client-side tools pause the run in
     #: waiting_approval, as over HTTP, and the client sends their results with resume.
-    client_tools: bool | None = None
+    client_tools: bool | None = attrs.field(default=None, validator=_c.field(_c.boolean(), optional=True))
     run_events: RunEventFilter | None = None
 
 
@@ -159,7 +178,7 @@ class InitializeParams:
 
     #: The version the client was built for (its bundle's PROTOCOL_VERSION).
     protocol_version: ProtocolVersion = attrs.field(
-        validator=_v.matches_re("^(0|[1-9][0-9]*)\\.(0|[1-9][0-9]*)$", func=re.search)
+        validator=_c.field(_c.string(pattern="^(0|[1-9][0-9]*)\\.(0|[1-9][0-9]*)$"))
     )
     client_info: ClientInfo | None = None
     capabilities: ClientCapabilities | None = None
@@ -169,22 +188,22 @@ class InitializeParams:
 class ServerInfo:
     """Who the server is."""
 
-    name: str
+    name: str = attrs.field(validator=_c.field(_c.string()))
     #: The segue package version.
-    version: str
+    version: str = attrs.field(validator=_c.field(_c.string()))
 
 
 @attrs.frozen(kw_only=True)
 class HttpLimits:
     """The HTTP server's limits (the config's `http` settings, or their defaults)."""
 
-    max_connections: int = attrs.field(validator=_v.ge(1))
-    request_timeout_seconds: float
-    max_body_bytes: int = attrs.field(validator=_v.ge(1))
-    max_bodies_bytes: int = attrs.field(validator=_v.ge(1))
-    max_sessions: int = attrs.field(validator=_v.ge(1))
-    session_idle_seconds: float
-    event_buffer: int = attrs.field(validator=_v.ge(1))
+    max_connections: int = attrs.field(validator=_c.field(_c.integer(minimum=1)))
+    request_timeout_seconds: float = attrs.field(validator=_c.field(_c.number()))
+    max_body_bytes: int = attrs.field(validator=_c.field(_c.integer(minimum=1)))
+    max_bodies_bytes: int = attrs.field(validator=_c.field(_c.integer(minimum=1)))
+    max_sessions: int = attrs.field(validator=_c.field(_c.integer(minimum=1)))
+    session_idle_seconds: float = attrs.field(validator=_c.field(_c.number()))
+    event_buffer: int = attrs.field(validator=_c.field(_c.integer(minimum=1)))
 
 
 @attrs.frozen(kw_only=True)
@@ -193,12 +212,14 @@ class ServerLimits:
 
     #: The largest message body the server reads on this transport (stdio: a frame's Content-Length; HTTP:
     #: max_body_bytes).
-    max_message_bytes: int = attrs.field(validator=_v.ge(1))
+    max_message_bytes: int = attrs.field(validator=_c.field(_c.integer(minimum=1)))
     #: Runs (run, retry, resume) the server serves at once, over every session; more are refused with ServerBusy.
     #: Absent: no limit.
-    max_concurrent_runs: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(1)))
+    max_concurrent_runs: int | None = attrs.field(
+        default=None, validator=_c.field(_c.integer(minimum=1), optional=True)
+    )
     #: How long shutdown lets requests in flight finish when its params give no timeout_seconds.
-    shutdown_timeout_seconds: float
+    shutdown_timeout_seconds: float = attrs.field(validator=_c.field(_c.number()))
     http: HttpLimits | None = None
 
 
@@ -207,25 +228,27 @@ class ServerCapabilities:
     """What the server offers this session."""
 
     #: The requests and notifications this session may send (those of the version it speaks).
-    methods: list[str]
+    methods: list[str] = attrs.field(validator=_c.field(_c.list_of(_c.string())))
     #: The notifications the server may send.
-    notifications: list[str]
+    notifications: list[str] = attrs.field(validator=_c.field(_c.list_of(_c.string())))
     #: The requests the server sends this session (tool/call on stdio when the client answers them).
-    server_requests: list[str]
-    transport: Literal["stdio", "http"]
+    server_requests: list[str] = attrs.field(validator=_c.field(_c.list_of(_c.string())))
+    transport: Literal["stdio", "http"] = attrs.field(validator=_c.field(_c.one_of(("stdio", "http"))))
     #: How a client-side tool reaches this session: request (the server sends tool/call) or resume (the run pauses in
     #: waiting_approval; send the result with resume.tool_results).
-    tool_calls: Literal["request", "resume"]
+    tool_calls: Literal["request", "resume"] = attrs.field(validator=_c.field(_c.one_of(("request", "resume"))))
     run_events: RunEventFilter | None = None
     #: The tenants this session may act for; ["*"] for any.
-    tenants: list[str]
+    tenants: list[str] = attrs.field(validator=_c.field(_c.list_of(_c.string())))
     #: The tenant a request without tenant_id acts for; absent when such a request is refused (a token allowed
     #: several tenants, not "default").
-    default_tenant: str | None = None
+    default_tenant: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
     limits: ServerLimits
     #: What this server build offers beyond the core methods (since 1.2; absent from older servers). Ignore names you
     #: do not know.
-    features: list[ServerFeature] | None = None
+    features: list[ServerFeature] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.one_of(("prewarm", "structured-output"))), optional=True)
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -235,7 +258,7 @@ class InitializeResult:
     #: The version the server speaks for this session: the one asked for, or the server's own when the client asked
     #: for a later minor version of the same major.
     protocol_version: ProtocolVersion = attrs.field(
-        validator=_v.matches_re("^(0|[1-9][0-9]*)\\.(0|[1-9][0-9]*)$", func=re.search)
+        validator=_c.field(_c.string(pattern="^(0|[1-9][0-9]*)\\.(0|[1-9][0-9]*)$"))
     )
     server_info: ServerInfo
     capabilities: ServerCapabilities
@@ -251,23 +274,30 @@ class ShutdownParams:
     """Params of `shutdown`."""
 
     #: How long requests in flight may run before they are cancelled (default: limits.shutdown_timeout_seconds).
-    timeout_seconds: float | None = attrs.field(default=None, validator=_v.optional(_v.and_(_v.ge(0), _v.le(3600))))
+    timeout_seconds: float | None = attrs.field(
+        default=None, validator=_c.field(_c.number(minimum=0, maximum=3600), optional=True)
+    )
 
 
 @attrs.frozen(kw_only=True)
 class ShutdownRequest:
     """A request that was in flight when shutdown came, and how it ended."""
 
-    id: RequestId
-    method: str
-    agent: str | None = None
+    id: RequestId = attrs.field(validator=_c.field(_c.any_of(_c.string(), _c.integer())))
+    method: str = attrs.field(validator=_c.field(_c.string()))
+    agent: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
     #: The run the request started or resumed, when it got that far.
-    run_id: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    run_id: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
     #: finished: it answered within the timeout; cancelled: it was cancelled at the timeout (it answered
     #: RequestCancelled).
-    outcome: Literal["finished", "cancelled"]
+    outcome: Literal["finished", "cancelled"] = attrs.field(validator=_c.field(_c.one_of(("finished", "cancelled"))))
     #: The run's final status.
-    status: RunStatus | None = None
+    status: RunStatus | None = attrs.field(
+        default=None,
+        validator=_c.field(
+            _c.one_of(("running", "success", "error", "cancelled", "max_iterations", "waiting_approval")), optional=True
+        ),
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -275,7 +305,7 @@ class ShutdownResult:
     """Result of `shutdown`."""
 
     #: Every request that was in flight, in the order they arrived.
-    requests: list[ShutdownRequest]
+    requests: list[ShutdownRequest] = attrs.field(validator=_c.field(_c.list_of(_c.anything())))
 
 
 @attrs.frozen(kw_only=True)
@@ -288,61 +318,68 @@ class RunParams:
     """Params of `run`: Agent.stream(input, ...) on the named agent."""
 
     #: The agent's name in the server's config file.
-    agent: str = attrs.field(validator=_v.min_len(1))
+    agent: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
     #: The new user message.
-    input: str = attrs.field(validator=_v.min_len(1))
+    input: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
     #: Earlier run ids of this conversation, oldest first, to replay ahead of the input.
     runs: list[str] | None = attrs.field(
-        default=None,
-        validator=_v.optional(
-            _v.deep_iterable(member_validator=_v.min_len(1), iterable_validator=_v.instance_of(list))
-        ),
+        default=None, validator=_c.field(_c.list_of(_c.string(min_len=1)), optional=True)
     )
     #: How many of the latest runs replay in full (default "all", fitted to the context window; 0 for a SingleCall
     #: agent).
     replay_last: ReplayLast | None = attrs.field(
-        default=None, validator=_v.or_(_v.in_((None,)), _v.and_(_v.instance_of(int), _v.ge(0)), _v.in_(("all",)))
+        default=None, validator=_c.field(_c.any_of(_c.integer(minimum=0), _c.one_of(("all",))), optional=True)
     )
     #: Replay reasoning blocks where the prefix allows it (default true).
-    replay_reasoning: bool | None = None
-    replay_budget_tokens: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(1)))
+    replay_reasoning: bool | None = attrs.field(default=None, validator=_c.field(_c.boolean(), optional=True))
+    replay_budget_tokens: int | None = attrs.field(
+        default=None, validator=_c.field(_c.integer(minimum=1), optional=True)
+    )
     #: The window moves S runs at once, so the replayed prefix stays the same for S-1 turns out of S (default 1: one
     #: run per turn): with an int replay_last N it keeps N to N+S-1 runs in full and collapses S at once; with
     #: replay_keep M it replays M to M+S-1 runs and leaves S out at once. Needs an int replay_last or a replay_keep.
-    replay_step: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(1)))
+    replay_step: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=1), optional=True))
     #: Only the latest M runs replayed, in full or as question + answer (M to M+S-1 with replay_step S, as the window
     #: moves S at a time); older runs are left out, so requests stop growing in a long conversation (default: every
     #: run). At least replay_last when that is an int.
-    replay_keep: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(1)))
+    replay_keep: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=1), optional=True))
     #: Client-side compaction: a summary, made once by a request that continues the cached prefix, replayed in place
     #: of the runs it stands for (default: the agent's, else none).
     compaction: Compaction | None = None
     #: Messages the app keeps itself, sent after the replayed runs.
-    history: list[Message] | None = None
-    context: list[ContextBlock] | None = None
+    history: list[Message] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.anything()), optional=True)
+    )
+    context: list[ContextBlock] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.anything()), optional=True)
+    )
     #: The tenant whose runs are read or written. Default: the one tenant the caller's token allows, else "default".
     #: Over HTTP with tokens, the token must allow it (TenantNotAllowed otherwise); on stdio the app decides it.
-    tenant_id: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    tenant_id: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
     #: App metadata stored with the run (plain JSON).
-    metadata: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = attrs.field(
+        default=None, validator=_c.field(_c.map_of(_c.anything()), optional=True)
+    )
     #: The same key with the same request returns the first run's result; with a different request it is an
     #: IdempotencyConflict error.
-    idempotency_key: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    idempotency_key: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
     #: Runtime model override.
-    model: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    model: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
     #: The catalog vendor that serves the model override: one of the agent's provider vendors (with Failover, that
     #: vendor's first member is tried first). Lets an override decide the layout at once.
-    vendor: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    vendor: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
     #: Send run/event notifications for this request (default true).
-    events: bool | None = None
+    events: bool | None = attrs.field(default=None, validator=_c.field(_c.boolean(), optional=True))
     #: Structured output: a JSON Schema (draft 2020-12) the final answer must match, sent through the serving path's
     #: native mechanism (catalog llm.structured_output). The result's `output` is the validated value; a schema
     #: change between runs of a conversation is a prefix change (warning cause output-schema). See
     #: docs/quickstart.md#structured-output.
-    output_type: dict[str, Any] | None = None
+    output_type: dict[str, Any] | None = attrs.field(
+        default=None, validator=_c.field(_c.map_of(_c.anything()), optional=True)
+    )
     #: How many repair turns a final answer that does not match output_type gets (default 1): the model sees the
     #: validation error and answers again; after that the run ends with status error naming the failing JSON path.
-    output_repairs: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(0)))
+    output_repairs: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=0), optional=True))
     #: How the model generates (max_tokens, temperature, ...), over the agent's own settings key by key.
     model_settings: ModelSettings | None = None
 
@@ -353,27 +390,27 @@ class RetryParams:
     runs and knobs."""
 
     #: The agent's name in the server's config file.
-    agent: str = attrs.field(validator=_v.min_len(1))
-    run_id: str = attrs.field(validator=_v.min_len(1))
+    agent: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
+    run_id: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
     #: The tenant whose runs are read or written. Default: the one tenant the caller's token allows, else "default".
     #: Over HTTP with tokens, the token must allow it (TenantNotAllowed otherwise); on stdio the app decides it.
-    tenant_id: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    tenant_id: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
 
 
 @attrs.frozen(kw_only=True)
 class ApprovalDecision:
     """One approve / deny answer for a call paused for approval."""
 
-    call_id: str = attrs.field(validator=_v.min_len(1))
-    approved: bool
+    call_id: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
+    approved: bool = attrs.field(validator=_c.field(_c.boolean()))
 
 
 @attrs.frozen(kw_only=True)
 class ClientToolResult:
     """The result of a client-side tool call the client ran itself (HTTP transport)."""
 
-    call_id: str = attrs.field(validator=_v.min_len(1))
-    content: str
+    call_id: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
+    content: str = attrs.field(validator=_c.field(_c.string()))
 
 
 @attrs.frozen(kw_only=True)
@@ -383,13 +420,13 @@ class RecoverParams:
     not_found, config_changed, already_recovered)."""
 
     #: The agent's name in the server's config file.
-    agent: str = attrs.field(validator=_v.min_len(1))
-    run_id: str = attrs.field(validator=_v.min_len(1))
+    agent: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
+    run_id: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
     #: The tenant whose runs are read or written. Default: the one tenant the caller's token allows, else "default".
     #: Over HTTP with tokens, the token must allow it (TenantNotAllowed otherwise); on stdio the app decides it.
-    tenant_id: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    tenant_id: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
     #: Send run/event notifications for this request (default true).
-    events: bool | None = None
+    events: bool | None = attrs.field(default=None, validator=_c.field(_c.boolean(), optional=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -398,17 +435,21 @@ class ResumeParams:
     call) or `decisions` (per call; calls left out are denied), and `tool_results` for client-side tools."""
 
     #: The agent's name in the server's config file.
-    agent: str = attrs.field(validator=_v.min_len(1))
-    run_id: str = attrs.field(validator=_v.min_len(1))
+    agent: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
+    run_id: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
     #: One answer for every pending call (default true).
-    approved: bool | None = None
-    decisions: list[ApprovalDecision] | None = None
-    tool_results: list[ClientToolResult] | None = None
+    approved: bool | None = attrs.field(default=None, validator=_c.field(_c.boolean(), optional=True))
+    decisions: list[ApprovalDecision] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.anything()), optional=True)
+    )
+    tool_results: list[ClientToolResult] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.anything()), optional=True)
+    )
     #: The tenant whose runs are read or written. Default: the one tenant the caller's token allows, else "default".
     #: Over HTTP with tokens, the token must allow it (TenantNotAllowed otherwise); on stdio the app decides it.
-    tenant_id: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    tenant_id: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
     #: Send run/event notifications for this request (default true).
-    events: bool | None = None
+    events: bool | None = attrs.field(default=None, validator=_c.field(_c.boolean(), optional=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -417,7 +458,7 @@ class PendingToolCall:
     resume.tool_results) or a tool that needs approval (resume with approved / decisions)."""
 
     call: ToolCallBlock
-    client_tool: bool
+    client_tool: bool = attrs.field(validator=_c.field(_c.boolean()))
 
 
 @attrs.frozen(kw_only=True)
@@ -426,7 +467,9 @@ class RunResponse:
 
     result: RunResult
     #: Set when result.status is waiting_approval.
-    pending: list[PendingToolCall] | None = None
+    pending: list[PendingToolCall] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.anything()), optional=True)
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -435,44 +478,47 @@ class PrewarmParams:
     conversation will take (everything of RunParams that decides the prefix before the user message)."""
 
     #: The agent's name in the server's config file.
-    agent: str = attrs.field(validator=_v.min_len(1))
+    agent: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
     #: Earlier run ids of this conversation, oldest first: the runs the next `run` will replay.
     runs: list[str] | None = attrs.field(
-        default=None,
-        validator=_v.optional(
-            _v.deep_iterable(member_validator=_v.min_len(1), iterable_validator=_v.instance_of(list))
-        ),
+        default=None, validator=_c.field(_c.list_of(_c.string(min_len=1)), optional=True)
     )
     #: How many of the latest runs replay in full (default "all", fitted to the context window; 0 for a SingleCall
     #: agent).
     replay_last: ReplayLast | None = attrs.field(
-        default=None, validator=_v.or_(_v.in_((None,)), _v.and_(_v.instance_of(int), _v.ge(0)), _v.in_(("all",)))
+        default=None, validator=_c.field(_c.any_of(_c.integer(minimum=0), _c.one_of(("all",))), optional=True)
     )
     #: Replay reasoning blocks where the prefix allows it (default true).
-    replay_reasoning: bool | None = None
-    replay_budget_tokens: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(1)))
+    replay_reasoning: bool | None = attrs.field(default=None, validator=_c.field(_c.boolean(), optional=True))
+    replay_budget_tokens: int | None = attrs.field(
+        default=None, validator=_c.field(_c.integer(minimum=1), optional=True)
+    )
     #: The window moves S runs at once, so the replayed prefix stays the same for S-1 turns out of S (default 1: one
     #: run per turn): with an int replay_last N it keeps N to N+S-1 runs in full and collapses S at once; with
     #: replay_keep M it replays M to M+S-1 runs and leaves S out at once. Needs an int replay_last or a replay_keep.
-    replay_step: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(1)))
+    replay_step: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=1), optional=True))
     #: Only the latest M runs replayed, in full or as question + answer (M to M+S-1 with replay_step S, as the window
     #: moves S at a time); older runs are left out, so requests stop growing in a long conversation (default: every
     #: run). At least replay_last when that is an int.
-    replay_keep: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(1)))
+    replay_keep: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=1), optional=True))
     #: Client-side compaction: a summary, made once by a request that continues the cached prefix, replayed in place
     #: of the runs it stands for (default: the agent's, else none).
     compaction: Compaction | None = None
     #: Messages the app keeps itself, as the next run will send them.
-    history: list[Message] | None = None
-    context: list[ContextBlock] | None = None
+    history: list[Message] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.anything()), optional=True)
+    )
+    context: list[ContextBlock] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.anything()), optional=True)
+    )
     #: The tenant whose runs are read or written. Default: the one tenant the caller's token allows, else "default".
     #: Over HTTP with tokens, the token must allow it (TenantNotAllowed otherwise); on stdio the app decides it.
-    tenant_id: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    tenant_id: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
     #: Runtime model override.
-    model: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    model: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
     #: The catalog vendor that serves the model override: one of the agent's provider vendors (with Failover, that
     #: vendor's first member is tried first). Lets an override decide the layout at once.
-    vendor: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    vendor: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
     #: The next run's model settings, where they change the cached prefix (tool_choice, reasoning_effort on
     #: Anthropic); over the agent's own key by key.
     model_settings: ModelSettings | None = None
@@ -491,30 +537,39 @@ class RunsListParams:
 
     #: The tenant whose runs are read or written. Default: the one tenant the caller's token allows, else "default".
     #: Over HTTP with tokens, the token must allow it (TenantNotAllowed otherwise); on stdio the app decides it.
-    tenant_id: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
-    status: RunStatus | None = None
-    agent_name: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    tenant_id: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
+    status: RunStatus | None = attrs.field(
+        default=None,
+        validator=_c.field(
+            _c.one_of(("running", "success", "error", "cancelled", "max_iterations", "waiting_approval")), optional=True
+        ),
+    )
+    agent_name: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
     #: Default 50.
-    limit: int | None = attrs.field(default=None, validator=_v.optional(_v.and_(_v.ge(1), _v.le(1000))))
+    limit: int | None = attrs.field(
+        default=None, validator=_c.field(_c.integer(minimum=1, maximum=1000), optional=True)
+    )
     #: Runs to skip, newest first (default 0).
-    offset: int | None = attrs.field(default=None, validator=_v.optional(_v.and_(_v.ge(0), _v.le(1000000000))))
+    offset: int | None = attrs.field(
+        default=None, validator=_c.field(_c.integer(minimum=0, maximum=1000000000), optional=True)
+    )
 
 
 @attrs.frozen(kw_only=True)
 class RunsListResult:
     """Result of `runs/list`."""
 
-    runs: list[RunSummary]
+    runs: list[RunSummary] = attrs.field(validator=_c.field(_c.list_of(_c.anything())))
 
 
 @attrs.frozen(kw_only=True)
 class RunsGetParams:
     """Params of `runs/get`."""
 
-    run_id: str = attrs.field(validator=_v.min_len(1))
+    run_id: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
     #: The tenant whose runs are read or written. Default: the one tenant the caller's token allows, else "default".
     #: Over HTTP with tokens, the token must allow it (TenantNotAllowed otherwise); on stdio the app decides it.
-    tenant_id: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    tenant_id: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -528,10 +583,10 @@ class RunsGetResult:
 class RunsExplainParams:
     """Params of `runs/explain`."""
 
-    run_id: str = attrs.field(validator=_v.min_len(1))
+    run_id: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
     #: The tenant whose runs are read or written. Default: the one tenant the caller's token allows, else "default".
     #: Over HTTP with tokens, the token must allow it (TenantNotAllowed otherwise); on stdio the app decides it.
-    tenant_id: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    tenant_id: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -540,9 +595,7 @@ class RunsExplainResult:
 
     explanation: RunExplanation
     #: The iterations whose request broke the previous one's prefix (what makes `segue runs explain` exit 1).
-    breaks: list[int] = attrs.field(
-        validator=_v.deep_iterable(member_validator=_v.ge(1), iterable_validator=_v.instance_of(list))
-    )
+    breaks: list[int] = attrs.field(validator=_c.field(_c.list_of(_c.integer(minimum=1))))
 
 
 @attrs.frozen(kw_only=True)
@@ -555,52 +608,66 @@ class RunsSweepResult:
     """Result of `runs/sweep`."""
 
     #: The runs marked error.
-    run_ids: list[str]
+    run_ids: list[str] = attrs.field(validator=_c.field(_c.list_of(_c.string())))
 
 
 @attrs.frozen(kw_only=True)
 class CatalogExplainParams:
     """Params of `catalog/explain`: a serving path (model, optionally at a vendor)."""
 
-    model: str = attrs.field(validator=_v.min_len(1))
-    vendor: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    model: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
+    vendor: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
 
 
 @attrs.frozen(kw_only=True)
 class CatalogKey:
     """One resolved catalog key: its path, value, and the file + JSON pointer + cascade layer that supplied it."""
 
-    path: list[str]
+    path: list[str] = attrs.field(validator=_c.field(_c.list_of(_c.string())))
     #: Any JSON value.
     value: Any
-    file: str
-    pointer: str
-    layer: str
+    file: str = attrs.field(validator=_c.field(_c.string()))
+    pointer: str = attrs.field(validator=_c.field(_c.string()))
+    layer: str = attrs.field(validator=_c.field(_c.string()))
 
 
 @attrs.frozen(kw_only=True)
 class CatalogExplainResult:
     """Result of `catalog/explain`."""
 
-    model: str
-    vendor: str | None = None
-    label: str
+    model: str = attrs.field(validator=_c.field(_c.string()))
+    vendor: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
+    label: str = attrs.field(validator=_c.field(_c.string()))
     #: The cascade, lowest layer first.
-    layers: list[str]
-    keys: list[CatalogKey]
+    layers: list[str] = attrs.field(validator=_c.field(_c.list_of(_c.string())))
+    keys: list[CatalogKey] = attrs.field(validator=_c.field(_c.list_of(_c.anything())))
     #: Present when the catalog does not list the serving path: which layers answered (e.g. 'not in the catalog: from
     #: the vendor's defaults') and, for a likely typo, 'did you mean ...'.
-    note: str | None = None
+    note: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
 
 
 @attrs.frozen(kw_only=True)
 class ProviderInfo:
     """An agent's provider."""
 
-    kind: ProviderKind
-    model: str
+    kind: ProviderKind = attrs.field(
+        validator=_c.field(
+            _c.one_of(
+                (
+                    "anthropic",
+                    "openai_responses",
+                    "openai_chat",
+                    "openrouter",
+                    "twin-anthropic",
+                    "twin-openai",
+                    "scripted",
+                )
+            )
+        )
+    )
+    model: str = attrs.field(validator=_c.field(_c.string()))
     #: The catalog vendor id the provider serves from.
-    vendor: str
+    vendor: str = attrs.field(validator=_c.field(_c.string()))
 
 
 @attrs.frozen(kw_only=True)
@@ -612,17 +679,17 @@ class AgentsListParams:
 class AgentSummary:
     """One configured agent."""
 
-    name: str
+    name: str = attrs.field(validator=_c.field(_c.string()))
     provider: ProviderInfo
     #: Tool names, in the config's order.
-    tools: list[str]
+    tools: list[str] = attrs.field(validator=_c.field(_c.list_of(_c.string())))
 
 
 @attrs.frozen(kw_only=True)
 class AgentsListResult:
     """Result of `agents/list`."""
 
-    agents: list[AgentSummary]
+    agents: list[AgentSummary] = attrs.field(validator=_c.field(_c.list_of(_c.anything())))
 
 
 @attrs.frozen(kw_only=True)
@@ -630,54 +697,56 @@ class AgentsGetParams:
     """Params of `agents/get`."""
 
     #: The agent's name in the server's config file.
-    agent: str = attrs.field(validator=_v.min_len(1))
+    agent: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
 
 
 @attrs.frozen(kw_only=True)
 class ToolInfo:
     """One tool as the model is offered it, and where it runs."""
 
-    name: str
-    description: str
+    name: str = attrs.field(validator=_c.field(_c.string()))
+    description: str = attrs.field(validator=_c.field(_c.string()))
     #: The JSON Schema the arguments are validated against.
-    parameters: dict[str, Any]
+    parameters: dict[str, Any] = attrs.field(validator=_c.field(_c.map_of(_c.anything())))
     #: Where it runs: a Python function in the server, an HTTP callback, or the client.
-    kind: Literal["python", "url", "client"]
+    kind: Literal["python", "url", "client"] = attrs.field(validator=_c.field(_c.one_of(("python", "url", "client"))))
     #: The client runs it (kind client): see capabilities.tool_calls for how it reaches the client.
-    client_tool: bool
+    client_tool: bool = attrs.field(validator=_c.field(_c.boolean()))
     #: The config asks for approval before it runs: the run pauses and the client resumes with approved or decisions.
-    requires_approval: bool
+    requires_approval: bool = attrs.field(validator=_c.field(_c.boolean()))
     #: Absent: no timeout.
-    timeout_seconds: float | None = None
+    timeout_seconds: float | None = attrs.field(default=None, validator=_c.field(_c.number(), optional=True))
 
 
 @attrs.frozen(kw_only=True)
 class LayoutInfo:
     """Where the agent's runs put the trailing runtime-state fragment (segue.cache.layout), for its own serving path."""
 
-    configured: Literal["auto", "appendOnly", "replace", "byCost"]
+    configured: Literal["auto", "appendOnly", "replace", "byCost"] = attrs.field(
+        validator=_c.field(_c.one_of(("auto", "appendOnly", "replace", "byCost")))
+    )
     #: What `configured` gives on the provider's own serving path (a runtime model override or a failover may decide
     #: otherwise).
-    mode: Literal["appendOnly", "replace"]
-    reason: str
+    mode: Literal["appendOnly", "replace"] = attrs.field(validator=_c.field(_c.one_of(("appendOnly", "replace"))))
+    reason: str = attrs.field(validator=_c.field(_c.string()))
 
 
 @attrs.frozen(kw_only=True)
 class CatalogPath:
     """One serving path of the catalog (a model, or a model at a vendor) with its resolved configuration."""
 
-    model: str
-    vendor: str | None = None
-    label: str
+    model: str = attrs.field(validator=_c.field(_c.string()))
+    vendor: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
+    label: str = attrs.field(validator=_c.field(_c.string()))
     #: The model name the vendor's API takes.
-    api_name: str | None = None
+    api_name: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
     #: The wire family segue's driver speaks to the vendor.
-    wire: str | None = None
-    priority: int | None = None
+    wire: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
+    priority: int | None = attrs.field(default=None, validator=_c.field(_c.integer(), optional=True))
     #: The cascade, lowest layer first.
-    layers: list[str]
+    layers: list[str] = attrs.field(validator=_c.field(_c.list_of(_c.string())))
     #: Present when the catalog does not list the path (see catalog/explain).
-    note: str | None = None
+    note: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
     config: ConfigBag
 
 
@@ -685,14 +754,14 @@ class CatalogPath:
 class AgentInfo:
     """One agent in full."""
 
-    name: str
+    name: str = attrs.field(validator=_c.field(_c.string()))
     provider: ProviderInfo
-    max_iterations: int = attrs.field(validator=_v.ge(1))
-    tools: list[ToolInfo]
+    max_iterations: int = attrs.field(validator=_c.field(_c.integer(minimum=1)))
+    tools: list[ToolInfo] = attrs.field(validator=_c.field(_c.list_of(_c.anything())))
     #: The catalog's view of the provider's serving path.
     catalog: CatalogPath | None = None
     #: Why `catalog` is absent: the catalog cannot resolve the provider's path.
-    catalog_note: str | None = None
+    catalog_note: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
     layout: LayoutInfo
 
 
@@ -708,9 +777,9 @@ class CatalogListParams:
     """Params of `catalog/list`: both filters are optional."""
 
     #: Only this model's paths (a model id, alias or API name).
-    model: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    model: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
     #: Only paths at this vendor.
-    vendor: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    vendor: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -718,7 +787,7 @@ class CatalogListResult:
     """Result of `catalog/list`."""
 
     #: Sorted by model, then vendor (a model's vendor-less path first).
-    paths: list[CatalogPath]
+    paths: list[CatalogPath] = attrs.field(validator=_c.field(_c.list_of(_c.anything())))
 
 
 @attrs.frozen(kw_only=True)
@@ -726,14 +795,14 @@ class CancelParams:
     """Params of `$/cancelRequest`: stop the request with this id (its run ends as cancelled; the request answers
     RequestCancelled)."""
 
-    id: RequestId
+    id: RequestId = attrs.field(validator=_c.field(_c.any_of(_c.string(), _c.integer())))
 
 
 @attrs.frozen(kw_only=True)
 class RunEventParams:
     """Params of `run/event`: one event of the run that request `request_id` started or resumed."""
 
-    request_id: RequestId
+    request_id: RequestId = attrs.field(validator=_c.field(_c.any_of(_c.string(), _c.integer())))
     event: RunEvent
 
 
@@ -742,9 +811,9 @@ class ToolCallParams:
     """Params of `tool/call` (server to client, stdio): run a client-side tool and answer with its result."""
 
     #: The request whose run made the call.
-    request_id: RequestId
-    agent: str
-    run_id: str = attrs.field(validator=_v.min_len(1))
+    request_id: RequestId = attrs.field(validator=_c.field(_c.any_of(_c.string(), _c.integer())))
+    agent: str = attrs.field(validator=_c.field(_c.string()))
+    run_id: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
     call: ToolCallBlock
 
 
@@ -752,67 +821,83 @@ class ToolCallParams:
 class ToolCallResult:
     """Result of `tool/call`: the text the model sees; is_error marks a failure."""
 
-    content: str
-    is_error: bool | None = None
+    content: str = attrs.field(validator=_c.field(_c.string()))
+    is_error: bool | None = attrs.field(default=None, validator=_c.field(_c.boolean(), optional=True))
 
 
 @attrs.frozen(kw_only=True)
 class ReplayRunErrorData:
     """error.data of ReplayRunError."""
 
-    reason: ReplayErrorReason
+    reason: ReplayErrorReason = attrs.field(
+        validator=_c.field(
+            _c.one_of(("not_found", "tenant_mismatch", "not_terminal", "duplicate", "invalid", "unsupported"))
+        )
+    )
     #: The offending run (absent for knob errors).
-    run_id: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    run_id: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
 
 
 @attrs.frozen(kw_only=True)
 class InputErrorData:
     """error.data of InputError when retry, resume or recover refused the named run: why, and which run."""
 
-    reason: RunRefusalReason
-    run_id: str = attrs.field(validator=_v.min_len(1))
+    reason: RunRefusalReason = attrs.field(
+        validator=_c.field(
+            _c.one_of(
+                (
+                    "not_found",
+                    "agent_mismatch",
+                    "not_paused",
+                    "not_terminal",
+                    "already_resumed",
+                    "not_lapsed",
+                    "config_changed",
+                    "already_recovered",
+                )
+            )
+        )
+    )
+    run_id: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
     #: agent_mismatch: the agent the run belongs to.
-    agent: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    agent: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
 
 
 @attrs.frozen(kw_only=True)
 class IdempotencyConflictData:
     """error.data of IdempotencyConflict."""
 
-    idempotency_key: str = attrs.field(validator=_v.min_len(1))
+    idempotency_key: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
 
 
 @attrs.frozen(kw_only=True)
 class RequestInFlightData:
     """error.data of RequestInFlight."""
 
-    id: RequestId
+    id: RequestId = attrs.field(validator=_c.field(_c.any_of(_c.string(), _c.integer())))
 
 
 @attrs.frozen(kw_only=True)
 class RunNotFoundData:
     """error.data of RunNotFound."""
 
-    run_id: str
+    run_id: str = attrs.field(validator=_c.field(_c.string()))
 
 
 @attrs.frozen(kw_only=True)
 class TenantNotAllowedData:
     """error.data of TenantNotAllowed: the tenant the request named."""
 
-    tenant_id: str
+    tenant_id: str = attrs.field(validator=_c.field(_c.string()))
 
 
 @attrs.frozen(kw_only=True)
 class UnsupportedProtocolVersionData:
     """error.data of UnsupportedProtocolVersion."""
 
-    requested: str
+    requested: str = attrs.field(validator=_c.field(_c.string()))
     supported: list[ProtocolVersion] = attrs.field(
-        validator=_v.deep_iterable(
-            member_validator=_v.matches_re("^(0|[1-9][0-9]*)\\.(0|[1-9][0-9]*)$", func=re.search),
-            iterable_validator=_v.instance_of(list),
-        )
+        validator=_c.field(_c.list_of(_c.string(pattern="^(0|[1-9][0-9]*)\\.(0|[1-9][0-9]*)$")))
     )
 
 
@@ -820,28 +905,28 @@ class UnsupportedProtocolVersionData:
 class ServerBusyData:
     """error.data of ServerBusy."""
 
-    max_concurrent_runs: int = attrs.field(validator=_v.ge(1))
+    max_concurrent_runs: int = attrs.field(validator=_c.field(_c.integer(minimum=1)))
 
 
 @attrs.frozen(kw_only=True)
 class ProviderFailedData:
     """error.data of ProviderFailed."""
 
-    vendor: str = attrs.field(validator=_v.min_len(1))
+    vendor: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
     #: segue.ProviderError.kind: rate_limit, overloaded, auth, bad_request, ...
-    kind: str = attrs.field(validator=_v.min_len(1))
+    kind: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
 
 
 @attrs.frozen(kw_only=True)
 class ParamError:
     """One reason the params failed the schema, at a JSON pointer into params."""
 
-    pointer: str
-    message: str
+    pointer: str = attrs.field(validator=_c.field(_c.string()))
+    message: str = attrs.field(validator=_c.field(_c.string()))
 
 
 @attrs.frozen(kw_only=True)
 class InvalidParamsData:
     """error.data of InvalidParams."""
 
-    errors: list[ParamError] = attrs.field(validator=_v.min_len(1))
+    errors: list[ParamError] = attrs.field(validator=_c.field(_c.list_of(_c.anything(), min_items=1)))

@@ -5,12 +5,11 @@ The agents file `segue serve --config FILE` reads: each agent's provider, prompt
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal, TypeAlias
 
 import attrs
-from attrs import validators as _v
 
+from segue._support import checks as _c
 from segue.generated.message import Message
 
 __schema_id__ = "urn:segue:schema:serve:1"
@@ -38,11 +37,15 @@ class ServeConfig:
     """The config file of `segue serve --config FILE`: the agents a client may drive."""
 
     #: Optional: a path or URL of this schema, for editors.
-    schema: str | None = attrs.field(default=None, metadata={"json": "$schema"})
-    agents: list[AgentConfig] = attrs.field(validator=_v.min_len(1))
+    schema: str | None = attrs.field(
+        default=None, validator=_c.field(_c.string(), optional=True), metadata={"json": "$schema"}
+    )
+    agents: list[AgentConfig] = attrs.field(validator=_c.field(_c.list_of(_c.anything(), min_items=1)))
     #: Runs (run, retry, resume) served at once over every client; more are refused with ServerBusy until one ends.
     #: Default: no limit.
-    max_concurrent_runs: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(1)))
+    max_concurrent_runs: int | None = attrs.field(
+        default=None, validator=_c.field(_c.integer(minimum=1), optional=True)
+    )
     http: HttpConfig | None = None
 
 
@@ -54,27 +57,37 @@ class HttpConfig:
     #: Bearer tokens the server accepts (Authorization: Bearer <token>), each with the tenants it may act for. With
     #: tokens (here or in $SEGUE_SERVE_TOKEN) every request must carry one; binding an address beyond loopback
     #: requires them.
-    tokens: list[HttpToken] | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    tokens: list[HttpToken] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.anything(), min_items=1), optional=True)
+    )
     #: Connections served at once (default 100, or half the process's open-file limit when that is lower); more are
     #: answered 503 and closed at once.
-    max_connections: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(1)))
+    max_connections: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=1), optional=True))
     #: Time a client has to send a request's head and body (default 30); a slower one is answered 408 and closed.
-    request_timeout_seconds: float | None = attrs.field(default=None, validator=_v.optional(_v.ge(0.5)))
+    request_timeout_seconds: float | None = attrs.field(
+        default=None, validator=_c.field(_c.number(minimum=0.5), optional=True)
+    )
     #: Time a web stream (/ag-ui/, /ai-sdk/) waits for its client to read what was written (default 30); a client
     #: that reads nothing for longer is closed and its run ended cancelled, freeing its max_concurrent_runs slot.
-    write_timeout_seconds: float | None = attrs.field(default=None, validator=_v.optional(_v.ge(0.5)))
+    write_timeout_seconds: float | None = attrs.field(
+        default=None, validator=_c.field(_c.number(minimum=0.5), optional=True)
+    )
     #: Largest request body (default 16 MiB); larger ones are answered 413.
-    max_body_bytes: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(1024)))
+    max_body_bytes: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=1024), optional=True))
     #: Request bodies held in memory at once, summed over the requests in flight (default 64 MiB); a request that
     #: would go over is answered 503 with Retry-After.
-    max_bodies_bytes: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(1024)))
+    max_bodies_bytes: int | None = attrs.field(
+        default=None, validator=_c.field(_c.integer(minimum=1024), optional=True)
+    )
     #: Sessions (?session=NAME) held at once (default 1000); a new one beyond that is answered 503.
-    max_sessions: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(1)))
+    max_sessions: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=1), optional=True))
     #: A session with no request in flight and no event stream is freed after this long (default 60), with the events
     #: it kept.
-    session_idle_seconds: float | None = attrs.field(default=None, validator=_v.optional(_v.ge(0)))
+    session_idle_seconds: float | None = attrs.field(
+        default=None, validator=_c.field(_c.number(minimum=0), optional=True)
+    )
     #: Events each session keeps for a client that reconnects with Last-Event-ID (default 1000).
-    event_buffer: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(1)))
+    event_buffer: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=1), optional=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -83,22 +96,18 @@ class HttpToken:
     itself: `token_env` names the variable holding it, or `token_sha256` is its SHA-256 (hex)."""
 
     #: Names the token in logs and errors (never the token).
-    name: str = attrs.field(validator=_v.matches_re("^[a-zA-Z0-9_.-]{1,64}$", func=re.search))
+    name: str = attrs.field(validator=_c.field(_c.string(pattern="^[a-zA-Z0-9_.-]{1,64}$")))
     #: The environment variable holding the token.
     token_env: str | None = attrs.field(
-        default=None, validator=_v.optional(_v.matches_re("^[A-Za-z_][A-Za-z0-9_]*$", func=re.search))
+        default=None, validator=_c.field(_c.string(pattern="^[A-Za-z_][A-Za-z0-9_]*$"), optional=True)
     )
     #: The SHA-256 of the token, lowercase hex (e.g. `printf %s "$TOKEN" | sha256sum`).
     token_sha256: str | None = attrs.field(
-        default=None, validator=_v.optional(_v.matches_re("^[0-9a-f]{64}$", func=re.search))
+        default=None, validator=_c.field(_c.string(pattern="^[0-9a-f]{64}$"), optional=True)
     )
     #: Tenants the token may act for; ["*"] for any. A request that names no tenant acts for the only one listed (or
     #: "default").
-    tenants: list[str] = attrs.field(
-        validator=_v.and_(
-            _v.min_len(1), _v.deep_iterable(member_validator=_v.min_len(1), iterable_validator=_v.instance_of(list))
-        )
-    )
+    tenants: list[str] = attrs.field(validator=_c.field(_c.list_of(_c.string(min_len=1), min_items=1)))
 
 
 @attrs.frozen(kw_only=True)
@@ -106,23 +115,29 @@ class AgentConfig:
     """One agent: its model, prompt, run store and tools."""
 
     #: What requests name in `agent`; unique in the file.
-    name: str = attrs.field(validator=_v.matches_re("^[a-zA-Z0-9_-]{1,64}$", func=re.search))
+    name: str = attrs.field(validator=_c.field(_c.string(pattern="^[a-zA-Z0-9_-]{1,64}$")))
     provider: ProviderConfig
-    prompt: str | None = None
+    prompt: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
     #: Run store URL: sqlite:///path.db (a relative path is relative to the config file) or postgresql://... Default:
     #: $SEGUE_DB, else sqlite:///segue.db beside the config file.
-    store: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
-    tools: list[ToolConfig] | None = None
+    store: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
+    tools: list[ToolConfig] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.anything()), optional=True)
+    )
     #: MCP servers whose tools the agent offers next to `tools` (segue.mcp.MCPTools; needs `pip install
     #: 'segue[mcp]'`). A server starts when a run first needs its tools.
-    mcp_servers: list[McpServerConfig] | None = None
-    max_iterations: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(1)))
+    mcp_servers: list[McpServerConfig] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.anything()), optional=True)
+    )
+    max_iterations: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=1), optional=True))
     #: Ask the vendor why a request missed the cache, where the catalog says the path offers it
     #: (Agent(cache_diagnostics=...)); default true.
-    cache_diagnostics: bool | None = None
+    cache_diagnostics: bool | None = attrs.field(default=None, validator=_c.field(_c.boolean(), optional=True))
     #: Other agents of this file offered to this one as tools (Agent.as_tool): each call is a sub-run of that agent,
     #: linked to this agent's run. Agents that offer each other in a cycle are refused when the file is read.
-    sub_agents: list[SubAgentConfig] | None = None
+    sub_agents: list[SubAgentConfig] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.anything()), optional=True)
+    )
     #: Offer this agent a tool that forks it (segue.fork_tool): the fork starts from the run's cached prefix, then
     #: the sub-task.
     fork: ForkConfig | None = None
@@ -133,17 +148,17 @@ class SubAgentConfig:
     """An agent of this file offered as a tool (Agent.as_tool)."""
 
     #: The offered agent's `name` in this file.
-    agent: str = attrs.field(validator=_v.matches_re("^[a-zA-Z0-9_-]{1,64}$", func=re.search))
+    agent: str = attrs.field(validator=_c.field(_c.string(pattern="^[a-zA-Z0-9_-]{1,64}$")))
     #: The tool's name (default: the agent's).
     name: str | None = attrs.field(
-        default=None, validator=_v.optional(_v.matches_re("^[a-zA-Z0-9_-]{1,64}$", func=re.search))
+        default=None, validator=_c.field(_c.string(pattern="^[a-zA-Z0-9_-]{1,64}$"), optional=True)
     )
     #: What the model reads about the tool (default: the first line of the agent's prompt).
-    description: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    description: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
     #: Replay the sub-agent's earlier runs in the caller's conversation (default true).
-    remember: bool | None = None
+    remember: bool | None = attrs.field(default=None, validator=_c.field(_c.boolean(), optional=True))
     #: How deep sub-runs may nest (default 3).
-    max_depth: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(1)))
+    max_depth: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=1), optional=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -152,11 +167,11 @@ class ForkConfig:
 
     #: The tool's name (default: fork).
     name: str | None = attrs.field(
-        default=None, validator=_v.optional(_v.matches_re("^[a-zA-Z0-9_-]{1,64}$", func=re.search))
+        default=None, validator=_c.field(_c.string(pattern="^[a-zA-Z0-9_-]{1,64}$"), optional=True)
     )
-    description: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    description: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
     #: How deep forks may nest (default 3).
-    max_depth: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(1)))
+    max_depth: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=1), optional=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -164,31 +179,55 @@ class ProviderConfig:
     """The driver and its vendor configuration. Credentials never go in this file: api_key_env names the environment
     variable that holds the key."""
 
-    kind: ProviderKind
-    model: str = attrs.field(validator=_v.min_len(1))
+    kind: ProviderKind = attrs.field(
+        validator=_c.field(
+            _c.one_of(
+                (
+                    "anthropic",
+                    "openai_responses",
+                    "openai_chat",
+                    "openrouter",
+                    "twin-anthropic",
+                    "twin-openai",
+                    "scripted",
+                )
+            )
+        )
+    )
+    model: str = attrs.field(validator=_c.field(_c.string(min_len=1)))
     #: Vendor endpoint (openai_chat: vLLM, SGLang, llama.cpp, ...).
-    base_url: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    base_url: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
     #: openai_chat: the catalog vendor of the serving path (default openai).
-    vendor: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    vendor: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
     #: Environment variable holding the API key (default: the SDK's own, e.g. ANTHROPIC_API_KEY).
     api_key_env: str | None = attrs.field(
-        default=None, validator=_v.optional(_v.matches_re("^[A-Za-z_][A-Za-z0-9_]*$", func=re.search))
+        default=None, validator=_c.field(_c.string(pattern="^[A-Za-z_][A-Za-z0-9_]*$"), optional=True)
     )
     #: anthropic, twin-anthropic, openrouter: 5m or 1h (cache_control). openai_responses, twin-openai: 30m or 12h
     #: (prompt_cache_options.ttl on breakpoint caches, GPT-5.6 and later). anthropic, twin-anthropic: auto, chosen
     #: per run from the conversation's pauses and the catalog's prices (docs/replay.md, Cache TTL).
-    cache_ttl: Literal["5m", "1h", "30m", "12h", "auto"] | None = None
+    cache_ttl: Literal["5m", "1h", "30m", "12h", "auto"] | None = attrs.field(
+        default=None, validator=_c.field(_c.one_of(("5m", "1h", "30m", "12h", "auto")), optional=True)
+    )
     #: openai_responses, twin-openai, openai_chat, openrouter: prompt_cache_options.mode on breakpoint caches
     #: (GPT-5.6 and later).
-    cache_mode: Literal["implicit", "explicit"] | None = None
+    cache_mode: Literal["implicit", "explicit"] | None = attrs.field(
+        default=None, validator=_c.field(_c.one_of(("implicit", "explicit")), optional=True)
+    )
     #: anthropic, twin-anthropic: Anthropic's thinking configuration, sent as is.
-    thinking: dict[str, Any] | None = None
+    thinking: dict[str, Any] | None = attrs.field(
+        default=None, validator=_c.field(_c.map_of(_c.anything()), optional=True)
+    )
     #: openai_responses, twin-openai, openrouter: the vendor's reasoning configuration.
-    reasoning: dict[str, Any] | None = None
+    reasoning: dict[str, Any] | None = attrs.field(
+        default=None, validator=_c.field(_c.map_of(_c.anything()), optional=True)
+    )
     #: anthropic, twin-anthropic.
-    max_tokens: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(1)))
+    max_tokens: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=1), optional=True))
     #: scripted: the assistant replies, used in order across every run of the server.
-    replies: list[Message] | None = None
+    replies: list[Message] | None = attrs.field(
+        default=None, validator=_c.field(_c.list_of(_c.anything()), optional=True)
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -197,24 +236,26 @@ class ToolConfig:
     run_id} and the response body is the result), `client: true` (the client runs it: a tool/call request on
     stdio, a paused run on HTTP), or `python` (module:function, imported by the server)."""
 
-    name: str = attrs.field(validator=_v.matches_re("^[a-zA-Z0-9_-]{1,64}$", func=re.search))
+    name: str = attrs.field(validator=_c.field(_c.string(pattern="^[a-zA-Z0-9_-]{1,64}$")))
     #: Required for url and client tools; python tools default to the docstring.
-    description: str | None = None
+    description: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
     #: JSON Schema of the arguments. Required for url and client tools; python tools default to the signature.
-    parameters: dict[str, Any] | None = None
+    parameters: dict[str, Any] | None = attrs.field(
+        default=None, validator=_c.field(_c.map_of(_c.anything()), optional=True)
+    )
     #: HTTP callback URL.
-    url: str | None = attrs.field(default=None, validator=_v.optional(_v.matches_re("^https?://", func=re.search)))
+    url: str | None = attrs.field(default=None, validator=_c.field(_c.string(pattern="^https?://"), optional=True))
     #: true: a client-side tool.
-    client: bool | None = None
+    client: bool | None = attrs.field(default=None, validator=_c.field(_c.boolean(), optional=True))
     #: module:function of a Python tool the server imports.
     python: str | None = attrs.field(
         default=None,
-        validator=_v.optional(_v.matches_re("^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$", func=re.search)),
+        validator=_c.field(_c.string(pattern="^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$"), optional=True),
     )
     #: Pause the run for the client's approval before calling it.
-    requires_approval: bool | None = None
+    requires_approval: bool | None = attrs.field(default=None, validator=_c.field(_c.boolean(), optional=True))
     #: Give up on a call after this many seconds (default 60).
-    timeout_seconds: float | None = attrs.field(default=None, validator=_v.optional(_v.ge(0.5)))
+    timeout_seconds: float | None = attrs.field(default=None, validator=_c.field(_c.number(minimum=0.5), optional=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -224,47 +265,38 @@ class McpServerConfig:
     environment variables."""
 
     #: Names the server in errors, logs and traces; unique in the agent.
-    name: str = attrs.field(validator=_v.matches_re("^[a-zA-Z0-9_.-]{1,64}$", func=re.search))
+    name: str = attrs.field(validator=_c.field(_c.string(pattern="^[a-zA-Z0-9_.-]{1,64}$")))
     #: stdio: the executable (looked up on PATH when the server starts up).
-    command: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    command: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
     #: stdio: its arguments.
-    args: list[str] | None = None
+    args: list[str] | None = attrs.field(default=None, validator=_c.field(_c.list_of(_c.string()), optional=True))
     #: stdio: environment variables set for the server, over the MCP SDK's default environment (HOME, PATH, SHELL,
     #: TERM, USER, LOGNAME).
-    env: dict[str, str] | None = None
+    env: dict[str, str] | None = attrs.field(default=None, validator=_c.field(_c.map_of(_c.string()), optional=True))
     #: stdio: variables copied from segue's own environment into the server's (e.g. a token the server needs).
     pass_env: list[str] | None = attrs.field(
-        default=None,
-        validator=_v.optional(
-            _v.deep_iterable(
-                member_validator=_v.matches_re("^[A-Za-z_][A-Za-z0-9_]*$", func=re.search),
-                iterable_validator=_v.instance_of(list),
-            )
-        ),
+        default=None, validator=_c.field(_c.list_of(_c.string(pattern="^[A-Za-z_][A-Za-z0-9_]*$")), optional=True)
     )
     #: stdio: the working directory (relative to the config file's folder).
-    cwd: str | None = attrs.field(default=None, validator=_v.optional(_v.min_len(1)))
+    cwd: str | None = attrs.field(default=None, validator=_c.field(_c.string(min_len=1), optional=True))
     #: Streamable HTTP: the endpoint, e.g. http://127.0.0.1:8000/mcp.
-    url: str | None = attrs.field(default=None, validator=_v.optional(_v.matches_re("^https?://", func=re.search)))
+    url: str | None = attrs.field(default=None, validator=_c.field(_c.string(pattern="^https?://"), optional=True))
     #: Streamable HTTP: headers whose values are read from environment variables, e.g. {"Authorization":
     #: "ORDERS_MCP_AUTH"}.
     headers_env: dict[str, str] | None = attrs.field(
-        default=None,
-        validator=_v.optional(
-            _v.deep_mapping(
-                key_validator=_v.instance_of(str),
-                value_validator=_v.matches_re("^[A-Za-z_][A-Za-z0-9_]*$", func=re.search),
-                mapping_validator=_v.instance_of(dict),
-            )
-        ),
+        default=None, validator=_c.field(_c.map_of(_c.string(pattern="^[A-Za-z_][A-Za-z0-9_]*$")), optional=True)
     )
     #: Offer the tools as prefix_name (for servers whose tool names collide).
     prefix: str | None = attrs.field(
-        default=None, validator=_v.optional(_v.matches_re("^[a-zA-Z0-9_-]{1,32}$", func=re.search))
+        default=None, validator=_c.field(_c.string(pattern="^[a-zA-Z0-9_-]{1,32}$"), optional=True)
     )
     #: true: every tool of the server pauses the run for approval; a list: only the tools named.
-    requires_approval: bool | list[str] | None = None
+    requires_approval: bool | list[str] | None = attrs.field(
+        default=None, validator=_c.field(_c.any_of(_c.boolean(), _c.list_of(_c.string(min_len=1))), optional=True)
+    )
     #: Give up on a call after this many seconds (default 60).
-    timeout_seconds: float | None = attrs.field(default=None, validator=_v.optional(_v.ge(0.5)))
+    timeout_seconds: float | None = attrs.field(default=None, validator=_c.field(_c.number(minimum=0.5), optional=True))
     #: Time the server has to start, answer the MCP handshake and list its tools (default 30).
-    connect_timeout_seconds: float | None = attrs.field(default=None, validator=_v.optional(_v.ge(0.5)))
+    connect_timeout_seconds: float | None = attrs.field(
+        default=None, validator=_c.field(_c.number(minimum=0.5), optional=True)
+    )

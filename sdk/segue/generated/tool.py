@@ -4,11 +4,11 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import attrs
-from attrs import validators as _v
+
+from segue._support import checks as _c
 
 __schema_id__ = "urn:segue:schema:tool:1"
 __all__ = [
@@ -20,7 +20,7 @@ __all__ = [
 class ToolDefinition:
     """A tool the model may call. `parameters` is a JSON Schema object describing the arguments."""
 
-    name: str = attrs.field(validator=_v.matches_re("^[a-zA-Z0-9_-]{1,64}$", func=re.search))
-    description: str
-    parameters: dict[str, Any]
-    strict: bool | None = None
+    name: str = attrs.field(validator=_c.field(_c.string(pattern="^[a-zA-Z0-9_-]{1,64}$")))
+    description: str = attrs.field(validator=_c.field(_c.string()))
+    parameters: dict[str, Any] = attrs.field(validator=_c.field(_c.map_of(_c.anything())))
+    strict: bool | None = attrs.field(default=None, validator=_c.field(_c.boolean(), optional=True))

@@ -108,8 +108,8 @@ def plan_replay(
     """The replayed messages (each marked with its run id) and a summary per path: `current`, then the
     `alternatives` a Failover may serve instead (same system and tools, another vendor / model). `view` is how the
     request's layout puts a message on the wire; seeds are compared against exactly that. `room`: (tokens, why)
-    the replayed region must fit in (the context window less the output budget and the run's own part)."""
-    check_runs(stored, knobs.runs, tenant_id)
+    the replayed region must fit in (the context window less the output budget and the run's own part). Every run
+    of `knobs.runs` is in `stored`, checked by `check_runs` (the plan step calls it once, before reading any run)."""
     runs = [stored[r] for r in knobs.runs]
     checks = [_PathCheck(p) for p in (current, *alternatives)]
 

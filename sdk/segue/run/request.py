@@ -1,5 +1,10 @@
 """Step 1 of a run: its request, validated once, all of it, before any I/O.
 
+Each value's own type and bounds are its generated class's (ReplayKnobs, Compaction, ModelSettings, ContextBlock
+check their fields when constructed, from the schemas); this module keeps the rules between arguments (knobs
+that do not combine, a run given twice, SingleCall's window) and what no schema field says (the agent's
+vendors, id and metadata limits, lone surrogates).
+
 `RunParams` (schemas/protocol.schema.json) is the one definition of what a run is asked. Agent.run and
 Agent.stream take its fields as explicit keyword arguments (tests/run/test_run_params.py holds their signatures to
 the schema), the protocol receives it as it is, and retry / resume rebuild one from the run's RunMeta.
@@ -18,7 +23,7 @@ import attrs
 
 from segue._core.hashing import canonical_json
 from segue._core.json_types import OutputSpec, output_spec
-from segue.errors import InputError, ReplayRunError
+from segue.errors import FieldError, InputError, ReplayRunError
 from segue.generated import (
     Compaction,
     ContextBlock,
@@ -198,12 +203,14 @@ def _validate(arguments: Mapping[str, Any], rules: Rules, agent: str) -> RunRequ
         replay_last = 0 if rules.single_call else "all"
     # A prewarm takes no output_type of its own: it warms the prefix with the agent's (the format is in it).
     output, output_repairs = _output(arguments.get("output_type"), arguments.get("output_repairs"), rules)
-    settings = merged(rules.model_settings, settings_of(arguments.get("model_settings"), "model_settings"))
+    own = settings_of(arguments.get("model_settings"), "model_settings")
+    settings = merged(rules.model_settings, own)
+    if own is not None:  # without its own, the run's are the agent's, asked of every path when the agent was made
+        check_paths(settings, rules.settings_checks)
     # Compaction(vendor=True) turns on the serving path's own compaction, refused here where a path has none.
     settings = compactions.with_vendor(
         compaction, settings, lambda s: check_paths(s, rules.settings_checks), "compaction"
     )
-    check_paths(settings, rules.settings_checks)
     if not isinstance(tenant_id, str) or not tenant_id:
         raise InputError(f"tenant_id must be a non-empty string, got {tenant_id!r}")
     _check_id("tenant_id", tenant_id)
@@ -283,11 +290,8 @@ def _output(output_type: Any, repairs: Any, rules: Rules) -> tuple[OutputSpec | 
 def _context(context: Any) -> list[ContextBlock]:
     blocks = []
     for i, b in enumerate(context or []):
-        if not isinstance(b, ContextBlock):
+        if not isinstance(b, ContextBlock):  # its text and placement ContextBlock checked when constructed
             raise InputError(f"context must hold ContextBlock objects, got {type(b).__name__}")
-        text: object = b.text  # generated classes do not check types when constructed
-        if not isinstance(text, str) or b.placement not in (None, "dynamic", "stable"):
-            raise InputError(f"context[{i}] needs text (a str) and placement 'dynamic' or 'stable', got {b!r:.80}")
         check_text(f"context[{i}].text", b.text)
         blocks.append(attrs.evolve(b, placement=b.placement or "dynamic"))
     return blocks
@@ -314,114 +318,76 @@ def validate_knobs(
     single_call: bool = False,
     compaction: Compaction | None = None,
 ) -> ReplayKnobs | None:
-    """Check knob types and duplicates; None when there is nothing to replay."""
-    # Values come from apps and JSON-RPC clients unchecked, hence `Any` and runtime checks.
-    if isinstance(replay_last, bool) or not (
-        (isinstance(replay_last, int) and replay_last >= 0) or replay_last == "all"
-    ):
-        shown = f"{replay_last!r} ({type(replay_last).__name__})"
-        hint = f"; pass {int(replay_last)}" if isinstance(replay_last, float) and replay_last.is_integer() else ""
-        raise ReplayRunError(
-            f"replay_last must be a whole number >= 0 (how many of the latest runs replay in full) or 'all', "
-            f"got {shown}{hint}",
-            run_id=None,
-            reason="invalid",
-        )
-    if not isinstance(replay_reasoning, bool):
-        raise ReplayRunError(
-            f"replay_reasoning must be True or False, got {replay_reasoning!r}", run_id=None, reason="invalid"
-        )
-    if replay_budget_tokens is not None and (
-        isinstance(replay_budget_tokens, bool) or not isinstance(replay_budget_tokens, int) or replay_budget_tokens < 1
-    ):
-        raise ReplayRunError(
-            f"replay_budget_tokens must be a positive int or None, got {replay_budget_tokens!r}",
-            run_id=None,
-            reason="invalid",
-        )
-    if replay_step is not None:
-        if isinstance(replay_step, bool) or not isinstance(replay_step, int) or replay_step < 1:
-            raise ReplayRunError(
-                f"replay_step must be a whole number >= 1 (how many runs the window moves at once), "
-                f"got {replay_step!r:.40}",
-                run_id=None,
-                reason="invalid",
-            )
-    if replay_keep is not None:
-        if isinstance(replay_keep, bool) or not isinstance(replay_keep, int) or replay_keep < 1:
-            raise ReplayRunError(
-                f"replay_keep must be a whole number >= 1 (how many of the latest runs replay at all), "
-                f"got {replay_keep!r:.40}",
-                run_id=None,
-                reason="invalid",
-            )
-        if isinstance(replay_last, int) and replay_last > replay_keep:
-            raise ReplayRunError(
-                f"replay_keep={replay_keep} replays fewer runs than replay_last={replay_last} puts in full; pass "
-                f"replay_keep >= {replay_last}, or a smaller replay_last",
-                run_id=None,
-                reason="invalid",
-            )
-    if replay_step is not None and replay_keep is None and not isinstance(replay_last, int):
-        raise ReplayRunError(
-            f"replay_step={replay_step} moves a window of replay_last=N or replay_keep=M runs, which needs an int "
-            f"replay_last, got {replay_last!r:.40}; pass replay_last=N or replay_keep=M with it, or leave replay_step "
-            "out",
-            run_id=None,
-            reason="invalid",
-        )
-    if compaction is not None and (replay_keep is not None or replay_last != "all" or replay_budget_tokens):
-        raise ReplayRunError(
-            "compaction replays its summary and every run after it in full; it does not combine with replay_last="
-            f"{replay_last!r:.20}, replay_keep={replay_keep!r:.20} or replay_budget_tokens="
-            f"{replay_budget_tokens!r:.20}: leave those out, or the compaction",
-            run_id=None,
-            reason="invalid",
-        )
-    if single_call and replay_last != 0:
-        raise ReplayRunError(
-            f"SingleCall replays runs as question + answer only: pass replay_last=0, not {replay_last!r}",
-            run_id=None,
-            reason="unsupported",
-        )
-    if runs is None:
-        return None
-    if isinstance(runs, str) or not isinstance(runs, Sequence):
+    """The replay knobs, or None when there is nothing to replay. Each knob's type and bounds are ReplayKnobs'
+    own (schemas/replay.schema.json); what is checked here is what no one field says: run ids as stored (upper
+    case), each once, and the knobs that do not combine."""
+    # Values come from apps and JSON-RPC clients unchecked, hence `Any`.
+    if runs is not None and (isinstance(runs, str) or not isinstance(runs, Sequence)):
         raise ReplayRunError(
             f"runs must be a list of run ids, got {type(runs).__name__} {runs!r:.80}", run_id=None, reason="invalid"
         )
-    ids: list[str] = []
-    for given in runs:
-        run_id = run_id_of(given)
-        if run_id is None:
-            raise ReplayRunError(
-                f"runs must hold run ids (ULIDs: 26 characters of Crockford base32), got {given!r:.60}",
-                run_id=None,
-                reason="invalid",
-            )
-        if run_id in ids:
+    ids = [run_id_of(given) or given for given in runs or ()]
+    try:
+        knobs = ReplayKnobs(
+            runs=ids,
+            replay_last=replay_last,
+            replay_reasoning=replay_reasoning,
+            replay_budget_tokens=replay_budget_tokens,
+            replay_step=replay_step,
+            replay_keep=replay_keep,
+            compaction=compaction,
+        )
+    except FieldError as e:
+        raise ReplayRunError(e.problem, run_id=None, reason="invalid") from None
+    seen: set[str] = set()
+    for run_id in ids:
+        if run_id in seen:
             raise ReplayRunError(
                 f"run {run_id} appears twice in runs=; pass each run once, oldest first",
                 run_id=run_id,
                 reason="duplicate",
             )
-        ids.append(run_id)
-    if not ids:
-        return None
-    return ReplayKnobs(
-        runs=ids,
-        replay_last=replay_last,
-        replay_reasoning=replay_reasoning,
-        replay_budget_tokens=replay_budget_tokens,
-        replay_step=replay_step,
-        replay_keep=replay_keep,
-        compaction=compaction,
-    )
+        seen.add(run_id)
+    _check_combination(knobs, single_call)
+    return knobs if ids else None
+
+
+def _check_combination(knobs: ReplayKnobs, single_call: bool) -> None:
+    """The rules between knobs: each value alone was checked by ReplayKnobs."""
+    last, keep, step, budget = knobs.replay_last, knobs.replay_keep, knobs.replay_step, knobs.replay_budget_tokens
+    if keep is not None and isinstance(last, int) and last > keep:
+        raise ReplayRunError(
+            f"replay_keep={keep} replays fewer runs than replay_last={last} puts in full; pass "
+            f"replay_keep >= {last}, or a smaller replay_last",
+            run_id=None,
+            reason="invalid",
+        )
+    if step is not None and keep is None and not isinstance(last, int):
+        raise ReplayRunError(
+            f"replay_step={step} moves a window of replay_last=N or replay_keep=M runs, which needs an int "
+            f"replay_last, got {last!r:.40}; pass replay_last=N or replay_keep=M with it, or leave replay_step out",
+            run_id=None,
+            reason="invalid",
+        )
+    if knobs.compaction is not None and (keep is not None or last != "all" or budget):
+        raise ReplayRunError(
+            "compaction replays its summary and every run after it in full; it does not combine with replay_last="
+            f"{last!r:.20}, replay_keep={keep!r:.20} or replay_budget_tokens={budget!r:.20}: leave those out, or "
+            "the compaction",
+            run_id=None,
+            reason="invalid",
+        )
+    if single_call and last != 0:
+        raise ReplayRunError(
+            f"SingleCall replays runs as question + answer only: pass replay_last=0, not {last!r}",
+            run_id=None,
+            reason="unsupported",
+        )
 
 
 def compaction_of(value: Any, name: str = "Agent(compaction=...)") -> Compaction | None:
-    """The compaction policy from a Compaction or a dict of its fields, every value checked (the generated class
-    checks none of these when constructed), or InputError naming the value."""
+    """The compaction policy from a Compaction or a dict of its fields (each value checked by Compaction itself),
+    or InputError naming the value."""
     if value is None:
         return None
     if isinstance(value, Mapping):
@@ -432,25 +398,13 @@ def compaction_of(value: Any, name: str = "Agent(compaction=...)") -> Compaction
             )
         try:
             value = Compaction(**value)
-        except (TypeError, ValueError) as e:
-            raise InputError(f"{name} is not a valid compaction policy: {e}") from None
+        except FieldError as e:
+            raise InputError(f"{name}.{e.problem}") from None
     if not isinstance(value, Compaction):
         raise InputError(f"{name} must be a segue.Compaction or a dict of its fields, got {type(value).__name__}")
-    for field in ("every", "trigger_tokens"):
-        got = getattr(value, field)
-        if got is not None and (isinstance(got, bool) or not isinstance(got, int) or got < 1):
-            what = "runs that follow a compaction before the next" if field == "every" else "replayed tokens"
-            raise InputError(
-                f"{name}.{field} must be a whole number >= 1 ({what}), got {got!r:.40}; "
-                f"{'pass every=1 to compact after each run' if field == 'every' else 'pass a positive count'}, "
-                "or leave it out"
-            )
     compactions.check_vendor(value, name)
     if value.every is None and value.trigger_tokens is None and not value.vendor:
         raise InputError(f"{name} needs every=S (runs) or trigger_tokens=T (replayed tokens): when to compact")
-    given: object = value.instruction  # the generated class checks the length only
-    if given is not None and (not isinstance(given, str) or not given.strip()):
-        raise InputError(f"{name}.instruction must be non-empty text, got {value.instruction!r:.40}")
     return value
 
 

@@ -1,14 +1,15 @@
 """A run's model settings: checked, merged over the agent's key by key, and asked of every serving path.
 
 Agent(model_settings=...) holds the agent's; run / stream / prewarm(model_settings=...) override them per key.
-Both take a ModelSettings or a plain dict of its fields (the protocol's JSON). Every value is checked here and the
-merged settings are shown to each driver the run may be served by (`check_settings`), so a setting a path cannot
-take (seed on Anthropic) or a bad value (a negative max_tokens) is one InputError before anything is written.
+Both take a ModelSettings or a plain dict of its fields (the protocol's JSON). Each value is checked by ModelSettings
+itself (schemas/runs.schema.json: a negative max_tokens, a top_p past 1); here, the settings are shown to each
+driver the run may be served by (`check_paths`, once per path: at Agent(...) for the agent's own, at validation
+for a run that passes its own), so a setting a path cannot take (seed on Anthropic) is one InputError before
+anything is written. A wire's build_request trusts what was asked here.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -18,23 +19,19 @@ from cattrs.errors import BaseValidationError
 from cattrs.v import transform_error
 
 from segue._core.hashing import canonical_hash
-from segue.errors import InputError, WireError
+from segue.errors import FieldError, InputError, WireError
 from segue.generated import ContextEditing, ModelSettings, VendorCompaction, get_converter
-from segue.wire.settings import TOOL_CHOICE_MODES, given
+from segue.wire.settings import given
 
 SettingsCheck = Callable[[ModelSettings], None]
-#: The largest whole number JSON carries exactly everywhere (RFC 7493, I-JSON, section 2.2: 2**53 - 1); a
-#: setting past it would reach the vendor, the store and a JavaScript client as a different number.
-JSON_EXACT = 2**53 - 1
 _SURROGATE = re.compile("[\ud800-\udfff]")
-#: reasoning_effort values some wire takes (each wire refuses the ones it does not).
-EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 _FIELDS = tuple(f.name for f in attrs.fields(ModelSettings))
 
 
 def settings_of(value: Any, where: str) -> ModelSettings | None:
-    """`value` (a ModelSettings, a dict of its fields, or None) as a checked ModelSettings; InputError naming the
-    offending key and value otherwise. `where` names the argument in the message."""
+    """`value` (a ModelSettings, a dict of its fields, or None) as a ModelSettings, each value checked by
+    ModelSettings itself (schemas/runs.schema.json); InputError naming the offending key and value otherwise.
+    `where` names the argument in the message."""
     if value is None:
         return None
     if isinstance(value, ModelSettings):
@@ -48,11 +45,23 @@ def settings_of(value: Any, where: str) -> ModelSettings | None:
         fields = {str(k): v for k, v in value.items() if v is not None}
     else:
         raise InputError(f"{where} must be a segue.ModelSettings (or a dict of its fields), got {type(value).__name__}")
-    for name, v in fields.items():
-        problem = _problem(name, v)
-        if problem is not None:
-            raise InputError(f"{where}: {name} must be {problem}, got {v!r:.80}")
+    stop = fields.get("stop")
+    if isinstance(stop, list | tuple):
+        fields["stop"] = list(stop)  # a tuple is a list to the app; the class (and JSON) holds a list
+        _check_unicode(where, stop)
     return _settings(fields, where)
+
+
+def _check_unicode(where: str, stop: Sequence[Any]) -> None:
+    """Stop sequences are sent as JSON text: a lone surrogate (a JSON `\\ud800` escape without its pair) is none,
+    and no vendor API could take it."""
+    for i, each in enumerate(stop):
+        found = _SURROGATE.search(each) if isinstance(each, str) else None
+        if found is not None:
+            raise InputError(
+                f"{where}: stop[{i}] must be Unicode text, but has a lone surrogate (U+{ord(found.group()):04X}) at "
+                f"index {found.start()}, which no vendor API can take; decode the bytes as UTF-8"
+            )
 
 
 #: The settings whose value is an object of its own (a dict of its fields, or the object).
@@ -60,8 +69,9 @@ _OBJECTS: dict[str, type] = {"compaction": VendorCompaction, "context_editing": 
 
 
 def _settings(fields: Mapping[str, Any], where: str) -> ModelSettings:
-    """ModelSettings from checked fields, an object setting given as a dict structured into its type (InputError
-    naming the setting, the value and the converter's reason when it does not fit)."""
+    """ModelSettings from its fields (FieldError from its validators as InputError naming `where`), an object
+    setting given as a dict structured into its type (InputError naming the setting, the value and the converter's
+    reason when it does not fit)."""
     built = dict(fields)
     for name, kind in _OBJECTS.items():
         value = built.get(name)
@@ -69,47 +79,16 @@ def _settings(fields: Mapping[str, Any], where: str) -> ModelSettings:
             continue
         try:
             built[name] = get_converter().structure(value, kind)
-        except Exception as e:  # cattrs' ClassValidationError, the validators' ValueError / TypeError
+        except Exception as e:  # cattrs' ClassValidationError, the validators' FieldError
             reasons = "; ".join(transform_error(e)) if isinstance(e, BaseValidationError) else str(e)
             raise InputError(
                 f"{where}: {name} must be a segue.{kind.__name__} (or a dict of its fields: "
                 f"{', '.join(f.name for f in attrs.fields(kind))}), got {value!r:.120} ({reasons})"
             ) from e
-    return ModelSettings(**built)
-
-
-def _problem(name: str, v: Any) -> str | None:
-    """What `v` must be for setting `name`, or None when it is fine. Numbers are finite (JSON has no inf or NaN,
-    so neither a body nor the store could carry one) and whole numbers within JSON's exact range."""
-    whole = isinstance(v, int) and not isinstance(v, bool) and abs(v) <= JSON_EXACT
-    number = whole or (isinstance(v, float) and math.isfinite(v))
-    if name == "max_tokens":
-        return (
-            None
-            if whole and v >= 1
-            else f"a whole number from 1 to {JSON_EXACT:,} (the most tokens one response may generate)"
-        )
-    if name == "temperature":
-        return None if number and v >= 0 else "a finite number >= 0"
-    if name == "top_p":
-        return None if number and 0 <= v <= 1 else "a number from 0 to 1"
-    if name == "stop":
-        ok = isinstance(v, list | tuple) and all(isinstance(s, str) and s and not _SURROGATE.search(s) for s in v)
-        return (
-            None
-            if ok
-            else "a list of non-empty strings of Unicode text (a lone surrogate, a JSON \\ud800 escape without its "
-            "pair, is none: no vendor API can take it)"
-        )
-    if name == "seed":
-        return None if whole else f"a whole number from {-JSON_EXACT:,} to {JSON_EXACT:,}"
-    if name == "tool_choice":
-        return None if isinstance(v, str) and v else f"one of {', '.join(TOOL_CHOICE_MODES)} or a tool's name"
-    if name == "parallel_tool_calls":
-        return None if isinstance(v, bool) else "True or False"
-    if name == "reasoning_effort":
-        return None if v in EFFORTS else f"one of {', '.join(EFFORTS)}"
-    return None
+    try:
+        return ModelSettings(**built)
+    except FieldError as e:
+        raise InputError(f"{where}: {e.problem}") from None
 
 
 def merged(agent: ModelSettings | None, run: ModelSettings | None) -> ModelSettings | None:

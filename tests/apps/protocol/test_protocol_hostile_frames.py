@@ -102,8 +102,13 @@ def test_hostile_model_settings_are_refused_naming_them_without_tracebacks(tmp_p
     hostile = {
         f"/model_settings/temperature: Infinity {not_json}": (-32602, {"temperature": float("inf")}),
         f"/model_settings/temperature: NaN {not_json}": (-32602, {"temperature": float("nan")}),
-        "max_tokens must be a whole number from 1 to 9,007,199,254,740,991": (-32003, {"max_tokens": 10**30}),
-        "seed must be a whole number from": (-32003, {"seed": 10**30}),
+        # The schema says JSON's exact range (ModelSettings' maximum), so the protocol refuses it as invalid params,
+        # as it refuses max_tokens=0 (the schema's minimum), before the run is asked.
+        "/model_settings/max_tokens: 1000000000000000000000000000000 is greater than the maximum of 9007199254740991": (
+            -32602,
+            {"max_tokens": 10**30},
+        ),
+        "/model_settings/seed: 1000000000000000000000000000000 is greater than the maximum": (-32602, {"seed": 10**30}),
     }
     with stdio_server(config) as client:
         for message, (code, settings) in hostile.items():

@@ -149,8 +149,7 @@ def build_request(
         diagnostics = {"previous_message_id": comparison.previous_id}
         betas = [b for b in (headers.get(g.BETA_HEADER), DIAGNOSTICS_BETA) if b]
         headers[g.BETA_HEADER] = ",".join(betas)
-    settings = request.settings
-    check_settings(settings)
+    settings = request.settings  # asked of this path before any row (segue.run.settings.check_paths)
     managed, betas = context_management(settings)
     if betas:
         headers[g.BETA_HEADER] = ",".join(b for b in (headers.get(g.BETA_HEADER), *betas) if b)

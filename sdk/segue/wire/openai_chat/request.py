@@ -124,9 +124,7 @@ def build_request(
     # OpenAI's reasoning models reject max_tokens; open servers (vLLM, llama.cpp) read max_tokens. The catalog's
     # llm.max_tokens_field names the key where a path says.
     field = path.max_tokens_field or ("max_completion_tokens" if openai else "max_tokens")
-    settings = request.settings
-    check_settings(settings)
-    check_path_settings(settings, path)
+    settings = request.settings  # asked of this path before any row (segue.run.settings.check_paths)
     body = g.request(
         model=model,
         messages=messages,

@@ -79,8 +79,7 @@ def build_request(
             "warms a cache without generating only through prompt_cache_options.prewarm, which breakpoint caches "
             "(GPT-5.6 and later) take; send a normal request instead"
         )
-    settings = request.settings
-    check_settings(settings)
+    settings = request.settings  # asked of this path before any row (segue.run.settings.check_paths)
     notes: list[ProviderNote] = []
     items: list[ResponseInputItemParam] = []
     fixed: list[Any] = []

@@ -60,8 +60,7 @@ def build_request(
     output: OutputFormat | None = None,
 ) -> WireRequest:
     chat.refuse_prewarm(request, WIRE)
-    settings = request.settings
-    chat.check_settings(settings)
+    settings = request.settings  # asked of this path before any row (segue.run.settings.check_paths)
     block_cache = model.startswith("anthropic/") and cache_ttl is not None
     parts = block_cache or breakpoints is not None
     messages, anchors = chat.build_messages(

@@ -7,7 +7,8 @@ data, a method added in a later version and an error whose code changed."""
 from __future__ import annotations
 
 import attrs
-from attrs import validators as _v
+
+from segue._support import checks as _c
 
 __schema_id__ = "urn:segue:schema:rpc:1"
 __all__ = ["CancelParams", "ConfirmParams", "ConfirmResult", "DrawParams", "DrawResult", "ProgressParams", "TooBigData"]
@@ -17,48 +18,48 @@ __all__ = ["CancelParams", "ConfirmParams", "ConfirmResult", "DrawParams", "Draw
 class DrawParams:
     """DrawParams"""
 
-    shape: str
-    size: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(1)))
+    shape: str = attrs.field(validator=_c.field(_c.string()))
+    size: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=1), optional=True))
 
 
 @attrs.frozen(kw_only=True)
 class DrawResult:
     """DrawResult"""
 
-    id: str
+    id: str = attrs.field(validator=_c.field(_c.string()))
 
 
 @attrs.frozen(kw_only=True)
 class CancelParams:
     """CancelParams"""
 
-    id: int
+    id: int = attrs.field(validator=_c.field(_c.integer()))
 
 
 @attrs.frozen(kw_only=True)
 class ProgressParams:
     """ProgressParams"""
 
-    request_id: int = attrs.field(metadata={"json": "requestId"})
-    percent: float = attrs.field(validator=_v.and_(_v.ge(0), _v.le(100)))
+    request_id: int = attrs.field(validator=_c.field(_c.integer()), metadata={"json": "requestId"})
+    percent: float = attrs.field(validator=_c.field(_c.number(minimum=0, maximum=100)))
 
 
 @attrs.frozen(kw_only=True)
 class ConfirmParams:
     """ConfirmParams"""
 
-    question: str
+    question: str = attrs.field(validator=_c.field(_c.string()))
 
 
 @attrs.frozen(kw_only=True)
 class ConfirmResult:
     """ConfirmResult"""
 
-    ok: bool
+    ok: bool = attrs.field(validator=_c.field(_c.boolean()))
 
 
 @attrs.frozen(kw_only=True)
 class TooBigData:
     """TooBigData"""
 
-    limit: int
+    limit: int = attrs.field(validator=_c.field(_c.integer()))

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any, Literal, TypeAlias
 
 import attrs
-from attrs import validators as _v
+
+from segue._support import checks as _c
 
 __schema_id__ = "urn:segue:schema:runs:1"
 __all__ = ["RunEvent", "RunResult", "RunStatus", "RunSummary", "Unused", "Usage"]
@@ -24,7 +25,7 @@ class Usage:
     """Usage"""
 
     #: The whole prompt.
-    input_tokens: int = attrs.field(validator=_v.ge(0))
+    input_tokens: int = attrs.field(validator=_c.field(_c.integer(minimum=0)))
 
 
 @attrs.frozen(kw_only=True)
@@ -32,11 +33,11 @@ class RunResult:
     """What a run returns."""
 
     #: The run's id.
-    run_id: str
-    status: RunStatus
+    run_id: str = attrs.field(validator=_c.field(_c.string()))
+    status: RunStatus = attrs.field(validator=_c.field(_c.one_of(("running", "success"))))
     usage: Usage
     #: Cache reads | input.
-    cached_share: float | None = None
+    cached_share: float | None = attrs.field(default=None, validator=_c.field(_c.number(), optional=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -44,12 +45,12 @@ class RunEvent:
     """RunEvent"""
 
     result: RunResult | None = None
-    meta: dict[str, Any]
+    meta: dict[str, Any] = attrs.field(validator=_c.field(_c.map_of(_c.anything())))
 
 
 @attrs.frozen(kw_only=True)
 class RunSummary:
     """RunSummary"""
 
-    run_id: str
+    run_id: str = attrs.field(validator=_c.field(_c.string()))
     usage: Usage | None = None

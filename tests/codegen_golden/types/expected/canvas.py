@@ -6,14 +6,13 @@ file."""
 
 from __future__ import annotations
 
-import re
 from typing import Any, TypeAlias
 
 import attrs
-from attrs import validators as _v
 
 from golden_types.shapes import Color, Shape
-from segue._support.hooks import UNSET, Unset
+from segue._support import checks as _c
+from segue._support.hooks import UNSET, Unset, unset_or
 
 __schema_id__ = "urn:segue:schema:canvas:1"
 __all__ = ["Canvas", "Layers", "Opacity"]
@@ -28,33 +27,29 @@ Opacity: TypeAlias = float
 class Canvas:
     """Unknown properties are kept in `extra` (additionalProperties: true)."""
 
-    name: str = attrs.field(validator=_v.and_(_v.min_len(1), _v.matches_re("^[a-z][a-z0-9-]*$", func=re.search)))
-    layers: Layers
-    background: Color | None = None
-    opacity: Opacity | None = attrs.field(default=None, validator=_v.optional(_v.and_(_v.ge(0), _v.le(1))))
+    name: str = attrs.field(validator=_c.field(_c.string(min_len=1, pattern="^[a-z][a-z0-9-]*$")))
+    layers: Layers = attrs.field(validator=_c.field(_c.map_of(_c.anything())))
+    background: Color | None = attrs.field(
+        default=None, validator=_c.field(_c.one_of(("red", "green", "blue")), optional=True)
+    )
+    opacity: Opacity | None = attrs.field(
+        default=None, validator=_c.field(_c.number(minimum=0, maximum=1), optional=True)
+    )
     tags: list[str] | None = attrs.field(
-        default=None,
-        validator=_v.optional(
-            _v.and_(
-                _v.min_len(1), _v.deep_iterable(member_validator=_v.min_len(1), iterable_validator=_v.instance_of(list))
-            )
-        ),
+        default=None, validator=_c.field(_c.list_of(_c.string(min_len=1), min_items=1), optional=True)
     )
     #: An inline map whose values are nullable and constrained.
     weights: dict[str, float | None] | None = attrs.field(
-        default=None,
-        validator=_v.optional(
-            _v.deep_mapping(
-                key_validator=_v.instance_of(str),
-                value_validator=_v.optional(_v.ge(0)),
-                mapping_validator=_v.instance_of(dict),
-            )
-        ),
+        default=None, validator=_c.field(_c.map_of(_c.any_of(_c.number(minimum=0), _c.one_of((None,)))), optional=True)
     )
     #: Free-form JSON object.
-    metadata: dict[str, Any] | None = None
-    note: str | Unset | None = attrs.field(default=UNSET)
+    metadata: dict[str, Any] | None = attrs.field(
+        default=None, validator=_c.field(_c.map_of(_c.anything()), optional=True)
+    )
+    note: str | Unset | None = attrs.field(default=UNSET, validator=unset_or(_c.field(_c.string())))
     #: A Python keyword as a property name.
-    class_: str | None = attrs.field(default=None, metadata={"json": "class"})
+    class_: str | None = attrs.field(
+        default=None, validator=_c.field(_c.string(), optional=True), metadata={"json": "class"}
+    )
     #: Properties the schema does not name, kept as received and sent back unchanged.
     extra: dict[str, Any] = attrs.field(factory=dict, metadata={"extra": True})

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Literal, TypeAlias
 
 import attrs
-from attrs import validators as _v
 
-from segue._support.hooks import UNSET, Unset
+from segue._support import checks as _c
+from segue._support.hooks import UNSET, Unset, unset_or
 
 __schema_id__ = "urn:segue:schema:shapes:1"
 __all__ = ["Circle", "Color", "Shape", "Square"]
@@ -24,10 +24,12 @@ class Circle:
     """A member of the Shape union, tagged by its const `type`."""
 
     type: Literal["circle"] = "circle"
-    radius: float = attrs.field(validator=_v.ge(0))
+    radius: float = attrs.field(validator=_c.field(_c.number(minimum=0)))
     #: Optional: absent and null both read as None.
-    label: str | None = None
-    color: Color | None = None
+    label: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
+    color: Color | None = attrs.field(
+        default=None, validator=_c.field(_c.one_of(("red", "green", "blue")), optional=True)
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -35,9 +37,11 @@ class Square:
     """Square"""
 
     type: Literal["square"] = "square"
-    side: int = attrs.field(validator=_v.and_(_v.ge(1), _v.le(100)))
+    side: int = attrs.field(validator=_c.field(_c.integer(minimum=1, maximum=100)))
     #: Optional and nullable: absent and null differ.
-    corner_radius: float | Unset | None = attrs.field(default=UNSET, metadata={"json": "cornerRadius"})
+    corner_radius: float | Unset | None = attrs.field(
+        default=UNSET, validator=unset_or(_c.field(_c.number())), metadata={"json": "cornerRadius"}
+    )
 
 
 Shape: TypeAlias = Circle | Square

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any, Literal, TypeAlias
 
 import attrs
-from attrs import validators as _v
+
+from segue._support import checks as _c
 
 __schema_id__ = "urn:segue:schema:blocks:1"
 __all__ = [
@@ -34,9 +35,9 @@ class NoteBlock:
     """NoteBlock"""
 
     type: Literal["note"] = "note"
-    text: str
-    author: str | None = None
-    pinned: bool | None = None
+    text: str = attrs.field(validator=_c.field(_c.string()))
+    author: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
+    pinned: bool | None = attrs.field(default=None, validator=_c.field(_c.boolean(), optional=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -44,10 +45,10 @@ class LinkBlock:
     """LinkBlock"""
 
     type: Literal["link"] = "link"
-    url: str
-    style: Literal["card", "inline"]
-    title: str | None = None
-    tags: list[str] | None = None
+    url: str = attrs.field(validator=_c.field(_c.string()))
+    style: Literal["card", "inline"] = attrs.field(validator=_c.field(_c.one_of(("card", "inline"))))
+    title: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
+    tags: list[str] | None = attrs.field(default=None, validator=_c.field(_c.list_of(_c.string()), optional=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -55,9 +56,9 @@ class CallBlock:
     """CallBlock"""
 
     type: Literal["call"] = "call"
-    id: str
-    name: str
-    arguments: dict[str, Any]
+    id: str = attrs.field(validator=_c.field(_c.string()))
+    name: str = attrs.field(validator=_c.field(_c.string()))
+    arguments: dict[str, Any] = attrs.field(validator=_c.field(_c.map_of(_c.anything())))
 
 
 @attrs.frozen(kw_only=True)
@@ -65,8 +66,10 @@ class RawBlock:
     """RawBlock"""
 
     type: Literal["raw"] = "raw"
-    model: str | None = None
-    payload: dict[str, Any] | None = None
+    model: str | None = attrs.field(default=None, validator=_c.field(_c.string(), optional=True))
+    payload: dict[str, Any] | None = attrs.field(
+        default=None, validator=_c.field(_c.map_of(_c.anything()), optional=True)
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -74,7 +77,7 @@ class UrlSource:
     """UrlSource"""
 
     type: Literal["url"] = "url"
-    url: str
+    url: str = attrs.field(validator=_c.field(_c.string()))
 
 
 @attrs.frozen(kw_only=True)
@@ -82,8 +85,10 @@ class DataSource:
     """DataSource"""
 
     type: Literal["data"] = "data"
-    media_type: Literal["image/png", "image/gif"]
-    data: str
+    media_type: Literal["image/png", "image/gif"] = attrs.field(
+        validator=_c.field(_c.one_of(("image/png", "image/gif")))
+    )
+    data: str = attrs.field(validator=_c.field(_c.string()))
 
 
 @attrs.frozen(kw_only=True)
@@ -98,18 +103,13 @@ class PictureBlock:
 class Tally:
     """Token counts, as canonical usage is: the vendor's usage reads into it."""
 
-    input_tokens: int = attrs.field(validator=_v.ge(0))
-    output_tokens: int = attrs.field(validator=_v.ge(0))
-    cached_tokens: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(0)))
+    input_tokens: int = attrs.field(validator=_c.field(_c.integer(minimum=0)))
+    output_tokens: int = attrs.field(validator=_c.field(_c.integer(minimum=0)))
+    cached_tokens: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=0), optional=True))
     written_by_ttl: dict[str, int] | None = attrs.field(
-        default=None,
-        validator=_v.optional(
-            _v.deep_mapping(
-                key_validator=_v.instance_of(str), value_validator=_v.ge(0), mapping_validator=_v.instance_of(dict)
-            )
-        ),
+        default=None, validator=_c.field(_c.map_of(_c.integer(minimum=0)), optional=True)
     )
-    thinking_tokens: int | None = attrs.field(default=None, validator=_v.optional(_v.ge(0)))
+    thinking_tokens: int | None = attrs.field(default=None, validator=_c.field(_c.integer(minimum=0), optional=True))
 
 
 Source: TypeAlias = UrlSource | DataSource

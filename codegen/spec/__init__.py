@@ -1,7 +1,7 @@
 """Everything the plugins render from, loaded and checked in one step before any plugin runs.
 
-A `Spec` is the schema model (codegen/model.py), the vendor wire mappings (codegen/wire_mapping.py) and the
-JSON-RPC method table (codegen/method_table.py). `load_spec` raises `SchemaError` for any bad input, so once it
+A `Spec` is the schema model (codegen/model.py), the vendor wire mappings (codegen/spec/wire/mapping.py) and the
+JSON-RPC method table (codegen/spec/protocol.py). `load_spec` raises `SchemaError` for any bad input, so once it
 returns, rendering cannot fail on the input and nothing is written for a bad schema.
 """
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import attrs
 
-from codegen.method_table import Protocol, load_protocol
 from codegen.model import Model, load_model
-from codegen.wire_mapping import Mapping, load_mappings
+from codegen.spec.protocol import Protocol, load_protocol
+from codegen.spec.wire.mapping import Mapping, load_mappings
 
 #: The wire mapping files live in this subfolder of the schema folder.
 WIRE_SUBDIR = "wire"

@@ -7,7 +7,7 @@ changed, the code older versions used: `legacy_codes`). `protocol.version` is th
 The params, result and data types are ordinary `$defs` objects that the normal path turns into attrs classes and
 TypeScript interfaces. This module checks the table against the loaded
 model, so a typo fails with the file, the JSON pointer and the reason before anything is written;
-codegen/plugins/protocol.py renders the dispatch table and the TypeScript client from it.
+codegen/plugins/protocol/ renders the dispatch table and the TypeScript client from it.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any
 
 from codegen.errors import SchemaError
 from codegen.model import Model, NamedType
-from codegen.wire_rules import (
+from codegen.spec.wire.rules import (
     PARAM_KINDS,
     Mapping,
     Param,
@@ -30,7 +30,7 @@ from codegen.wire_rules import (
     read_expr,
     view_want,
 )
-from codegen.wire_sdk import (
+from codegen.spec.wire.sdk import (
     SdkLookupError,
     SdkShape,
     accepts,
@@ -42,7 +42,7 @@ from codegen.wire_sdk import (
     resolve,
     value_source,
 )
-from codegen.wire_sdk import shape as sdk_shape
+from codegen.spec.wire.sdk import shape as sdk_shape
 
 #: The kind a canonical field holds, for checking it against an SDK annotation.
 _FIELD_KINDS = {"str": "str", "int": "int", "bool": "bool", "float": "float", "object": "object", "enum": "str"}

@@ -1,7 +1,7 @@
 """The wire mapping's data: merged rules, parameter types, and how a vendor value is read as Python source.
 
-codegen/wire_mapping.py loads and merges the mapping files into `Mapping`s of `Rule`s; codegen/wire_check.py
-checks them; codegen/plugins/wire.py renders them. What all three need to agree on lives here: the rule records,
+codegen/spec/wire/mapping.py loads and merges the mapping files into `Mapping`s of `Rule`s; codegen/spec/wire/check.py
+checks them; codegen/plugins/wire/ renders them. What all three need to agree on lives here: the rule records,
 the meaning of a parameter type (`str?`, `list`, `TextBlock`, `anthropic.types.TextBlockParam[]`), and the
 expression that reads one field from a vendor dict. Reading is answered by trying: `read_expr` returns None when
 a field cannot be read the way the mapping says, and the checker turns that into an error.

@@ -4,9 +4,9 @@ A mapping file says, field by field, what segue writes to one vendor's wire (`to
 request envelopes, cache markers) and how it reads what comes back (`from_vendor`: response blocks, usage,
 envelopes, stream events, errors), plus the vendor's vocabulary (`constants`: stop reasons, header names). Each
 file is validated against codegen's grammar for mapping files (schemas/wire/wire-mapping.schema.json), merged
-with the files it `extends`, then checked against the canonical model and the vendor SDKs (codegen/wire_check.py),
+with the files it `extends`, then checked against the canonical model and the vendor SDKs (codegen/spec/wire/check.py),
 so a typo fails here with the file and JSON pointer rather than as a 400 from the vendor.
-codegen/plugins/wire.py renders the checked mappings.
+codegen/plugins/wire/ renders the checked mappings.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from jsonschema.exceptions import best_match
 
 from codegen.errors import SchemaError
 from codegen.model import Model, SchemaFile, read_json
-from codegen.wire_check import Checker
-from codegen.wire_rules import Mapping, Rule
+from codegen.spec.wire.check import Checker
+from codegen.spec.wire.rules import Mapping, Rule
 
 __all__ = ["GRAMMAR", "Mapping", "Rule", "iter_wire_files", "load_mappings"]
 
@@ -32,7 +32,7 @@ MAPPING_SCHEMA = "wire-mapping.schema.json"
 SECTIONS = ("to_vendor", "dispatch", "from_vendor", "parse_dispatch", "constants")
 #: The grammar of mapping files. It describes what this module understands, so it is read from codegen's own
 #: checkout whichever schema folder is being generated (a mapping folder cannot bring a grammar of its own).
-GRAMMAR = Path(__file__).resolve().parent.parent / "schemas" / "wire" / MAPPING_SCHEMA
+GRAMMAR = Path(__file__).resolve().parents[3] / "schemas" / "wire" / MAPPING_SCHEMA
 
 
 def load_mappings(wire_dir: Path, model: Model, display_root: Path | None = None) -> dict[str, Mapping]:
