@@ -4,7 +4,7 @@ how many TOOL_CALL events that step announces, which the journal's event marks c
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Literal
 
 from segue._core.contracts import ProviderResponse
@@ -62,6 +62,21 @@ def announcing(
     if next_step(state, tools, calls, answers=answers, finished=finished, interrupted=interrupted) != "round":
         return 0, 0
     done = finished or {}
-    announced = sum(1 for c in calls if c.id not in done)
-    starting = tools.starts(state, state.iteration, calls, {}, None, {*done, *interrupted})
+    return round_announcements(state, tools, calls, finished=done, skip={*done, *interrupted})
+
+
+def round_announcements(
+    state: RunState,
+    tools: ToolRunner,
+    calls: Sequence[ToolCallBlock],
+    *,
+    finished: Collection[str],
+    skip: Collection[str],
+    decisions: Mapping[str, bool] | None = None,
+    supplied: Mapping[str, str] | None = None,
+) -> tuple[int, int]:
+    """A round's TOOL_CALL events (one per call not `finished`), split by where they go out: before the run's next
+    write, or after the write of the round's starts when it has one (ToolRunner.starts, given `skip`)."""
+    announced = sum(1 for c in calls if c.id not in finished)
+    starting = tools.starts(state, state.iteration, calls, decisions or {}, supplied, skip)
     return (0, announced) if starting else (announced, 0)

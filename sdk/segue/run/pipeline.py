@@ -45,6 +45,7 @@ from segue.run.events import mark, stamped, tool_writes
 from segue.run.guard import Guard
 from segue.run.idempotency import Idempotency, fingerprint_of, replayed_event
 from segue.run.loop import Loop
+from segue.run.next_step import round_announcements
 from segue.run.plan import Planner
 from segue.run.prewarm import Prewarmer
 from segue.run.recorder import Recorder
@@ -234,9 +235,9 @@ class Pipeline:
             finished = {c.call_id: c for c in journaled if c.result is not None and c.call_id not in waiting}
         calls = [c for c in asked if c.id in waiting or c.id in finished]
         # Its events continue the paused run's; where they stand is journaled before its calls are announced.
-        announced = sum(1 for c in calls if c.id not in finished)
-        starting = self.loop.tools.starts(state, state.iteration, calls, decisions, tool_results, finished)
-        now, later = (0, announced) if starting else (announced, 0)
+        now, later = round_announcements(
+            state, self.loop.tools, calls, finished=finished, skip=finished, decisions=decisions, supplied=tool_results
+        )
         events = mark(state.events + now, later, tool_writes(detail, state.iteration) if detail is not None else 0)
         await self.recorder.record(state, state.iteration, None, [], RunMeta(segue_events=events))
         if calls:
