@@ -114,11 +114,8 @@ def due(policy: Compaction, since: int, replayed: Sequence[Message]) -> bool:
 
 
 def check_vendor(policy: Compaction, name: str) -> None:
-    """The fields of a vendor-mode policy: `vendor` a bool, and no `every` (the vendor compacts by prompt tokens,
-    never by runs). InputError naming the value otherwise."""
-    given: object = policy.vendor  # the generated class does not check types when constructed
-    if given is not None and not isinstance(given, bool):
-        raise InputError(f"{name}.vendor must be True or False, got {given!r:.40}")
+    """A vendor-mode policy has no `every` (the vendor compacts by prompt tokens, never by runs): InputError naming
+    the value otherwise. (`vendor` itself is a bool: the generated Compaction checks that when constructed.)"""
     if policy.vendor and policy.every is not None:
         raise InputError(
             f"{name} sets vendor=True and every={policy.every!r:.20}: the vendor compacts when the prompt passes "
