@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import attrs
 
@@ -43,7 +43,7 @@ log = logging.getLogger("segue.layout")
 LayoutMode = Literal["auto", "appendOnly", "replace", "byCost"]
 ResolvedLayout = Literal["appendOnly", "replace"]
 LayoutBasis = Literal["configured", "override", "served", "fallback", "weighed", "conversation"]
-LAYOUT_MODES: tuple[LayoutMode, ...] = ("auto", "appendOnly", "replace", "byCost")
+LAYOUT_MODES: tuple[LayoutMode, ...] = get_args(LayoutMode)
 #: The decisions a later run of the conversation reads back, per configured mode: `auto`'s by the catalog,
 #: `byCost`'s once weighed (a first turn's unweighed appendOnly is not yet the conversation's decision).
 _FINAL: dict[str, frozenset[str]] = {
