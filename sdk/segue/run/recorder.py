@@ -29,6 +29,7 @@ from segue.generated import (
 )
 from segue.run import unfinished
 from segue.run.config import AgentConfig
+from segue.run.events import mark
 from segue.run.state import RunState
 from segue.store.leases import LeaseLost, new_owner
 from segue.store.records import NewRun
@@ -253,7 +254,7 @@ class Recorder:
             segue_served_by=state.served_by,
             segue_layout=layout.meta() if layout is not None else None,
             segue_stop_reason=state.stop_reason,
-            segue_events=events or EventMark(count=state.events + 1, tool_calls=0, written=0),
+            segue_events=events or mark(state.events + 1),
         )
         try:
             await asyncio.to_thread(
