@@ -62,11 +62,14 @@ def post(
 
 
 class Events:
-    """Reads a server-sent event stream in a thread; `subscribed` is set once the server confirmed it."""
+    """Reads a server-sent event stream in a thread; `subscribed` is set once the server confirmed it. `run`: the
+    stream of that one run (`GET /events?session=NAME&run=RUN_ID`)."""
 
-    def __init__(self, address: tuple[str, int], session: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, address: tuple[str, int], session: str, headers: dict[str, str] | None = None, *, run: str = ""
+    ) -> None:
         self.conn = http.client.HTTPConnection(*address, timeout=60)
-        self.conn.request("GET", f"/events?session={session}", headers=headers or {})
+        self.conn.request("GET", f"/events?session={session}" + (f"&run={run}" if run else ""), headers=headers or {})
         self.response = self.conn.getresponse()
         assert self.response.status == 200
         assert self.response.getheader("Content-Type") == "text/event-stream"

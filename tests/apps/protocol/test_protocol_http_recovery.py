@@ -6,17 +6,14 @@ rest: seq continues, no event twice, none missing (segue.apps.protocol.sessions,
 from __future__ import annotations
 
 import http.client
-import json
 import os
-import queue
 import re
 import signal
 import subprocess
-import threading
 from pathlib import Path
 from typing import Any
 
-from test_protocol_http import DESCRIBE, http_server, post
+from test_protocol_http import DESCRIBE, Events, http_server, post
 
 from segue import RunStore
 from tests._support.protocol_harness import serve_command, twin_agent, write_config
@@ -54,46 +51,27 @@ def killed_server(config: Path, env: dict[str, str]) -> tuple[subprocess.Popen[s
     return proc, (found.group(1), int(found.group(2)))
 
 
-class RunStream:
-    """`GET /events?session=NAME&run=RUN_ID` read in a thread: (id, event) of each run/event frame."""
+class RunStream(Events):
+    """A stream of run/event frames read as (id, event) pairs; `run`: one run's stream, resumed after
+    `last_event_id`."""
 
     def __init__(self, address: tuple[str, int], session: str, run: str = "", last_event_id: str = "") -> None:
-        self.conn = http.client.HTTPConnection(*address, timeout=60)
-        headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
-        self.conn.request("GET", f"/events?session={session}" + (f"&run={run}" if run else ""), headers=headers)
-        response = self.conn.getresponse()
-        assert response.status == 200
-        self.items: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
-        self.subscribed = threading.Event()
-        threading.Thread(target=self._read, args=(response,), daemon=True).start()
-        assert self.subscribed.wait(10)
+        super().__init__(address, session, {"Last-Event-ID": last_event_id} if last_event_id else None, run=run)
 
-    def _read(self, response: Any) -> None:
-        fields: dict[str, str] = {}
-        try:
-            for raw in response:
-                line = raw.decode().rstrip("\n")
-                if line == ": subscribed":
-                    self.subscribed.set()
-                elif line.startswith(("id: ", "event: ", "data: ")):
-                    key, _, value = line.partition(": ")
-                    fields[key] = value
-                elif not line and fields:
-                    self.items.put((fields["id"], json.loads(fields["data"])["params"]["event"]))
-                    fields = {}
-        except (OSError, ValueError):
-            pass
+    def next_pair(self) -> tuple[str, dict[str, Any]]:
+        item = self.items.get(timeout=60)
+        return item["id"], item["message"]["params"]["event"]
 
-    def until(self, last: str) -> list[tuple[str, dict[str, Any]]]:
-        found = []
-        while not found or found[-1][1]["type"] != last:
-            found.append(self.items.get(timeout=60))
+    def events_until(self, last: str) -> list[tuple[str, dict[str, Any]]]:
+        found = [self.next_pair()]
+        while found[-1][1]["type"] != last:
+            found.append(self.next_pair())
         return found
 
     def drain(self) -> list[tuple[str, dict[str, Any]]]:
         found = []
         while not self.items.empty():
-            found.append(self.items.get_nowait())
+            found.append(self.next_pair())
         return found
 
 
@@ -143,7 +121,7 @@ def test_a_run_stream_reconnects_with_last_event_id_across_a_recovery_in_another
             session="b",
         )
         assert status == 200 and answer["result"]["result"]["status"] == "success", answer
-        rest = resumed.until("RUN_COMPLETED")
+        rest = resumed.events_until("RUN_COMPLETED")
     started = rest[0][1]
     assert started["type"] == "RUN_STARTED" and started["meta"]["recovered"] and started["meta"]["after"] == seen[-1]
     seqs = seen + [event["seq"] for _, event in rest]
