@@ -219,8 +219,6 @@ class LayoutPolicy:
 
     def __init__(self, plan: LayoutPlan) -> None:
         self.plan = plan
-        self.configured: LayoutMode = plan.rule.configured
-        self._trailing_state = plan.trailing_state
         self._decision: LayoutDecision | None = plan.decided
         self._boundary: int | None = None
         self._first_iteration: int | None = None
@@ -281,9 +279,9 @@ class LayoutPolicy:
         """The iteration's fragment from the app's `trailing_state`, or None (no callback, None or blank text)."""
         if state.iteration != iteration:
             raise ValueError(f"RuntimeState.iteration is {state.iteration} but the fragment is for {iteration}")
-        if self._trailing_state is None:
+        if self.plan.trailing_state is None:
             return None
-        text = self._trailing_state(state)
+        text = self.plan.trailing_state(state)
         if text is None:
             return None
         if not isinstance(text, str):
@@ -325,7 +323,7 @@ class LayoutPolicy:
             self._kept[iteration] = KeptFragment(iteration=iteration, index=len(history), message=fragment)
         elif self._decision is None and iteration == self._first_iteration:
             self._first_fragment = fragment  # a retried first iteration replaces it
-            if fragment is not None and self.configured == "byCost":
+            if fragment is not None and self.plan.rule.configured == "byCost":
                 self._sizes = ConversationSizes.measure(fragment, pre)
         return laid
 
@@ -393,7 +391,7 @@ class LayoutPolicy:
         """For `agent_runs.meta["segue.layout"]` (RunMeta.segue_layout)."""
         d = self._decision
         return LayoutMeta(
-            configured=self.configured,
+            configured=self.plan.rule.configured,
             mode=d.mode if d else None,
             reason=d.reason if d else None,
             iteration=d.iteration if d else None,
