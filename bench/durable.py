@@ -7,11 +7,13 @@ writes them (record_iteration, record_tool_starts, record_tool_call). DBOS (`pip
 extra) journals a workflow's steps in its system database: the same turn is a workflow with two @DBOS.step calls
 returning a small reference, which is what the adapter stores there (the history stays in segue's store).
 
-Where segue's time goes (measured with the writes timed one by one): a commit, not the SQL. On this machine's disk
-each of the three transactions of a turn costs about 11 to 16 ms, and the start row, one UPDATE and one INSERT of a
-few bytes, costs nearly as much as the response with its request body; DBOS's step is slower because its SQLite
-runs in rollback-journal mode (several syncs a commit) where segue's runs in WAL mode (one). A turn with a
-`retry_safe` tool journals no start row: two transactions, measured beside it.
+Where segue's time went (measured with the writes timed one by one): the sync of each commit, not the SQL. The
+start row, one UPDATE and one INSERT of a few bytes, cost nearly as much as the response with its request body.
+segue's store runs SQLite in WAL mode with `synchronous` NORMAL (segue.store.connection.sqlite_synchronous): a
+commit survives a killed process, which is what recovery is for, and the log is synced at checkpoints rather than
+at every commit. `?synchronous=full` on the store URL syncs every commit (a commit then survives a power cut too):
+measured beside it, with a `retry_safe` tool's turn, which journals no start row (two transactions, not three).
+DBOS runs its SQLite with its own settings (rollback-journal mode).
 
 Both on SQLite files in one temporary folder, on this machine, measured back to back; the printed ratio is segue's
 time per step over DBOS's (target <= 0.25x). Run: python bench/durable.py [--turns N]
@@ -38,10 +40,12 @@ from segue.store import NewRun, RunStore
 USAGE = Usage(input_tokens=1200, output_tokens=80)
 
 
-def segue_steps(folder: Path, turns: int, *, retry_safe: bool = False) -> float:
+def segue_steps(folder: Path, turns: int, *, retry_safe: bool = False, synchronous: str = "") -> float:
     """Seconds per step (a model step, a tool start, a tool result: two steps per turn) through RunStore. A call of
-    a `retry_safe` tool journals no start: its turn is two transactions, not three."""
-    store = RunStore(f"sqlite:///{folder}/segue{'-safe' if retry_safe else ''}.db")
+    a `retry_safe` tool journals no start: its turn is two transactions, not three. `synchronous`: the store URL's
+    `?synchronous=` (empty: the default, NORMAL)."""
+    name = f"segue{'-safe' if retry_safe else ''}{'-' + synchronous if synchronous else ''}.db"
+    store = RunStore(f"sqlite:///{folder}/{name}" + (f"?synchronous={synchronous}" if synchronous else ""))
     run_id = str(ULID())
     owner = "bench"
     store.create_run(
@@ -189,14 +193,17 @@ def main() -> None:
         folder = Path(tmp)
         segue_step = segue_steps(folder, args.turns)
         safe_step = segue_steps(folder, args.turns, retry_safe=True)
+        full_step = segue_steps(folder, args.turns, synchronous="full")
         dbos_step, _ = dbos_steps(folder, args.turns)
         stored = adapter_bytes(folder, [10, 100])
     print(f"turns: {args.turns} (a model step and a tool step each), SQLite, one machine, back to back")
     print(f"segue journal per step: {segue_step * 1000:.2f} ms (response + request body + tool start + result)")
     print(f"  with a retry_safe tool: {safe_step * 1000:.2f} ms (no start row: two transactions a turn, not three)")
+    print(f"  ?synchronous=full:      {full_step * 1000:.2f} ms (a sync per commit: survives a power cut too)")
     print(f"DBOS step per step:     {dbos_step * 1000:.2f} ms (a step returning a reference)")
     print(f"ratio segue / DBOS:     {segue_step / dbos_step:.2f}x (target <= 0.25x)")
     print(f"  with a retry_safe tool: {safe_step / dbos_step:.2f}x")
+    print(f"  ?synchronous=full:      {full_step / dbos_step:.2f}x")
     for n, size in stored.items():
         print(f"DBOSAgent, engine database per turn at {n} turns: {size / n:.0f} bytes ({size} for the run)")
 

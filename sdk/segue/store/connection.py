@@ -1,7 +1,8 @@
 """Opening the store's database and running units of work on it: transactions, reconnects, one clear error.
 
 - `open_database(url, read_only=...)`: SQLite (WAL, busy timeout, write transactions that take the write lock at
-  BEGIN, so several processes can share a file) or PostgreSQL by URL (libpq's connection string, all of it).
+  BEGIN, so several processes can share a file; `synchronous` NORMAL unless the URL asks `?synchronous=full`, see
+  `sqlite_synchronous`) or PostgreSQL by URL (libpq's connection string, all of it).
   Read-only opens never create or change anything: SQLite with `mode=ro` (on read-only media, where that cannot
   open, see `read_only_fallback`), PostgreSQL with `default_transaction_read_only`.
 - `Units.read(fn)` / `Units.write(fn, idempotent=...)`: each call is one unit of work; a write is one transaction.
@@ -100,7 +101,34 @@ def postgresql_parameters(url: str, *, read_only: bool) -> dict[str, Any]:
 
 
 def sqlite_path(url: str) -> str:
-    return unquote(url.removeprefix("sqlite:///").removeprefix("sqlite://"))
+    """The file of a SQLite URL (`sqlite:///segue.db?synchronous=full` -> `segue.db`)."""
+    return unquote(url.removeprefix("sqlite:///").removeprefix("sqlite://").split("?", 1)[0])
+
+
+#: The values a SQLite store URL's `?synchronous=` takes (SQLite's own names for them).
+SQLITE_SYNCHRONOUS = ("normal", "full", "extra")
+
+
+def sqlite_synchronous(url: str) -> str:
+    """SQLite's `synchronous` for a writable store: `normal` unless the URL says `?synchronous=full` (or `extra`).
+
+    In WAL mode NORMAL syncs the log at checkpoints, not at every commit, and SQLite's pragma page says what that
+    costs: a commit survives a crash of the application, though it "might roll back following a power loss or
+    system crash". A run's journal makes three commits a turn, and the sync was nearly all of their cost (bench/
+    durable.py). An app that must not lose the last commits to a power cut asks for `full` (one sync per commit),
+    or keeps its store on PostgreSQL. Any other query key or value is refused, naming it."""
+    query = parse_qsl(urlparse(url).query, keep_blank_values=True)
+    for key, value in query:
+        if key != "synchronous":
+            raise StoreError(
+                f"the SQLite URL {redact(url)!r} has the option {key!r}; the one option it takes is "
+                f"?synchronous=normal|full|extra (a file name with '?' in it is written %3F)"
+            )
+        if value.lower() not in SQLITE_SYNCHRONOUS:
+            raise StoreError(
+                f"synchronous={value!r} in the SQLite URL {redact(url)!r}: use one of {', '.join(SQLITE_SYNCHRONOUS)}"
+            )
+    return query[-1][1].lower() if query else "normal"
 
 
 def open_database(url: str, *, read_only: bool, create: bool = True) -> pw.Database:
@@ -114,6 +142,7 @@ def open_database(url: str, *, read_only: bool, create: bool = True) -> pw.Datab
         if not path:
             raise StoreError(f"no file in the SQLite URL {url!r}; use sqlite:///path/to/segue.db")
         memory = path == ":memory:"
+        synchronous = sqlite_synchronous(url)
         if read_only and not memory:
             file = Path(path)
             if not file.is_file():
@@ -129,6 +158,7 @@ def open_database(url: str, *, read_only: bool, create: bool = True) -> pw.Datab
             path,
             pragmas={
                 "journal_mode": "memory" if memory else "wal",
+                "synchronous": synchronous,
                 "busy_timeout": SQLITE_BUSY_SECONDS * 1000,
                 "foreign_keys": 1,
             },
