@@ -22,6 +22,7 @@ client sent (what RunDetail's `provider_request` promises).
 from __future__ import annotations
 
 import binascii
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
@@ -29,6 +30,7 @@ from typing import Any
 
 from segue._core.identity import IdentityMemo
 from segue.errors import StoreError
+from segue.store.statements import Statements
 
 #: The skeleton's format marker and version.
 FORMAT = "segue.body"
@@ -234,14 +236,16 @@ class Bodies:
         self._parts = parts  # the bound RequestPart model
         self.splitter = Splitter()
 
+    @functools.cached_property
+    def _statements(self) -> Statements:
+        return Statements(self._parts._meta.database)
+
     def prepare(self, body: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
         return self.splitter.split(body)
 
     def insert(self, parts: Mapping[str, str]) -> None:
         """Inside a write: the parts no row holds yet (one already there is left as it is: same key, same text)."""
-        rows = [{"key": k, "body": v} for k, v in parts.items()]
-        for start in range(0, len(rows), _BATCH):
-            self._parts.insert_many(rows[start : start + _BATCH]).on_conflict_ignore().execute()
+        self._statements.insert(self._parts, ({"key": k, "body": v} for k, v in parts.items()), ignore_existing=True)
 
     def written(self, parts: Iterable[str]) -> None:
         self.splitter.written(parts)

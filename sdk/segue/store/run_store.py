@@ -54,6 +54,7 @@ from segue.store.rows import (
     tool_row,
     trace_rows,
 )
+from segue.store.statements import Statements
 from segue.store.text import decode
 
 DEFAULT_URL = "sqlite:///segue.db"
@@ -85,6 +86,7 @@ class RunStore:
         self.is_sqlite = isinstance(self.db, pw.SqliteDatabase)
         self._units = Units(self.db, self.url, reconnect_seconds=reconnect_seconds)
         self.bodies = Bodies(self.models.RequestPart)
+        self._writes = Statements(self.db)  # the journal's per-step writes, their SQL made once
         self._metas = Metas(self.bodies)  # what a conversation's runs repeat, stored once (segue.store.repeats)
         self.prewarms = Prewarms(self.models, self._units, self.bodies)
         self.leases = Leases(self.db, self.models, self._units)
@@ -158,8 +160,7 @@ class RunStore:
             raise
 
     def _insert_traces(self, run_id: str, first_index: int, iteration: int, traces: Sequence[Message]) -> None:
-        if traces:
-            self.models.ReactTrace.insert_many(trace_rows(run_id, first_index, iteration, traces)).execute()
+        self._writes.insert(self.models.ReactTrace, trace_rows(run_id, first_index, iteration, traces))
 
     def record_iteration(
         self,
@@ -199,10 +200,10 @@ class RunStore:
             self._insert_traces(run_id, first_index, iteration, traces)
             if interaction is not None:
                 self.bodies.insert(parts)
-                self.models.LlmInteractionRow.insert(
-                    run_id=run_id, iteration=interaction.iteration, error=interaction.error,
+                self._writes.insert(self.models.LlmInteractionRow, [{
+                    "run_id": run_id, "iteration": interaction.iteration, "error": interaction.error,
                     **interaction_columns(interaction, skeleton),
-                ).execute()  # fmt: skip
+                }])  # fmt: skip
             for call in tool_calls:
                 self._write_tool(run_id, call)
 
@@ -234,7 +235,7 @@ class RunStore:
         def work() -> None:
             update = {self.models.AgentRun.status: "running"}  # the compare-and-set on the holder, nothing else
             self._update_run(run_id, update, None, None, None, owner=owner, running=True)
-            self.models.ToolCallRow.insert_many([{**tool_row(run_id, c), "result": None} for c in calls]).execute()
+            self._writes.insert(self.models.ToolCallRow, [{**tool_row(run_id, c), "result": None} for c in calls])
 
         self._units.write(work, idempotent=False)
 
@@ -242,14 +243,9 @@ class RunStore:
         """Inside a write: a call's result, into the row its start wrote (record_tool_starts), or a new row."""
         rows = self.models.ToolCallRow
         row = tool_row(run_id, call)
-        started = (
-            (rows.run_id == run_id)
-            & (rows.iteration == call.iteration)
-            & (rows.call_id == call.call_id)
-            & rows.result.is_null()
-        )
-        if not rows.update(row).where(started).execute():
-            rows.insert(row).execute()
+        started = {"run_id": run_id, "iteration": call.iteration, "call_id": call.call_id, "result": None}
+        if not self._writes.update(rows, row, started):
+            self._writes.insert(rows, [row])
 
     def _update_run(
         self,
@@ -271,16 +267,16 @@ class RunStore:
         if vendor:
             update[runs.vendor] = vendor
         if meta_updates is not None:
-            row = runs.select(runs.meta).where(runs.id == run_id).first()
+            row = self._writes.first(runs, ["meta"], {"id": run_id})
             if row is not None:
                 self.bodies.insert(meta_updates.parts)
-                update[runs.meta] = canonical_json({**json.loads(row.meta), **meta_updates.value})
-        where = runs.id == run_id
+                update[runs.meta] = canonical_json({**json.loads(row[0]), **meta_updates.value})
+        where: dict[str, Any] = {"id": run_id}
         if running:
-            where &= runs.status == "running"
+            where["status"] = "running"
             if owner is not None:
-                where &= runs.lease_owner == owner
-        changed = int(runs.update(update).where(where).execute())
+                where["lease_owner"] = owner
+        changed = self._writes.update(runs, {field.name: value for field, value in update.items()}, where)
         if running and not changed:
             held = runs.select(runs.status, runs.error).where(runs.id == run_id).first()
             raise LeaseLost(run_id, held.status if held else None, held.error if held else None)
