@@ -73,3 +73,38 @@ def test_structuring_json_runs_the_same_checks() -> None:
         get_converter().structure({**KNOBS, "replay_keep": 0}, ReplayKnobs)
     (cause,) = refused.value.exceptions
     assert isinstance(cause, FieldError) and cause.problem.startswith("replay_keep must be a whole number >= 1")
+
+
+class _Text(str):
+    """A str subclass: not the exact type the quick path takes, so `problem` decides."""
+
+
+def test_a_shapes_quick_path_passes_only_what_its_full_check_passes() -> None:
+    """`Shape.fits` is how most values are checked (one call, no label built); it must never let through a value
+    the full check refuses. Every shape with a quick path, over values of every JSON kind and their edges."""
+    from segue._support import checks as c
+
+    shapes = [
+        c.string(),
+        c.string(min_len=1),
+        c.boolean(),
+        c.one_of(("system", "user")),
+        c.one_of((1, "1")),
+        c.anything(),
+        c.list_of(c.anything()),
+        c.list_of(c.string(min_len=1), min_items=1),
+        c.list_of(c.integer(minimum=0)),
+        c.map_of(c.string()),
+        c.map_of(c.anything()),
+    ]
+    values: list[Any] = [
+        "", "a", "user", "1", _Text("user"), 0, 1, -1, True, False, 1.0, float("nan"), None, [], [""], ["a"],
+        ["a", 1], [0, 1], [True], ("a",), {}, {"k": "v"}, {"k": 1}, {1: "v"},
+    ]  # fmt: skip
+    checked = 0
+    for shape in shapes:
+        for value in values:
+            if shape.fits is not None and shape.fits(value):
+                checked += 1
+                assert shape.problem("v", value) is None, (shape.expected, value)
+    assert checked > 20  # the quick paths did pass values, so the implication was tested

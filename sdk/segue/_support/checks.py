@@ -29,10 +29,14 @@ _MAX_FLOAT = sys.float_info.max
 
 @attrs.frozen
 class Shape:
-    """What one value must be: `expected` in words (`a whole number >= 1`), `problem(label, value)` the check."""
+    """What one value must be: `expected` in words (`a whole number >= 1`), `problem(label, value)` the check.
+
+    `fits(value)`, when given, answers True only for values `problem` passes, without building a label: the way
+    most values go, so constructing a class costs one call per field (`problem` still decides the rest)."""
 
     expected: str
     problem: Problem
+    fits: Callable[[Any], bool] | None = None
 
 
 def shown(value: Any) -> str:
@@ -112,11 +116,18 @@ def string(min_len: int | None = None, max_len: int | None = None, pattern: str 
         )
         return None if ok else _refusal(label, expected, v)
 
+    if max_len is None and search is None:
+        shortest = min_len or 0
+        return Shape(expected, problem, lambda v: v.__class__ is str and len(v) >= shortest)
     return Shape(expected, problem)
 
 
 def boolean() -> Shape:
-    return Shape("True or False", lambda label, v: None if isinstance(v, bool) else _refusal(label, "True or False", v))
+    return Shape(
+        "True or False",
+        lambda label, v: None if isinstance(v, bool) else _refusal(label, "True or False", v),
+        lambda v: v.__class__ is bool,
+    )
 
 
 def one_of(values: Sequence[Any]) -> Shape:
@@ -128,12 +139,15 @@ def one_of(values: Sequence[Any]) -> Shape:
         ok = any(v == a and type(v) is type(a) for a in allowed)
         return None if ok else _refusal(label, expected, v)
 
+    if all(a.__class__ is str for a in allowed):
+        strings = frozenset(allowed)
+        return Shape(expected, problem, lambda v: v.__class__ is str and v in strings)
     return Shape(expected, problem)
 
 
 def anything() -> Shape:
     """A value whose shape its own class checks (an object, a union of objects), or any JSON value."""
-    return Shape("any value", lambda label, v: None)
+    return Shape("any value", lambda label, v: None, lambda v: True)
 
 
 def any_of(*members: Shape) -> Shape:
@@ -154,17 +168,25 @@ def list_of(item: Shape, min_items: int | None = None) -> Shape:
         f" (at least {min_items})" if min_items is not None and min_items > 1 else ""
     )
     checks_items = item.expected != "any value"
+    item_fits = item.fits
+    fewest = min_items or 0
 
     def problem(label: str, v: Any) -> str | None:
         if not isinstance(v, list) or (min_items is not None and len(v) < min_items):
             return _refusal(label, expected, v)
         if checks_items:
             for i, each in enumerate(v):
+                if item_fits is not None and item_fits(each):
+                    continue
                 found = item.problem(f"{label}[{i}]", each)
                 if found is not None:
                     return found
         return None
 
+    if not checks_items:
+        return Shape(expected, problem, lambda v: v.__class__ is list and len(v) >= fewest)
+    if item_fits is not None:
+        return Shape(expected, problem, lambda v: v.__class__ is list and len(v) >= fewest and all(map(item_fits, v)))
     return Shape(expected, problem)
 
 
@@ -172,12 +194,15 @@ def map_of(value: Shape) -> Shape:
     """JSON `object` with string keys, each value `value`; a bad value is named by its key."""
     expected = "a dict of strings to " + _plural(value.expected)
     checks_values = value.expected != "any value"
+    value_fits = value.fits
 
     def problem(label: str, v: Any) -> str | None:
         if not isinstance(v, dict) or not all(isinstance(k, str) for k in v):
             return _refusal(label, expected, v)
         if checks_values:
             for k, each in v.items():
+                if value_fits is not None and value_fits(each):
+                    continue
                 found = value.problem(f"{label}[{k!r}]", each)
                 if found is not None:
                     return found
@@ -201,9 +226,10 @@ def field(shape: Shape, *, title: str | None = None, optional: bool = False) -> 
     field; the UNSET of an optional nullable one is passed by `hooks.unset_or` around this)."""
     gloss = f" ({title})" if title else ""
     check = shape.problem
+    fits = shape.fits or (lambda value: False)
 
     def validate(inst: Any, attribute: Any, value: Any) -> None:
-        if value is None and optional:
+        if fits(value) or (value is None and optional):
             return
         found = check(attribute.name, value)
         if found is not None:
