@@ -63,7 +63,6 @@ def conversation(draw: Any) -> tuple[list[StoredRun], ReplayKnobs]:
                 plan_replay(
                     {x.run_id: x for x in runs},
                     ReplayKnobs(runs=[x.run_id for x in runs], replay_last="all", replay_reasoning=True),
-                    "t",
                     CURRENT,
                 ).messages
                 if runs
@@ -105,7 +104,7 @@ def conversation(draw: Any) -> tuple[list[StoredRun], ReplayKnobs]:
 @given(conversation())
 def test_planning_invariants(case: tuple[list[StoredRun], ReplayKnobs]) -> None:
     runs, knobs = case
-    plan = plan_replay({r.run_id: r for r in runs}, knobs, "t", CURRENT)
+    plan = plan_replay({r.run_id: r for r in runs}, knobs, CURRENT)
     messages = plan.messages
     if messages:
         assert messages[0].role == "user" and messages[-1].role == "assistant"

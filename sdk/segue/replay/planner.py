@@ -95,7 +95,6 @@ def check_runs(stored: Mapping[str, StoredRun], run_ids: Sequence[str], tenant_i
 def plan_replay(
     stored: Mapping[str, StoredRun],
     knobs: ReplayKnobs,
-    tenant_id: str,
     current: CurrentPrefix,
     *,
     guardrails: bool = False,

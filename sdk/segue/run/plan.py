@@ -198,7 +198,6 @@ class Planner:
         plan = plan_replay(
             stored,
             compactions.after_vendor(request.knobs, vendor_ref),
-            request.tenant_id,
             config.current,
             guardrails=bool(self.agent.guardrails),
             view=view,
