@@ -190,6 +190,7 @@ class DBOSAgent:
             "pause": resumption.pause,
             "iteration": resumption.iteration,
             "round": bool(resumption.waiting),  # a pause with calls pending resumes with their round
+            "waiting": list(resumption.waiting),
             "approved": approved if isinstance(approved, bool) else dict(approved),
             "tool_results": dict(tool_results) if tool_results is not None else None,
         }
@@ -263,6 +264,10 @@ class DBOSAgent:
             events = pipeline.resumed(resumption, streaming=False, steps=steps)
         elif held.status == "running" and steps.holds(held.owner):  # this workflow's process died: continue it
             events = pipeline.recover(run_id, tenant_id, streaming=False, deps=self.deps, steps=steps)
+        elif held.status == "running" and _paused_since(await self._stored_meta(run_id), resumed):
+            # This workflow's part ended at a later pause (its process died before DBOS noted that); a resume of
+            # that pause holds the run now.
+            return {"run_id": run_id, "status": "waiting_approval"}
         elif held.status == "running":
             raise RunStateError(
                 f"run {run_id} was resumed by another request already (outside workflow {workflow_id})",
@@ -287,6 +292,15 @@ class DBOSAgent:
 def _paused_once(meta: Any) -> bool:
     """Whether a run's journal holds a pause (its pending calls stay in its meta once it is resumed)."""
     return meta is not None and meta.segue_pending is not None
+
+
+def _paused_since(meta: Any, resumed: Mapping[str, Any]) -> bool:
+    """Whether the pause a run's journal holds last is not the one a resume's workflow resumed (`resumed`)."""
+    pending = meta.segue_pending if meta is not None else None
+    return pending is not None and (pending.iteration, list(pending.calls)) != (
+        resumed["iteration"],
+        resumed["waiting"],
+    )
 
 
 async def _last_result(events: Any) -> RunResult:

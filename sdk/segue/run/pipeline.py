@@ -33,7 +33,7 @@ from ulid import ULID
 
 from segue.cache.notes import RunNotes
 from segue.errors import InputError, RunStateError
-from segue.generated import RunEvent, RunMeta, RunResult, ToolCallRecord, get_converter
+from segue.generated import RunDetail, RunEvent, RunMeta, RunResult, ToolCallRecord, get_converter
 from segue.providers.base import serving_path
 from segue.replay.paths import still_sent
 from segue.run import unfinished
@@ -67,6 +67,7 @@ class Resumption:
     the iteration it paused at, the calls it waits on, the decision for each, and the client's own results."""
 
     stored: StoredRun
+    detail: RunDetail
     request: RunRequest
     iteration: int
     waiting: list[str]
@@ -210,12 +211,17 @@ class Pipeline:
     ) -> Resumption:
         """A resume checked (reads only): the paused run, its request, the calls it waits on and the decisions for
         them. RunStateError / InputError for a run that cannot be resumed so, before anything is written."""
-        stored = await load_own_run(self.store(), run_id, tenant_id, self.agent.name, "resume")
+        store = self.store()
+        stored = await load_own_run(store, run_id, tenant_id, self.agent.name, "resume")
         iteration, waiting = pending_calls(stored)
         decisions = decisions_for(waiting, approved, tool_results)
-        request = self.validate(arguments_of(stored), deps=deps)
+        detail = await asyncio.to_thread(store.get_run, stored.run_id, tenant_id=tenant_id)
+        assert detail is not None  # read above, and runs are never deleted
+        # The same run, so its metadata too: the trailing state's app_state after the pause is the one before it.
+        request = self.validate({**arguments_of(stored), "metadata": detail.metadata}, deps=deps)
         return Resumption(
             stored=stored,
+            detail=detail,
             request=request,
             iteration=iteration,
             waiting=waiting,
@@ -253,7 +259,9 @@ class Pipeline:
             )
         events = self.until_stopped(
             state,
-            self._resumed_events(state, resumption.waiting, resumption.decisions, resumption.tool_results, streaming),
+            self._resumed_events(
+                state, resumption.detail, resumption.waiting, resumption.decisions, resumption.tool_results, streaming
+            ),
         )
         async with contextlib.aclosing(events):
             async for event in events:
@@ -262,6 +270,7 @@ class Pipeline:
     async def _resumed_events(
         self,
         state: RunState,
+        detail: RunDetail,
         waiting: Collection[str],
         decisions: Mapping[str, bool],
         tool_results: Mapping[str, str] | None,
@@ -272,17 +281,19 @@ class Pipeline:
         recovery found finished when it paused an approved call that was in flight (segue.run.loop). They are read
         back, not run again."""
         asked = tool_calls(state.own[-1])
-        detail = await asyncio.to_thread(self.store().get_run, state.run_id, tenant_id=state.request.tenant_id)
-        journaled = [c for c in detail.tool_calls if c.iteration == state.iteration] if detail is not None else []
+        journaled = [c for c in detail.tool_calls if c.iteration == state.iteration]
         finished: dict[str, ToolCallRecord] = {}
         if waiting and len(waiting) < len(asked):  # a normal pause waits on every call of the response
             finished = {c.call_id: c for c in journaled if c.result is not None and c.call_id not in waiting}
+            state.journaled_images = await asyncio.to_thread(
+                self.store().tool_calls.images, state.run_id, state.iteration, finished
+            )
         calls = [c for c in asked if c.id in waiting or c.id in finished]
         # Its events continue the paused run's; where they stand is journaled before its calls are announced.
         now, later = round_announcements(
             state, self.loop.tools, calls, finished=finished, skip=finished, decisions=decisions, supplied=tool_results
         )
-        events = mark(state.events + now, later, tool_writes(detail, state.iteration) if detail is not None else 0)
+        events = mark(state.events + now, later, tool_writes(detail, state.iteration))
         await self.recorder.record(state, state.iteration, None, [], RunMeta(segue_events=events))
         if calls:
             async for event in self.loop.tool_round(state, calls, decisions, tool_results, finished):

@@ -103,6 +103,10 @@ async def recover(
             state = await pipeline.resumed_state(stored, request, iteration, trace)
         _check_configuration(stored, held.fingerprint, request, state, agent.config_hash)
         finished, interrupted = _tool_steps(state, detail)
+        # The images those calls returned: their round's tool message carries them, as the first run's would have.
+        state.journaled_images = await asyncio.to_thread(
+            store.tool_calls.images, stored.run_id, state.iteration, finished
+        )
         if detail.llm_interactions:
             last = detail.llm_interactions[-1]
             model = last.model
