@@ -9,7 +9,8 @@ DBOS_URL the run is a DBOS workflow (segue.durable.dbos); POINT `recover` then l
 which recovers the pending workflow, and prints the run's result and DBOS's steps as JSON. The RESUME_POINTS
 resume the store's paused run (its charge approved) as a DBOS workflow and die in the resumed part; `recover_resume`
 recovers that workflow. POINT `image` runs the Shelf conversation (a tool that returns an image) and dies once that
-tool's result is journaled, its round's other call still running.
+tool's result is journaled, its round's other call still running; `approval_image` the same with a charge that
+requires approval beside the snapshot (paused for it, resumed with it approved, killed during the charge).
 """
 
 from __future__ import annotations
@@ -56,13 +57,18 @@ class Settle:
 
 
 class Shelf:
-    """The twin's model for the image round: a snapshot of the shelf and a lookup in one round, then the answer."""
+    """The twin's model for the image round: a snapshot of the shelf and a lookup (or, `charging`, a charge) in one
+    round, then the answer."""
+
+    def __init__(self, *, charging: bool = False) -> None:
+        self.beside = PlannedCall(name="charge", arguments={"cents": 500}) if charging else None
 
     def respond(self, view: ConversationView) -> AssistantTurn:
         results = view.tool_results()
         if not results:
             snapshot = PlannedCall(name="snapshot", arguments={"shelf": "B2"})
-            return AssistantTurn(tool_calls=(snapshot, PlannedCall(name="lookup", arguments={"q": "order 7"})))
+            beside = self.beside or PlannedCall(name="lookup", arguments={"q": "order 7"})
+            return AssistantTurn(tool_calls=(snapshot, beside))
         return AssistantTurn(text="seen: " + " | ".join(r.content for r in results))
 
 
@@ -120,8 +126,8 @@ def build(
 ) -> Agent:
     """The agent; `point`: where it dies; `approval`: charge requires approval (and dies as at point `tool`);
     `images`: it has the snapshot tool too (the Shelf conversation)."""
-    approval = approval or point in ("approval", *RESUME_POINTS)
-    images = images or point == "image"
+    approval = approval or point in ("approval", "approval_image", *RESUME_POINTS)
+    images = images or point in ("image", "approval_image")
 
     @tool(retry_safe=True)
     def lookup(q: str) -> str:
@@ -136,6 +142,8 @@ def build(
     def snapshot(shelf: str) -> ToolOutput:
         """A photo of a shelf."""
         log(folder, "tools.jsonl", {"tool": "snapshot", "shelf": shelf})
+        while point == "approval_image" and _count(folder, "charge") == 0:
+            time.sleep(0.01)  # the charge beside it is running before the snapshot finishes
         image = ImageBlock(source=Base64ImageSource(media_type="image/png", data=base64.b64encode(PNG).decode()))
         return ToolOutput(content=f"shelf {shelf}: photographed", images=(image,))
 
@@ -144,6 +152,8 @@ def build(
         log(folder, "tools.jsonl", {"tool": "charge", "cents": cents})
         if point in ("tool", "approval"):
             die()
+        if point == "approval_image":
+            time.sleep(60)  # in flight when the process dies, once the snapshot's result is journaled
         return f"charged {cents}"
 
     charging = tool(requires_approval=approval)(charge)
@@ -168,7 +178,7 @@ def build(
                 die()
 
         recorder.record_response = then_die  # type: ignore[method-assign]
-    if point == "image":  # the snapshot's result is journaled, the lookup beside it still running
+    if point in ("image", "approval_image"):  # the snapshot's result is journaled, the call beside it running
         record_tool = recorder.record_tool
 
         async def record_then_die(state: Any, record: Any, message: Any, images: Any = ()) -> None:
@@ -255,14 +265,20 @@ def on_dbos(url: str, folder: Path, twin_url: str, point: str, dbos_url: str, sc
         DBOS.destroy()
 
 
+async def run_then_resume(agent: Agent) -> Any:
+    """The run, paused for the charge's approval, resumed with it approved (in one event loop: the agent's client
+    keeps its connections to the twin between the two)."""
+    paused = await agent.run("settle order 7", metadata=METADATA)
+    assert paused.status == "waiting_approval", paused
+    return await agent.resume(paused.run_id, approved=True)
+
+
 def main(argv: list[str]) -> None:
     url, folder, twin_url, point = argv[0], Path(argv[1]), argv[2], argv[3]
     if len(argv) > 4:
         on_dbos(url, folder, twin_url, point, argv[4], argv[5])
-    elif point == "approval":  # paused for the charge, resumed with it approved, killed during it
-        agent = build(url, folder, twin_url, point)
-        paused = asyncio.run(agent.run("settle order 7", metadata=METADATA))
-        asyncio.run(agent.resume(paused.run_id, approved=True))
+    elif point in ("approval", "approval_image"):  # paused for the charge, resumed with it approved, killed during it
+        asyncio.run(run_then_resume(build(url, folder, twin_url, point)))
     elif os.environ.get("SEGUE_TEST_EVENTS"):  # streamed: each event logged (events.jsonl) as it arrives
         asyncio.run(stream_logged(build(url, folder, twin_url, point), folder))
     else:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durable_agent import METADATA, POINTS, RESUME_POINTS, build, served, twin_server
+from durable_agent import METADATA, POINTS, RESUME_POINTS, build, run_then_resume, served, twin_server
 from recovery_support import check_recovered, child, kill_at, store_url, tools, twin, uninterrupted
 
 from segue import RunStore
@@ -68,7 +68,7 @@ def resumed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("resumed")
     with twin_server() as server:
         agent = build(f"sqlite:///{folder}/segue.db", folder, server.url, approval=True)
-        result = asyncio.run(_paused_then_resumed(agent))
+        result = asyncio.run(run_then_resume(agent))
         detail = agent.store.get_run(result.run_id)
         assert detail is not None and result.status == "success"
         # The resumed run keeps its metadata: the trailing state's app_state is the one it started with.
@@ -118,10 +118,3 @@ def test_a_resume_killed_in_its_dbos_workflow_continues_where_it_died(
     assert [t.message for t in detail.traces] == [t.message for t in resumed["detail"].traces]
     assert [c.provider_request for c in detail.llm_interactions] == (sent[:3] if point == "resume_model" else sent)
     agent.store.close()
-
-
-async def _paused_then_resumed(agent: Any) -> Any:
-    """(In one event loop: the agent's client keeps its connections to the twin between the two.)"""
-    paused = await agent.run("settle order 7", metadata=METADATA)
-    assert paused.status == "waiting_approval"
-    return await agent.resume(paused.run_id, approved=True)

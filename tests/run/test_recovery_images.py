@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durable_agent import METADATA, Shelf, build, served, twin_server
+from durable_agent import METADATA, Shelf, build, run_then_resume, served, twin_server
 from recovery_support import kill_at, store_url, tools
 
 from segue_twin.server import TwinServer
@@ -49,7 +49,8 @@ async def test_a_recovered_round_sends_the_image_a_finished_tool_returned(
 ) -> None:
     url = store_url(kind, tmp_path)
     kill_at("image", url, tmp_path, shelf_twin.url)
-    assert tools(tmp_path) == ["snapshot", "lookup"], "killed with the snapshot done and the lookup running"
+    # (the two run concurrently: logged in either order)
+    assert sorted(tools(tmp_path)) == ["lookup", "snapshot"], "killed with the snapshot done and the lookup running"
     agent = build(url, tmp_path, shelf_twin.url, images=True)
     (run_id,) = [r.run_id for r in agent.store.list_runs(status="running")]
     result = await agent.recover(run_id)
@@ -57,9 +58,38 @@ async def test_a_recovered_round_sends_the_image_a_finished_tool_returned(
     sent, base = served(shelf_twin), shown["served"]
     assert len(base) == 2 and len(_images(base[1])) == 1, "the uninterrupted run's second request shows the image"
     assert sent == base  # the first request once, the next one byte-identical: the image where it was
-    assert tools(tmp_path) == ["snapshot", "lookup", "lookup"], "the snapshot not again; the retry_safe lookup again"
+    assert sorted(tools(tmp_path)) == ["lookup", "lookup", "snapshot"], "the snapshot once; the retry_safe lookup again"
     assert (result.status, result.answer) == ("success", shown["result"].answer)
     detail = agent.store.get_run(run_id)
     assert detail is not None
     assert [t.message for t in detail.traces] == [t.message for t in shown["detail"].traces]
+    agent.store.close()
+
+
+async def test_an_approved_call_asked_again_resumes_beside_the_image_the_journal_holds(tmp_path: Path) -> None:
+    """A charge that requires approval, approved and running beside a snapshot, its process SIGKILLed once the
+    snapshot's result is journaled: recovery asks for the charge's approval again (segue.run.loop), and the resume
+    runs it beside the snapshot's journaled result and image. The request after the round is the uninterrupted
+    run's, byte for byte (SQLite; the journal's images are read the same way as by recovery, on both stores)."""
+    folder = tmp_path / "shown"
+    folder.mkdir()
+    with twin_server(Shelf(charging=True)) as server:
+        plain = build(f"sqlite:///{folder}/segue.db", folder, server.url, images=True, approval=True)
+        expected = await run_then_resume(plain)
+        base = served(server)
+    assert expected.status == "success" and len(base) == 2 and len(_images(base[1])) == 1
+
+    with twin_server(Shelf(charging=True)) as server:
+        url = store_url("sqlite", tmp_path)
+        kill_at("approval_image", url, tmp_path, server.url)
+        assert sorted(tools(tmp_path)) == ["charge", "snapshot"]  # (run concurrently: logged in either order)
+        agent = build(url, tmp_path, server.url, images=True, approval=True)
+        (run_id,) = [r.run_id for r in agent.store.list_runs(status="running")]
+        asked = await agent.recover(run_id)
+        assert asked.status == "waiting_approval" and [p.name for p in asked.pending_approvals or []] == ["charge"]
+        done = await agent.resume(run_id, approved=True)
+        sent = served(server)
+    assert (done.status, done.answer) == ("success", expected.answer)
+    assert sent == base  # the image the snapshot returned before the kill is where it was
+    assert sorted(tools(tmp_path)) == ["charge", "charge", "snapshot"], "the snapshot once; the charge approved twice"
     agent.store.close()
