@@ -6,16 +6,22 @@ forked from a parent that imported this module: recovery_support.child): the age
 loopback HTTP (the twin runs in the test's process, so what it served survives the kill: its `exchanges`), and
 every tool invocation is appended to LOG_DIR/tools.jsonl as it starts (the tool's own invocation log). With
 DBOS_URL the run is a DBOS workflow (segue.durable.dbos); POINT `recover` then launches DBOS in a new process,
-which recovers the pending workflow, and prints the run's result and DBOS's steps as JSON.
+which recovers the pending workflow, and prints the run's result and DBOS's steps as JSON. The RESUME_POINTS
+resume the store's paused run (its charge approved) as a DBOS workflow and die in the resumed part; `recover_resume`
+recovers that workflow. POINT `image` runs the Shelf conversation (a tool that returns an image) and dies once that
+tool's result is journaled, its round's other call still running; `approval_image` the same with a charge that
+requires approval beside the snapshot (paused for it, resumed with it approved, killed during the charge).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,13 +30,17 @@ import anthropic
 
 from segue import Agent, RunStore, tool
 from segue._core.contracts import ProviderRequest, ProviderResponse, StreamDone, StreamEvent
+from segue.generated import Base64ImageSource, ImageBlock
 from segue.providers.anthropic import AnthropicProvider
+from segue.tools import ToolOutput
 from segue_twin import TWIN_API_KEY, AssistantTurn, ConversationView, PlannedCall, Twin
 from segue_twin.server import TwinServer, serve
 
 LEASE_SECONDS = 0.5
 MODEL = "claude-sonnet-4-6"
 POINTS = ["model", "between", "tool", "tool_safe", "final"]
+#: Where a resume through DBOS dies: its first model call served (its answer lost), or its end being written.
+RESUME_POINTS = ["resume_model", "resume_final"]
 METADATA = {"desk": "north"}
 
 
@@ -46,9 +56,29 @@ class Settle:
         return AssistantTurn(text="done: " + " | ".join(r.content for r in results))
 
 
-def twin_server() -> TwinServer:
-    """A fresh twin (its ids start again at 1) serving on loopback."""
-    return serve(twin=Twin(policy=Settle()))
+class Shelf:
+    """The twin's model for the image round: a snapshot of the shelf and a lookup (or, `charging`, a charge) in one
+    round, then the answer."""
+
+    def __init__(self, *, charging: bool = False) -> None:
+        self.beside = PlannedCall(name="charge", arguments={"cents": 500}) if charging else None
+
+    def respond(self, view: ConversationView) -> AssistantTurn:
+        results = view.tool_results()
+        if not results:
+            snapshot = PlannedCall(name="snapshot", arguments={"shelf": "B2"})
+            beside = self.beside or PlannedCall(name="lookup", arguments={"q": "order 7"})
+            return AssistantTurn(tool_calls=(snapshot, beside))
+        return AssistantTurn(text="seen: " + " | ".join(r.content for r in results))
+
+
+#: The image the snapshot tool returns: a PNG's signature, its IHDR (2 x 2 pixels) and some bytes.
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x02\x00\x00\x00\x02\x08\x06\x00\x00\x00" + b"\x07" * 64
+
+
+def twin_server(policy: Any = None) -> TwinServer:
+    """A fresh twin (its ids start again at 1) serving on loopback; `policy`: its model (Settle by default)."""
+    return serve(twin=Twin(policy=policy or Settle()))
 
 
 def served(server: TwinServer) -> list[Any]:
@@ -91,8 +121,13 @@ class Killable(AnthropicProvider):
             yield item
 
 
-def build(url: str, folder: Path, twin_url: str, point: str | None = None, *, approval: bool = False) -> Agent:
-    """The agent; `point`: where it dies; `approval`: charge requires approval (and dies as at point `tool`)."""
+def build(
+    url: str, folder: Path, twin_url: str, point: str | None = None, *, approval: bool = False, images: bool = False
+) -> Agent:
+    """The agent; `point`: where it dies; `approval`: charge requires approval (and dies as at point `tool`);
+    `images`: it has the snapshot tool too (the Shelf conversation)."""
+    approval = approval or point in ("approval", "approval_image", *RESUME_POINTS)
+    images = images or point in ("image", "approval_image")
 
     @tool(retry_safe=True)
     def lookup(q: str) -> str:
@@ -100,22 +135,34 @@ def build(url: str, folder: Path, twin_url: str, point: str | None = None, *, ap
         log(folder, "tools.jsonl", {"tool": "lookup", "q": q})
         if point == "tool_safe" and _count(folder, "lookup") == 1:
             die()
+        if point == "image":
+            time.sleep(60)  # in flight when the process dies, once the snapshot's result is journaled
         return f"{q}: shipped"
+
+    def snapshot(shelf: str) -> ToolOutput:
+        """A photo of a shelf."""
+        log(folder, "tools.jsonl", {"tool": "snapshot", "shelf": shelf})
+        while point == "approval_image" and _count(folder, "charge") == 0:
+            time.sleep(0.01)  # the charge beside it is running before the snapshot finishes
+        image = ImageBlock(source=Base64ImageSource(media_type="image/png", data=base64.b64encode(PNG).decode()))
+        return ToolOutput(content=f"shelf {shelf}: photographed", images=(image,))
 
     def charge(cents: int) -> str:
         """Charge the customer (not safe to repeat)."""
         log(folder, "tools.jsonl", {"tool": "charge", "cents": cents})
         if point in ("tool", "approval"):
             die()
+        if point == "approval_image":
+            time.sleep(60)  # in flight when the process dies, once the snapshot's result is journaled
         return f"charged {cents}"
 
-    charging = tool(requires_approval=approval or point == "approval")(charge)
+    charging = tool(requires_approval=approval)(charge)
     store = RunStore(url)
-    provider = Killable(twin_url, die_on=2 if point == "model" else None)
+    provider = Killable(twin_url, die_on={"model": 2, "resume_model": 1}.get(point or ""))
     agent = Agent(
         provider,
         "You settle orders.",
-        [lookup, charging],
+        [lookup, charging, *([tool(snapshot)] if images else [])],
         store,
         lease_seconds=LEASE_SECONDS,
         # The app's state on every request (its metadata): a recovered run's requests carry it as the first did.
@@ -131,7 +178,17 @@ def build(url: str, folder: Path, twin_url: str, point: str | None = None, *, ap
                 die()
 
         recorder.record_response = then_die  # type: ignore[method-assign]
-    if point == "final":  # inside the transaction that records the run's end, before it commits
+    if point in ("image", "approval_image"):  # the snapshot's result is journaled, the call beside it running
+        record_tool = recorder.record_tool
+
+        async def record_then_die(state: Any, record: Any, message: Any, images: Any = ()) -> None:
+            await record_tool(state, record, message, images)
+            if record.name == "snapshot":
+                assert message is None and images, "the snapshot was to finish first"
+                die()
+
+        recorder.record_tool = record_then_die  # type: ignore[method-assign]
+    if point in ("final", "resume_final"):  # inside the transaction that records the run's end, before it commits
         update_run = store._update_run
 
         def update_then_die(run_id: str, update: dict[Any, Any], *args: Any, **kw: Any) -> int:
@@ -175,15 +232,21 @@ def on_dbos(url: str, folder: Path, twin_url: str, point: str, dbos_url: str, sc
     from segue.durable.dbos import DBOSAgent
 
     DBOS(config=dbos_config(dbos_url, schema))
-    durable = DBOSAgent(build(url, folder, twin_url, None if point == "recover" else point))
+    recovering = point in ("recover", "recover_resume")
+    durable = DBOSAgent(build(url, folder, twin_url, None if recovering else point, approval=point == "recover_resume"))
     DBOS.launch()  # a process that takes over recovers the pending workflow here
     try:
-        if point != "recover":
+        if point in RESUME_POINTS:  # the run the test paused, its charge approved
+            (paused,) = durable.store.list_runs(status="waiting_approval")
+            asyncio.run(durable.resume(paused.run_id, approved=True))
+            return
+        if not recovering:
             asyncio.run(durable.run("settle order 7", metadata=METADATA))
             return
         (workflow,) = DBOS.list_workflows()
         DBOS.retrieve_workflow(workflow.workflow_id).get_result()
-        result = asyncio.run(durable.result(workflow.workflow_id))
+        (run_id,) = {r.run_id for r in durable.store.list_runs()}
+        result = asyncio.run(durable.result(run_id))
         steps = [s["function_name"] for s in DBOS.list_workflow_steps(workflow.workflow_id)]
         status = DBOS.get_workflow_status(workflow.workflow_id)
         print(
@@ -194,6 +257,7 @@ def on_dbos(url: str, folder: Path, twin_url: str, point: str, dbos_url: str, sc
                     "answer": result.answer,
                     "steps": steps,
                     "workflow": status.status if status else None,
+                    "workflow_id": workflow.workflow_id,
                 }
             )
         )
@@ -201,14 +265,20 @@ def on_dbos(url: str, folder: Path, twin_url: str, point: str, dbos_url: str, sc
         DBOS.destroy()
 
 
+async def run_then_resume(agent: Agent) -> Any:
+    """The run, paused for the charge's approval, resumed with it approved (in one event loop: the agent's client
+    keeps its connections to the twin between the two)."""
+    paused = await agent.run("settle order 7", metadata=METADATA)
+    assert paused.status == "waiting_approval", paused
+    return await agent.resume(paused.run_id, approved=True)
+
+
 def main(argv: list[str]) -> None:
     url, folder, twin_url, point = argv[0], Path(argv[1]), argv[2], argv[3]
     if len(argv) > 4:
         on_dbos(url, folder, twin_url, point, argv[4], argv[5])
-    elif point == "approval":  # paused for the charge, resumed with it approved, killed during it
-        agent = build(url, folder, twin_url, point)
-        paused = asyncio.run(agent.run("settle order 7", metadata=METADATA))
-        asyncio.run(agent.resume(paused.run_id, approved=True))
+    elif point in ("approval", "approval_image"):  # paused for the charge, resumed with it approved, killed during it
+        asyncio.run(run_then_resume(build(url, folder, twin_url, point)))
     elif os.environ.get("SEGUE_TEST_EVENTS"):  # streamed: each event logged (events.jsonl) as it arrives
         asyncio.run(stream_logged(build(url, folder, twin_url, point), folder))
     else:

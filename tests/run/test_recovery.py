@@ -166,8 +166,8 @@ async def test_an_engine_leaves_a_run_recovered_outside_it(tmp_path: Path, twin:
     agent = build(url, tmp_path, twin.url)
     (run_id,) = [r.run_id for r in agent.store.list_runs(status="running")]
     before = agent.store.counts()
-    with pytest.raises(RunStateError, match=rf"run {run_id} is held by a process that recovered it outside dbos"):
-        async for _ in agent._pipeline.recover(run_id, "default", streaming=False, steps=DBOSSteps()):
+    with pytest.raises(RunStateError, match=rf"run {run_id} is held by a process that recovered or resumed it outs"):
+        async for _ in agent._pipeline.recover(run_id, "default", streaming=False, steps=DBOSSteps(run_id)):
             pass
     assert agent.store.counts() == before and len(served(twin)) == 2
     assert (await agent.recover(run_id)).status == "success"  # still the lapsed run it was

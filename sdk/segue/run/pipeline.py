@@ -33,7 +33,7 @@ from ulid import ULID
 
 from segue.cache.notes import RunNotes
 from segue.errors import InputError, RunStateError
-from segue.generated import RunEvent, RunMeta, RunResult, ToolCallRecord, get_converter
+from segue.generated import RunDetail, RunEvent, RunMeta, RunResult, ToolCallRecord, get_converter
 from segue.providers.base import serving_path
 from segue.replay.paths import still_sent
 from segue.run import unfinished
@@ -59,6 +59,27 @@ from segue.store.leases import new_owner
 from segue.store.records import TERMINAL, IdempotencyKeyTaken, StoredRun
 from segue.store.run_store import RunStore
 from segue.telemetry import RunTrace, attached
+
+
+@attrs.frozen(kw_only=True)
+class Resumption:
+    """A resume checked before anything is written (Pipeline.resumption): the paused run, its request rebuilt,
+    the iteration it paused at, the calls it waits on, the decision for each, and the client's own results."""
+
+    stored: StoredRun
+    detail: RunDetail
+    request: RunRequest
+    iteration: int
+    waiting: list[str]
+    decisions: dict[str, bool]
+    tool_results: Mapping[str, str] | None
+
+    @property
+    def pause(self) -> int:
+        """Which pause of the run this resumes: the seq of its RUN_PAUSED event (each pause has its own; 0 for a
+        run stored without event marks)."""
+        events = self.stored.meta.segue_events
+        return events.count if events is not None else 0
 
 
 class Pipeline:
@@ -171,16 +192,49 @@ class Pipeline:
         *,
         streaming: bool,
         deps: Any = None,
+        steps: Steps | None = None,
     ) -> AsyncGenerator[RunEvent, None]:
         """Continue a paused run. Everything is checked and planned before the run is claimed: a refusal changes
-        nothing."""
+        nothing. `steps`: the engine that runs its steps (segue.run.steps)."""
+        resumption = await self.resumption(run_id, approved, tool_results, tenant_id, deps=deps)
+        async for event in self.resumed(resumption, streaming=streaming, steps=steps):
+            yield event
+
+    async def resumption(
+        self,
+        run_id: Any,
+        approved: bool | Mapping[str, bool],
+        tool_results: Mapping[str, str] | None,
+        tenant_id: str,
+        *,
+        deps: Any = None,
+    ) -> Resumption:
+        """A resume checked (reads only): the paused run, its request, the calls it waits on and the decisions for
+        them. RunStateError / InputError for a run that cannot be resumed so, before anything is written."""
         store = self.store()
         stored = await load_own_run(store, run_id, tenant_id, self.agent.name, "resume")
         iteration, waiting = pending_calls(stored)
         decisions = decisions_for(waiting, approved, tool_results)
-        request = self.validate(arguments_of(stored), deps=deps)
-        trace = self.trace(request)
-        resumed = self._resume(stored, request, trace, iteration, waiting, decisions, tool_results, streaming)
+        detail = await asyncio.to_thread(store.get_run, stored.run_id, tenant_id=tenant_id)
+        assert detail is not None  # read above, and runs are never deleted
+        # The same run, so its metadata too: the trailing state's app_state after the pause is the one before it.
+        request = self.validate({**arguments_of(stored), "metadata": detail.metadata}, deps=deps)
+        return Resumption(
+            stored=stored,
+            detail=detail,
+            request=request,
+            iteration=iteration,
+            waiting=waiting,
+            decisions=decisions,
+            tool_results=tool_results,
+        )
+
+    async def resumed(
+        self, resumption: Resumption, *, streaming: bool, steps: Steps | None = None
+    ) -> AsyncGenerator[RunEvent, None]:
+        """A checked resume (`resumption`) carried out: the run claimed, the calls it waited on, then the loop."""
+        trace = self.trace(resumption.request)
+        resumed = self._resume(resumption, trace, streaming, steps)
         try:
             async with contextlib.aclosing(resumed):
                 async for event in resumed:
@@ -190,27 +244,25 @@ class Pipeline:
             raise
 
     async def _resume(
-        self,
-        stored: StoredRun,
-        request: RunRequest,
-        trace: RunTrace,
-        iteration: int,
-        waiting: Collection[str],
-        decisions: Mapping[str, bool],
-        tool_results: Mapping[str, str] | None,
-        streaming: bool,
+        self, resumption: Resumption, trace: RunTrace, streaming: bool, steps: Steps | None
     ) -> AsyncGenerator[RunEvent, None]:
-        store, tenant_id = self.store(), stored.tenant_id
+        store, stored = self.store(), resumption.stored
         with attached(trace):
-            state = await self.resumed_state(stored, request, iteration, trace)
-        claimed = await self.claim(state, store.claim_paused, stored.run_id, tenant_id)
+            state = await self.resumed_state(stored, resumption.request, resumption.iteration, trace)
+        state.steps = steps  # (its engine names the new lease)
+        claimed = await self.claim(state, store.claim_paused, stored.run_id, stored.tenant_id)
         if not claimed:
             raise RunStateError(
                 f"run {stored.run_id} was resumed by another request already",
                 run_id=stored.run_id,
                 reason="already_resumed",
             )
-        events = self.until_stopped(state, self._resumed_events(state, waiting, decisions, tool_results, streaming))
+        events = self.until_stopped(
+            state,
+            self._resumed_events(
+                state, resumption.detail, resumption.waiting, resumption.decisions, resumption.tool_results, streaming
+            ),
+        )
         async with contextlib.aclosing(events):
             async for event in events:
                 yield event
@@ -218,6 +270,7 @@ class Pipeline:
     async def _resumed_events(
         self,
         state: RunState,
+        detail: RunDetail,
         waiting: Collection[str],
         decisions: Mapping[str, bool],
         tool_results: Mapping[str, str] | None,
@@ -228,17 +281,19 @@ class Pipeline:
         recovery found finished when it paused an approved call that was in flight (segue.run.loop). They are read
         back, not run again."""
         asked = tool_calls(state.own[-1])
-        detail = await asyncio.to_thread(self.store().get_run, state.run_id, tenant_id=state.request.tenant_id)
-        journaled = [c for c in detail.tool_calls if c.iteration == state.iteration] if detail is not None else []
+        journaled = [c for c in detail.tool_calls if c.iteration == state.iteration]
         finished: dict[str, ToolCallRecord] = {}
         if waiting and len(waiting) < len(asked):  # a normal pause waits on every call of the response
             finished = {c.call_id: c for c in journaled if c.result is not None and c.call_id not in waiting}
+            state.journaled_images = await asyncio.to_thread(
+                self.store().tool_calls.images, state.run_id, state.iteration, finished
+            )
         calls = [c for c in asked if c.id in waiting or c.id in finished]
         # Its events continue the paused run's; where they stand is journaled before its calls are announced.
         now, later = round_announcements(
             state, self.loop.tools, calls, finished=finished, skip=finished, decisions=decisions, supplied=tool_results
         )
-        events = mark(state.events + now, later, tool_writes(detail, state.iteration) if detail is not None else 0)
+        events = mark(state.events + now, later, tool_writes(detail, state.iteration))
         await self.recorder.record(state, state.iteration, None, [], RunMeta(segue_events=events))
         if calls:
             async for event in self.loop.tool_round(state, calls, decisions, tool_results, finished):

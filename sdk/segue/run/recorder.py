@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 
 import attrs
 
@@ -18,6 +19,7 @@ from segue._core.contracts import ProviderResponse
 from segue.errors import ProviderError, StoreError
 from segue.generated import (
     EventMark,
+    ImageBlock,
     LlmInteraction,
     Message,
     PendingCalls,
@@ -163,9 +165,12 @@ class Recorder:
         )
         await self.record(state, interaction.iteration, interaction, [], meta)
 
-    async def record_tool(self, state: RunState, record: ToolCallRecord, message: Message | None) -> None:
+    async def record_tool(
+        self, state: RunState, record: ToolCallRecord, message: Message | None, images: Sequence[ImageBlock] = ()
+    ) -> None:
         """A tool step: its result, as it completes, renewing the lease. The round's last result brings its tool
-        `message`, which joins the run's messages and is stored in the same transaction."""
+        `message`, which joins the run's messages and is stored in the same transaction; an earlier one the `images`
+        its tool returned, which recovery reads back to make that message (segue.store.tool_calls)."""
         if message is not None:
             state.own.append(message)
             await self.record(state, record.iteration, None, [record])
@@ -178,6 +183,7 @@ class Recorder:
             record,
             lease_seconds=self.agent.lease_seconds,
             owner=state.lease_owner,
+            images=images,
         )
 
     async def record_tool_starts(self, state: RunState, calls: list[ToolCallRecord]) -> None:

@@ -78,10 +78,10 @@ async def recover(
         )
     if steps is not None and not (held.owner or "").startswith(f"{steps.engine}:"):
         # Taken over by a recovery outside the engine (Agent.recover, `segue serve` at start) once its lease
-        # lapsed: that process may be running it now, so the engine leaves it.
+        # lapsed, or resumed by another of its executions: that process may be running it now, so it is left.
         raise RunStateError(
-            f"run {stored.run_id} is held by a process that recovered it outside {steps.engine}, not by a "
-            f"{steps.engine} execution: it is left to that process",
+            f"run {stored.run_id} is held by a process that recovered or resumed it outside this execution "
+            f"({steps.engine}), not by one of its own: it is left to that process",
             run_id=stored.run_id,
             reason="already_recovered",
         )
@@ -103,6 +103,10 @@ async def recover(
             state = await pipeline.resumed_state(stored, request, iteration, trace)
         _check_configuration(stored, held.fingerprint, request, state, agent.config_hash)
         finished, interrupted = _tool_steps(state, detail)
+        # The images those calls returned: their round's tool message carries them, as the first run's would have.
+        state.journaled_images = await asyncio.to_thread(
+            store.tool_calls.images, stored.run_id, state.iteration, finished
+        )
         if detail.llm_interactions:
             last = detail.llm_interactions[-1]
             model = last.model
@@ -195,7 +199,8 @@ def _tool_steps(state: RunState, detail: RunDetail) -> tuple[Mapping[str, ToolCa
 def journaled_steps(state: RunState, detail: RunDetail) -> list[StepRef]:
     """The steps a recovered run's journal holds, in the order they ran: each model step, then the tool steps of
     its round in the order of the response's calls, for every round that completed. The round in flight is left
-    to the recovered run, which takes each of its calls (finished or not) as a step in that order."""
+    to the recovered run, which takes each of its calls (finished or not) as a step in that order. (An engine
+    whose execution began at a pause counts those from there: segue.durable.dbos.)"""
     position = {c.id: i for i, c in enumerate(c for m in state.own if m.role == "assistant" for c in tool_calls(m))}
     in_flight = state.iteration if state.own and state.own[-1].role == "assistant" else None
     rounds: dict[int, list[ToolCallRecord]] = {}
@@ -203,8 +208,9 @@ def journaled_steps(state: RunState, detail: RunDetail) -> list[StepRef]:
         if record.iteration != in_flight and record.result is not None:
             rounds.setdefault(record.iteration, []).append(record)
     refs: list[StepRef] = []
-    for interaction in sorted(detail.llm_interactions, key=lambda c: c.iteration):
-        iteration = interaction.iteration
+    # One model step per iteration: a failed call that paused a resumed run again is followed, at its iteration,
+    # by the call of the next resume (another execution's step).
+    for iteration in sorted({c.iteration for c in detail.llm_interactions}):
         refs.append(StepRef(kind="model_call", run_id=state.run_id, iteration=iteration))
         for record in sorted(rounds.get(iteration, []), key=lambda r: position.get(r.call_id, len(position))):
             refs.append(StepRef(kind="tool_call", run_id=state.run_id, iteration=iteration, call_id=record.call_id))

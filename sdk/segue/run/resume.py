@@ -47,7 +47,7 @@ async def load_own_run(store: RunStore, given: Any, tenant_id: str, agent_name: 
 def arguments_of(stored: StoredRun) -> dict[str, Any]:
     """The run's request as it was made, as Agent.run arguments: input, history, context, the replayed runs and
     knobs, the model / vendor override, the model settings. The app's metadata and idempotency key are not carried
-    over."""
+    over (resume and recovery, which continue the same run, pass its metadata themselves)."""
     request = stored.meta.segue_request or StoredRequest()
     replay = stored.meta.segue_replay
     knobs = replay.knobs if replay is not None else None

@@ -16,6 +16,7 @@ from segue.generated import (
     CacheCollapse,
     CacheVerdict,
     ChildRun,
+    ImageBlock,
     Message,
     PendingApproval,
     PrefixDescriptor,
@@ -132,6 +133,9 @@ class RunState:
     children: list[ChildRun] = attrs.Factory(list)
     #: Calls of the current tool round whose sub-run paused for approval (call id -> sub-run id): the run pauses too.
     paused_children: dict[str, str] = attrs.Factory(dict)
+    #: The images the journal holds for the finished calls of the round in flight (call id -> images), read back by
+    #: recovery and resume (segue.store.tool_calls): the round's tool message carries them as the first run's would.
+    journaled_images: dict[str, tuple[ImageBlock, ...]] = attrs.Factory(dict)
     #: Index in `own` -> the message as the run's requests send it, its earlier tool results clipped to fit the
     #: context window (segue.run.fit_iterations); the same object on every later request.
     clipped: dict[int, Message] = attrs.Factory(dict)

@@ -40,7 +40,9 @@ class StepRef:
 class Steps(Protocol):
     """An engine that runs a run's steps (segue.durable.dbos.DBOSSteps)."""
 
-    #: The engine's name: the lease tokens of the runs it runs start with it (segue.store.leases.new_owner).
+    #: The engine's name, and which of its executions runs the run when its recovery must tell them apart (DBOS:
+    #: the workflow, `dbos-<digest>`): the lease tokens of the runs it runs start with it
+    #: (segue.store.leases.new_owner), and its recovery takes over only such a lease.
     engine: str
 
     async def model_call(self, ref: StepRef, step: Callable[[], Awaitable[T]]) -> T:

@@ -90,18 +90,18 @@ class ToolRunner:
         decisions: Mapping[str, bool],
         supplied: Mapping[str, str] | None,
         *,
-        record: Callable[[RunState, ToolCallRecord, Message | None], Awaitable[None]],
+        record: Callable[[RunState, ToolCallRecord, Message | None, Sequence[ImageBlock]], Awaitable[None]],
         finished: Mapping[str, ToolCallRecord] | None = None,
         interrupted: Collection[str] = (),
     ) -> ToolRound:
         """Execute (or deny) each call, concurrently (one tool step each). `decisions` approve calls that need it;
         `supplied` holds results the client computed itself (client-side tools). (`starts` names the calls whose
         start must be journaled first); `record` stores each result as its call completes; the last to
-        complete brings the round's tool message, stored in the same write.
+        complete brings the round's tool message, stored in the same write (an earlier one, the images it returned).
 
-        A recovered run (segue.run.recovery) passes the results its journal holds (`finished`: read back, neither
-        run nor recorded again) and the calls that were in flight when its process died and may not run twice
-        (`interrupted`: an error result says so)."""
+        A recovered run (segue.run.recovery) passes the results its journal holds (`finished`: read back with their
+        images, `state.journaled_images`, neither run nor recorded again) and the calls that were in flight when
+        its process died and may not run twice (`interrupted`: an error result says so)."""
         tools = state.plan.config.tools.by_name
         completed: dict[str, tuple[ToolOutcome, ToolResultBlock, ToolCallRecord]] = {}
 
@@ -112,6 +112,7 @@ class ToolRunner:
                 outcome = ToolOutcome(
                     result=ToolResultBlock(tool_call_id=call.id, content=stored.result or "", is_error=stored.is_error),
                     duration_ms=stored.duration_ms,
+                    images=state.journaled_images.get(call.id, ()),
                 )
                 completed[call.id] = (outcome, _protected(outcome.result), stored)
 
@@ -153,7 +154,9 @@ class ToolRunner:
             )
             completed[call.id] = (outcome, result, done)
             last = len(completed) == len(calls)
-            await record(state, done, tool_message([completed[c.id] for c in calls]) if last else None)
+            # The round's last result brings its tool message (with every image); an earlier one its own images.
+            message = tool_message([completed[c.id] for c in calls]) if last else None
+            await record(state, done, message, () if last else outcome.images)
             return outcome, result, done
 
         async def run(call: ToolCallBlock, tool: Tool | None) -> ToolOutcome:

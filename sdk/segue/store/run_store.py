@@ -24,6 +24,7 @@ import peewee as pw
 from segue._core.hashing import canonical_json
 from segue.errors import StoreError
 from segue.generated import (
+    ImageBlock,
     LlmInteraction,
     Message,
     RunDetail,
@@ -51,11 +52,11 @@ from segue.store.rows import (
     replay_sql,
     stored_runs,
     summary_from_row,
-    tool_row,
     trace_rows,
 )
 from segue.store.statements import Statements
 from segue.store.text import decode
+from segue.store.tool_calls import ToolCalls
 
 DEFAULT_URL = "sqlite:///segue.db"
 
@@ -91,6 +92,7 @@ class RunStore:
         self.prewarms = Prewarms(self.models, self._units, self.bodies)
         self.leases = Leases(self.db, self.models, self._units)
         self.lineage = Lineage(self.models, self._units, self._metas)
+        self.tool_calls = ToolCalls(self.models, self.bodies, self._units, self._writes)  # rows, and a finished call's images
         shown = redact(self.url)
         #: The schema version found when a writer opened the store (before migrating); None for readers.
         self.migrated_from: int | None = None
@@ -205,16 +207,22 @@ class RunStore:
                     **interaction_columns(interaction, skeleton),
                 }])  # fmt: skip
             for call in tool_calls:
-                self._write_tool(run_id, call)
+                self.tool_calls.write(run_id, call)
 
         self._units.write(work, idempotent=False)
         self.bodies.written([*parts, *(meta.parts if meta else ())])
 
     def record_tool_call(
-        self, run_id: str, call: ToolCallRecord, *, lease_seconds: float | None = None, owner: str | None = None
+        self,
+        run_id: str,
+        call: ToolCallRecord,
+        *,
+        lease_seconds: float | None = None,
+        owner: str | None = None,
+        images: Sequence[ImageBlock] = (),
     ) -> None:
-        """One tool call's result as it completes, renewing the run's lease; LeaseLost (nothing written) unless
-        the run is `running` and held by `owner` (when given)."""
+        """One tool call's result and the `images` it returned (`tool_calls.images` reads them) as it completes,
+        renewing the run's lease; LeaseLost (nothing written) unless the run is `running` and held by `owner`."""
 
         def work() -> None:
             update: dict[Any, Any] = {}
@@ -223,7 +231,7 @@ class RunStore:
             else:
                 update[self.models.AgentRun.status] = "running"  # an update with nothing else to set
             self._update_run(run_id, update, None, None, None, owner=owner, running=True)
-            self._write_tool(run_id, call)
+            self.tool_calls.write(run_id, call, images)
 
         self._units.write(work, idempotent=False)
 
@@ -235,17 +243,9 @@ class RunStore:
         def work() -> None:
             update = {self.models.AgentRun.status: "running"}  # the compare-and-set on the holder, nothing else
             self._update_run(run_id, update, None, None, None, owner=owner, running=True)
-            self._writes.insert(self.models.ToolCallRow, [{**tool_row(run_id, c), "result": None} for c in calls])
+            self.tool_calls.starts(run_id, calls)
 
         self._units.write(work, idempotent=False)
-
-    def _write_tool(self, run_id: str, call: ToolCallRecord) -> None:
-        """Inside a write: a call's result, into the row its start wrote (record_tool_starts), or a new row."""
-        rows = self.models.ToolCallRow
-        row = tool_row(run_id, call)
-        started = {"run_id": run_id, "iteration": call.iteration, "call_id": call.call_id, "result": None}
-        if not self._writes.update(rows, row, started):
-            self._writes.insert(rows, [row])
 
     def _update_run(
         self,
