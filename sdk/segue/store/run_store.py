@@ -92,7 +92,8 @@ class RunStore:
         self.prewarms = Prewarms(self.models, self._units, self.bodies)
         self.leases = Leases(self.db, self.models, self._units)
         self.lineage = Lineage(self.models, self._units, self._metas)
-        self.tool_calls = ToolCalls(self.models, self.bodies, self._units, self._writes)  # rows, and a finished call's images
+        # tool rows, and a finished call's images
+        self.tool_calls = ToolCalls(self.models, self.bodies, self._units, self._writes)
         shown = redact(self.url)
         #: The schema version found when a writer opened the store (before migrating); None for readers.
         self.migrated_from: int | None = None
