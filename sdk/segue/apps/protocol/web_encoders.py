@@ -192,7 +192,8 @@ class AiSdkEncoder:
         if event.type == "RUN_STARTED":
             if _recovered(event):
                 self.restart = _restart(event)
-                if self.started:  # the client's message goes on; its open blocks are superseded
+                if self.started:  # the client's message goes on: its open step ends before the next one
+                    self.step = -1
                     return self._close("text", "reasoning")
             self.started = True
             return [{"type": "start", "messageId": event.run_id, "messageMetadata": {"run_id": event.run_id}}]
