@@ -362,7 +362,7 @@ def _text(frames: list[tuple[str | None, Any]]) -> str:
 def test_a_run_recovered_at_start_is_reachable_by_its_run_stream_with_last_event_id(tmp_path: Path) -> None:
     """Issue 36 item 2: the second server recovers the run when it starts (no client asked) and keeps its events;
     a client that reconnects with `Last-Event-ID: <run_id>:<seq>` gets the rest, one gapless sequence. The
-    notifications carry no request_id (no request of a client started the recovery)."""
+    notifications' request_id says the server recovered it (no request of a client did)."""
     config = _config(tmp_path)
 
     def start(address: tuple[str, int]) -> Stream:
@@ -393,5 +393,5 @@ def test_a_run_recovered_at_start_is_reachable_by_its_run_stream_with_last_event
     seqs = [e["seq"] for e in events + later]
     assert seqs == list(range(1, len(seqs) + 1)), seqs
     assert [frame_id for frame_id, _ in rest] == [f"{run_id}:{e['seq']}" for e in later]
-    assert all("request_id" not in data["params"] for _, data in rest)
+    assert {data["params"]["request_id"] for _, data in rest} == {f"recovered:{run_id}"}
     assert later[-1]["result"]["status"] == "success"

@@ -86,13 +86,13 @@ class HttpServer:
         tokens: Tokens | None = None,
         limits: Limits,
         web: Web | None = None,
-        on_start: Callable[[], Coroutine[Any, Any, None]] | None = None,
+        on_start: Callable[[], Coroutine[Any, Any, list[str]]] | None = None,
     ) -> None:
         self.dispatcher = dispatcher
         self.web = web
         #: The runs kept beyond sessions (segue.apps.protocol.run_logs): the web runs and the recovered ones.
         self.runs = web.logs if web is not None else RunLogs(buffer=limits.event_buffer, max_logs=limits.max_sessions)
-        #: Work done once the server listens, before it says so: recovering the runs a killed server left.
+        #: Work done once the server listens, before it says so (its lines printed after): the recoveries at start.
         self.on_start = on_start
         self.host = host
         self.port = port
@@ -117,8 +117,7 @@ class HttpServer:
             server = await asyncio.start_server(self._connection, self.host, self.port)
         except OSError as e:
             raise ServeError(f"cannot listen on {self.host}:{self.port}: {e.strerror or e}") from None
-        if self.on_start is not None:
-            await self.on_start()
+        started = await self.on_start() if self.on_start is not None else []
         host, port = server.sockets[0].getsockname()[:2]
         base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
         auth = "bearer tokens required" if self.tokens else "no tokens: any local process may connect"
@@ -128,6 +127,8 @@ class HttpServer:
             file=sys.stderr,
             flush=True,
         )
+        for line in started:
+            print(line, file=sys.stderr, flush=True)
         with contextlib.suppress(NotImplementedError, RuntimeError):
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.stopping.set)
         quiet_accept_failures(asyncio.get_running_loop())

@@ -22,7 +22,6 @@ import collections
 import contextlib
 import json
 import logging
-import sys
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from typing import Any
@@ -71,8 +70,11 @@ class RunLog:
         thread: str | None = None,
         client_run_id: str | None = None,
         abandon_after: float | None = None,
+        origin: str = "recovered",
     ) -> None:
         self.run_id, self.tenant, self.agent = run_id, tenant, agent
+        #: The `request_id` of its run/event notifications: where the run came from, the id of no client's request.
+        self.request_id = f"{origin}:{run_id}"
         self.thread, self.client_run_id = thread, client_run_id
         #: Seconds the run goes on without a reader before it is cancelled (None: to its end).
         self.abandon_after = abandon_after
@@ -158,8 +160,6 @@ class RunLogs:
     def __init__(self, *, buffer: int = 1000, max_logs: int = 1000, keep_seconds: float = KEEP_SECONDS) -> None:
         self.buffer, self.max_logs, self.keep_seconds = buffer, max_logs, keep_seconds
         self.logs: dict[str, RunLog] = {}
-        #: Ending the lapsed runs nobody recovered, once the start's recoveries claimed theirs.
-        self.sweeping: asyncio.Task[None] | None = None
 
     def open(self, run_id: str, tenant: str, agent: str, **kwargs: Any) -> RunLog:
         self.reap()
@@ -192,8 +192,6 @@ class RunLogs:
     async def stop(self) -> None:
         """The server is stopping: cancel the runs still going and wait for each to record its end."""
         tasks = [g.task for g in self.logs.values() if g.task is not None and not g.task.done()]
-        if self.sweeping is not None:
-            tasks.append(self.sweeping)
         for task in tasks:
             task.cancel("the server is stopping")
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -243,7 +241,8 @@ async def event_frames(found: RunLog, after: int | None) -> AsyncGenerator[bytes
             if after is not None and seq != after + 1:
                 yield f": the run's events after seq {after} up to {seq - 1} are no longer held\n\n".encode()
             after = seq
-            message = {"jsonrpc": "2.0", "method": "run/event", "params": {"event": shown(event)}}
+            params = {"request_id": found.request_id, "event": shown(event)}
+            message = {"jsonrpc": "2.0", "method": "run/event", "params": params}
             data = json.dumps(message, ensure_ascii=True)
             yield f"id: {found.run_id}:{seq}\nevent: run/event\ndata: {data}\n\n".encode()
 
@@ -261,42 +260,43 @@ async def write_kept(writer: asyncio.StreamWriter, found: RunLog, after: int | N
             await writer.drain()
 
 
-async def recover_at_start(app: ServeApp, logs: RunLogs) -> None:
+async def recover_at_start(app: ServeApp, logs: RunLogs) -> list[str]:
     """The runs a killed server left `running`: each of its agents' runs whose lease lapsed is recovered in a task
     of its own (Agent.recover_stream), its events kept in `logs` so a client reconnects to it with Last-Event-ID.
-    Returns once each has its log (before the server says it listens, so a client finds them); then, in the
-    background, the runs nobody recovered within the grace period (another agent's, say) end `error`."""
+    Once each claimed its run (or was refused), the runs nobody recovered within the grace period (another agent's,
+    say) end `error`; then it returns what it did, in lines for the server to print once it said it listens (it
+    returns before, so a client finds the runs it holds)."""
     claims: list[asyncio.Future[bool]] = []
     for name, entry in app.agents.items():
         try:
             lapsed = await asyncio.to_thread(entry.store.leases.lapsed, entry.pausing.name, None)
-        except Exception as e:
+            details = [await asyncio.to_thread(entry.store.get_run, r, tenant_id=t) for r, t in lapsed]
+        except Exception as e:  # left to the sweep, as a run this configuration cannot continue is
             log.warning("segue serve: could not list the lapsed runs of agent %s: %s", name, e)
             continue
-        for run_id, tenant in lapsed:
-            detail = await asyncio.to_thread(entry.store.get_run, run_id, tenant_id=tenant)
+        for (run_id, tenant), detail in zip(lapsed, details, strict=True):
             thread = detail.metadata.get("thread_id") if detail is not None and detail.metadata else None
             found = logs.open(run_id, tenant, name, thread=thread if isinstance(thread, str) else None)
             claimed: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
             claims.append(claimed)
             logs.start(found, _claimed(entry.pausing.recover_stream(run_id, tenant_id=tenant), claimed, logs, found))
-    logs.sweeping = asyncio.create_task(_sweep(app, claims))
+    return await _sweep(app, claims)
 
 
-async def _sweep(app: ServeApp, claims: list[asyncio.Future[bool]]) -> None:
+async def _sweep(app: ServeApp, claims: list[asyncio.Future[bool]]) -> list[str]:
     """Once every recovery claimed its run (or was refused), end the lapsed runs nobody recovered."""
+    lines = []
     recovered = sum(await asyncio.gather(*claims))
     if recovered:
-        print(f"segue serve: recovering {recovered} run(s) whose process had died", file=sys.stderr, flush=True)
+        lines.append(f"segue serve: recovering {recovered} run(s) whose process had died")
     for url, store in app.stores.items():
         swept = await asyncio.to_thread(store.sweep, grace=SWEEP_GRACE_SECONDS)
         if swept:
-            print(
+            lines.append(
                 f"segue serve: marked {len(swept)} abandoned run(s) error in {redact(url)} (their lease expired "
-                f"over {SWEEP_GRACE_SECONDS:g} s ago and nobody recovered them)",
-                file=sys.stderr,
-                flush=True,
+                f"over {SWEEP_GRACE_SECONDS:g} s ago and nobody recovered them)"
             )
+    return lines
 
 
 async def _claimed(

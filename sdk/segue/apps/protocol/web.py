@@ -220,6 +220,7 @@ class Web:
             thread=request.thread_id,
             client_run_id=request.client_run_id,
             abandon_after=self.resume_seconds,
+            origin="web",
         )
         self.logs.start(run, _following(first, events), release)
         return _headers(route), read(route, run, None)
