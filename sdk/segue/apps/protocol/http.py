@@ -13,7 +13,10 @@
   otherwise), acts only for the tenants the token allows, and shares sessions only with that token. Binding an
   address beyond loopback without tokens is refused.
 - Agents in a web page (segue.apps.protocol.web, docs/web.md): `POST /ag-ui/{agent}` answers an AG-UI RunAgentInput
-  and `POST /ai-sdk/{agent}` a Vercel AI SDK chat request, each with its protocol's event stream (same tokens).
+  and `POST /ai-sdk/{agent}` a Vercel AI SDK chat request, each with its protocol's event stream (same tokens);
+  `GET /{route}/{agent}/{thread}/stream` resumes it (Last-Event-ID), 204 when the server holds no such run.
+- Runs no session started (web runs, and the runs recovered at start: segue.apps.protocol.run_logs) are read with
+  `GET /events?session=NAME&run=RUN_ID` too.
 - Limits (`http` in the config, defaults in `Limits`): connections at once, the time to send a request, the size
   of a body and of all bodies held at once, the number of sessions. Each answers with its own HTTP status.
 

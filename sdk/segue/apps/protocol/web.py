@@ -19,6 +19,10 @@ stream) on `segue serve --http`, both built from the agent's RunEvent stream.
 - The final event carries the run as segue knows it (AG-UI's `RUN_FINISHED.metadata`, the AI SDK's `finish`
   messageMetadata): segue's run id, status, usage, cached_share, cost and the replay summary.
 
+- Each run is produced into the server's run log (segue.apps.protocol.run_logs) and each stream reads it: every
+  frame carries the id `<run_id>:<seq>` of the event it encodes (`.<i>` on an event's frames before its last), and
+  `GET /{route}/{agent}/{thread}/stream` with Last-Event-ID resumes after it (docs/web.md).
+
 The agent's own tools run on the server; a client-side tool pauses the run (waiting_approval, as over JSON-RPC)
 and the stream ends with the pending calls in its final event's metadata.
 """
