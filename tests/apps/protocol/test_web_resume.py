@@ -351,6 +351,36 @@ def test_a_web_run_another_server_recovered_at_start_resumes_from_the_last_frame
     assert again == {"type": "tool-input-start", "toolCallId": seen[-1][1]["toolCallId"], "toolName": "run_query"}
 
 
+def test_an_ag_ui_run_another_server_recovered_at_start_resumes_with_last_event_id(tmp_path: Path) -> None:
+    """AG-UI documents no resumption of a lost stream, so its client uses the SSE Last-Event-ID header on a GET of
+    the same thread (docs/web.md), naming its AG-UI runId, which the recovering server never saw, for RUN_FINISHED.
+    The run is not started again (AG-UI allows one RUN_STARTED per run)."""
+    config = _config(tmp_path)
+    body = _body("ag-ui", "crash", "How many orders?")
+    seen, _ = _killed_mid_run(config, lambda address: Stream(address, "POST", "/ag-ui/analyst", body))
+    run_id = _run_id("ag-ui", seen)
+    assert seen and seen[-1][1]["type"] == "TOOL_CALL_END", seen  # it died in run_query
+    with _server(config) as (_, address):
+        path = "/ag-ui/analyst/crash/stream?runId=crash-run"
+        rest = _read_all(address, "GET", path, Last_Event_ID=str(seen[-1][0]))
+        fresh = _read_all(address, "POST", "/ag-ui/analyst", _body("ag-ui", "fresh", "How many orders?"))
+    types = [d["type"] for _, d in rest]
+    assert "RUN_STARTED" not in types and types[-1] == "RUN_FINISHED", types
+    finished = rest[-1][1]
+    assert (finished["threadId"], finished["runId"], finished["metadata"]["status"]) == (
+        "crash",
+        "crash-run",
+        "success",
+    )
+    _check_ids(seen + rest, run_id)
+
+    def shown(frames: list[tuple[str | None, Any]]) -> tuple[list[Any], str]:
+        results = [d["content"] for _, d in frames if d["type"] == "TOOL_CALL_RESULT"]
+        return results, "".join(d["delta"] for _, d in frames if d["type"] == "TEXT_MESSAGE_CONTENT")
+
+    assert shown(seen + rest) == shown(fresh) and shown(fresh)[1] != ""
+
+
 def _outputs(frames: list[tuple[str | None, Any]]) -> list[Any]:
     return [d["output"] for _, d in frames if isinstance(d, dict) and d["type"] == "tool-output-available"]
 
