@@ -425,3 +425,23 @@ def test_a_run_recovered_at_start_is_reachable_by_its_run_stream_with_last_event
     assert [frame_id for frame_id, _ in rest] == [f"{run_id}:{e['seq']}" for e in later]
     assert {data["params"]["request_id"] for _, data in rest} == {f"recovered:{run_id}"}
     assert later[-1]["result"]["status"] == "success"
+
+
+async def test_a_resume_after_events_the_server_no_longer_holds_says_which_before_the_rest() -> None:
+    """The run's log keeps its last `event_buffer` events: a client whose next events were dropped (or were sent by
+    a server that died, and never reached this one) is told which, in an SSE comment, then gets what is held."""
+    from segue.apps.protocol.run_logs import RunLog
+    from segue.apps.protocol.web import read
+    from segue.generated import RunEvent
+
+    log = RunLog("R1", "default", "analyst", 2, thread="t")
+    log.append(RunEvent(type="RUN_STARTED", run_id="R1", seq=1, iteration=0, meta={}))
+    for seq in (2, 3, 4):
+        log.append(RunEvent(type="TEXT_DELTA", run_id="R1", seq=seq, text=f"t{seq}", iteration=1, meta={}))
+    log.finish()
+    frames = [frame async for frame in read("ai-sdk", log, (1, None))]
+    assert frames[0] == b": the run's events after seq 1 up to 2 are not held here\n\n"
+    ids = [frame.split(b"\n")[0] for frame in frames if frame.startswith(b"id: ")]
+    assert ids == [b"id: R1:3.1", b"id: R1:3.2", b"id: R1:3", b"id: R1:4"], frames
+    whole = [frame async for frame in read("ai-sdk", log, (3, None))]
+    assert whole[0].startswith(b"id: R1:4\n"), "nothing is missing after seq 3: no comment"

@@ -294,6 +294,7 @@ async def read(route: Route, run: RunLog, after: tuple[int, int | None] | None) 
     else:
         encoder = AiSdkEncoder(started=after is not None)
     seen = (after[0], after[1] or _LAST) if after is not None else None
+    gap_checked = False  # whether the first event the log holds follows the client's last
     with run.reading():
         try:
             async for event in run.follow():
@@ -304,6 +305,9 @@ async def read(route: Route, run: RunLog, after: tuple[int, int | None] | None) 
                 restart = event.meta.get("after") if event.type == "RUN_STARTED" else None
                 if seen is not None and isinstance(restart, int) and restart < seen[0]:
                     seen = (restart, _LAST)
+                if seen is not None and not gap_checked and seq > seen[0] + 1:
+                    yield f": the run's events after seq {seen[0]} up to {seq - 1} are not held here\n\n".encode()
+                gap_checked = True
                 parts = encoder.event(event)
                 for i, part in enumerate(parts, 1):
                     last = i == len(parts)
