@@ -3,10 +3,10 @@
 # Schema: schemas/explain.schema.json (sha256:000302839e53eba4c49b2272006382b350992cc432026f8e10d1dc3872f78f4f)
 # Schema: schemas/message.schema.json (sha256:eadfcecdd06164c4a3d10ad39b91a923d153074cbe4e1d727c763fe86992ff0e)
 # Schema: schemas/prefix.schema.json (sha256:cffcc32caa4c17dbd5ac0819c2d9ac2b85916801e0361607e9861b0510a52e7c)
-# Schema: schemas/protocol.schema.json (sha256:c62a2f44131e2c5d89640a7e4b8301aa345814f1dff9772c5f25cd31d011af28)
+# Schema: schemas/protocol.schema.json (sha256:d071917b890b5637ecd35c65b2af21095c3e9836f8f147986977a7eabc963bc8)
 # Schema: schemas/replay.schema.json (sha256:cc9b34f8a90d4a4327eafd11ed87c5ac92920df31e6277a389fd9d90d6685e7c)
 # Schema: schemas/runs.schema.json (sha256:79870c6622658cf93b546a0e55b2e14e2d60e9181945cd567bfdf17ac6a64ecb)
-# Schema: schemas/serve.schema.json (sha256:d76549f36ec6b8a79eab39fcf59badcd97133768f1b020b37b19ac788f46e1dd)
+# Schema: schemas/serve.schema.json (sha256:a4610576675df4f0ad370ed8c6bc4c501b69e1f6381106343c37135c5c422da7)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """Generated types: one module per schema file, re-exported here."""
 

@@ -100,8 +100,8 @@ def test_a_run_stream_reconnects_with_last_event_id_across_a_recovery_in_another
     seen = [event["seq"] for _, event in received]
     assert seen == list(range(1, len(seen) + 1)) and received[-1][1]["type"] == "TOOL_CALL", received
     with http_server(config, env) as second:
-        # Its lease lapses once this server started (segue serve recovers lapsed runs at start; their events reach
-        # no session): the clock is moved, nothing else.
+        # Its lease lapses once this server started, so this client's run/recover continues it (a run whose lease
+        # lapsed before, the server recovers at start: test_web_resume.py): the clock is moved, nothing else.
         store = RunStore(f"sqlite:///{tmp_path}/runs.db")
         store.db.execute_sql("UPDATE agent_runs SET lease_expires_at = 1 WHERE id = ?", (run_id,))
         store.close()

@@ -56,23 +56,29 @@ def serve(config: Path, *, http: bool = False, host: str = "127.0.0.1", port: in
     tokens = _tokens(settings.http, config) if http else None
     app = build_app(settings, config, "http" if http else "stdio")
     try:
-        _sweep(app)
         if http:
-            from segue.apps.protocol.http import HttpServer, Limits
+            from segue.apps.protocol.http import HttpServer
+            from segue.apps.protocol.limits import Limits
+            from segue.apps.protocol.run_logs import RunLogs, recover_at_start
             from segue.apps.protocol.web import Web
 
             limits = Limits.from_config(settings.http)
             wire_limits = server_limits(settings, limits.max_body_bytes, http=limits.to_wire())
             control = Control(transport="http", limits=wire_limits)
+            # The runs a killed server left are recovered once the server listens, their events kept like a web
+            # run's, so a client reconnects to them with Last-Event-ID (segue.apps.protocol.run_logs).
+            logs = RunLogs(buffer=limits.event_buffer, max_logs=limits.max_sessions)
             server = HttpServer(
                 make_dispatcher(app, control),
                 host=host,
                 port=port,
                 tokens=tokens,
                 limits=limits,
-                web=Web(app, run_slot=control.run_slot),
+                web=Web(app, run_slot=control.run_slot, logs=logs, resume_seconds=limits.web_resume),
+                on_start=lambda: recover_at_start(app, logs),
             )
             return asyncio.run(_stopping_tools(app, server.serve()))
+        _sweep(app)
         from segue.apps.protocol.framing import MAX_BODY_BYTES
         from segue.apps.protocol.stdio import serve_stdio
 
@@ -123,9 +129,10 @@ def _tokens(settings: HttpConfig | None, config: Path) -> Tokens | None:
 
 
 def _sweep(app: ServeApp) -> None:
-    """Runs a killed server left `running`: its agents' runs whose lease lapsed are recovered now, as the same runs
-    (Agent.recover_lapsed); runs nobody recovered within the grace period (another agent's, say) end `error`, so
-    they can be replayed."""
+    """Runs a killed server left `running` (stdio; `--http` recovers them once it listens, keeping their events for
+    a client that reconnects: segue.apps.protocol.run_logs): its agents' runs whose lease lapsed are recovered now,
+    as the same runs (Agent.recover_lapsed); runs nobody recovered within the grace period (another agent's, say)
+    end `error`, so they can be replayed."""
     recovered = 0
     for name, entry in app.agents.items():
         try:

@@ -13,7 +13,10 @@
   otherwise), acts only for the tenants the token allows, and shares sessions only with that token. Binding an
   address beyond loopback without tokens is refused.
 - Agents in a web page (segue.apps.protocol.web, docs/web.md): `POST /ag-ui/{agent}` answers an AG-UI RunAgentInput
-  and `POST /ai-sdk/{agent}` a Vercel AI SDK chat request, each with its protocol's event stream (same tokens).
+  and `POST /ai-sdk/{agent}` a Vercel AI SDK chat request, each with its protocol's event stream (same tokens);
+  `GET /{route}/{agent}/{thread}/stream` resumes it (Last-Event-ID), 204 when the server holds no such run.
+- Runs no session started (web runs, and the runs recovered at start: segue.apps.protocol.run_logs) are read with
+  `GET /events?session=NAME&run=RUN_ID` too.
 - Limits (`http` in the config, defaults in `Limits`): connections at once, the time to send a request, the size
   of a body and of all bodies held at once, the number of sessions. Each answers with its own HTTP status.
 
@@ -26,38 +29,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import json
 import logging
-import math
-import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote
 
-import attrs
-
+from segue.apps.protocol.accept import quiet_accept_failures
 from segue.apps.protocol.auth import Principal, Tokens
 from segue.apps.protocol.config import ServeError
 from segue.apps.protocol.errors import RpcError
 from segue.apps.protocol.framing import encode_message
+from segue.apps.protocol.limits import Limits as Limits  # (where the tests and apps have always found it)
 from segue.apps.protocol.rpc import Dispatcher, Message, response
+from segue.apps.protocol.run_logs import STREAM_HEAD, RunLogs, write_kept
 from segue.apps.protocol.sessions import Channel, Sessions, SessionsFull, Stream, run_stream
 from segue.apps.protocol.web import ROUTES, Web, WebError
-from segue.apps.protocol.web_stream import serve_web
-from segue.generated.protocol import HttpLimits
+from segue.apps.protocol.web_stream import resume_web, serve_web
 from segue.generated.protocol_methods import PROTOCOL_VERSION, ErrorCode
-from segue.generated.serve import HttpConfig
 
 log = logging.getLogger("segue.protocol")
 KEEP_ALIVE_SECONDS = 15.0
 #: How long a response waits for the session's event streams to write the request's events.
 FLUSH_SECONDS = 5.0
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
-#: accept() errors that mean "no file descriptor (or socket buffer) for one more connection right now".
-_OUT_OF_FILES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 _REASONS = {
     200: "OK",
     204: "No Content",
@@ -73,61 +70,6 @@ _REASONS = {
     421: "Misdirected Request",
     503: "Service Unavailable",
 }
-
-
-@attrs.frozen(kw_only=True)
-class Limits:
-    """The server's limits; each default is documented in schemas/serve.schema.json (HttpConfig)."""
-
-    max_connections: int
-    request_timeout: float = 30.0
-    write_timeout: float = 30.0
-    max_body_bytes: int = 16 * 1024 * 1024
-    max_bodies_bytes: int = 64 * 1024 * 1024
-    max_sessions: int = 1000
-    session_idle_seconds: float = 60.0
-    event_buffer: int = 1000
-
-    @classmethod
-    def from_config(cls, config: HttpConfig | None) -> Limits:
-        c = config or HttpConfig()
-        return cls(max_connections=c.max_connections or _default_connections(), **_given(c))
-
-    def to_wire(self) -> HttpLimits:
-        """The limits as `initialize` reports them."""
-        return HttpLimits(
-            max_connections=self.max_connections,
-            request_timeout_seconds=self.request_timeout,
-            max_body_bytes=self.max_body_bytes,
-            max_bodies_bytes=self.max_bodies_bytes,
-            max_sessions=self.max_sessions,
-            session_idle_seconds=self.session_idle_seconds,
-            event_buffer=self.event_buffer,
-        )
-
-
-def _default_connections() -> int:
-    """100, or half the open-file limit when that is lower: connections never starve the process of files."""
-    try:
-        import resource  # POSIX only
-    except ImportError:
-        return 100
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return 100 if soft == resource.RLIM_INFINITY else max(1, min(100, soft // 2))
-
-
-def _given(c: HttpConfig) -> dict[str, Any]:
-    """The limits the config sets (the others keep Limits' defaults)."""
-    chosen: dict[str, Any] = {
-        "request_timeout": c.request_timeout_seconds,
-        "write_timeout": c.write_timeout_seconds,
-        "max_body_bytes": c.max_body_bytes,
-        "max_bodies_bytes": c.max_bodies_bytes,
-        "max_sessions": c.max_sessions,
-        "session_idle_seconds": c.session_idle_seconds,
-        "event_buffer": c.event_buffer,
-    }
-    return {k: v for k, v in chosen.items() if v is not None}
 
 
 class _HttpError(Exception):
@@ -147,9 +89,14 @@ class HttpServer:
         tokens: Tokens | None = None,
         limits: Limits,
         web: Web | None = None,
+        on_start: Callable[[], Coroutine[Any, Any, list[str]]] | None = None,
     ) -> None:
         self.dispatcher = dispatcher
         self.web = web
+        #: The runs kept beyond sessions (segue.apps.protocol.run_logs): the web runs and the recovered ones.
+        self.runs = web.logs if web is not None else RunLogs(buffer=limits.event_buffer, max_logs=limits.max_sessions)
+        #: Work done once the server listens, before it says so (its lines printed after): the recoveries at start.
+        self.on_start = on_start
         self.host = host
         self.port = port
         self.tokens = tokens
@@ -173,6 +120,7 @@ class HttpServer:
             server = await asyncio.start_server(self._connection, self.host, self.port)
         except OSError as e:
             raise ServeError(f"cannot listen on {self.host}:{self.port}: {e.strerror or e}") from None
+        started = await self.on_start() if self.on_start is not None else []
         host, port = server.sockets[0].getsockname()[:2]
         base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
         auth = "bearer tokens required" if self.tokens else "no tokens: any local process may connect"
@@ -182,13 +130,16 @@ class HttpServer:
             file=sys.stderr,
             flush=True,
         )
+        for line in started:
+            print(line, file=sys.stderr, flush=True)
         with contextlib.suppress(NotImplementedError, RuntimeError):
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.stopping.set)
-        _quiet_accept_failures(asyncio.get_running_loop())
+        quiet_accept_failures(asyncio.get_running_loop())
         reaper = asyncio.create_task(self._reap())
         async with server:
             await self.stopping.wait()
         reaper.cancel()
+        await self.runs.stop()
         self.sessions.close("the server is stopping")
         return 0
 
@@ -196,6 +147,7 @@ class HttpServer:
         while True:
             await asyncio.sleep(max(0.05, min(self.limits.session_idle_seconds / 2, 5.0)))
             self.sessions.reap()
+            self.runs.reap()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.connections >= self.limits.max_connections and not self._free_a_waiting_slot():
@@ -253,8 +205,12 @@ class HttpServer:
                 raise _HttpError(405, "GET /events for the server-sent event stream", {"Allow": "GET"})
             if not name:
                 raise _HttpError(400, "name the session: GET /events?session=NAME, and send NAME with your requests")
+            run = parse_qs(query).get("run", [""])[0]
+            kept = self.runs.get(run, principal) if run else None
+            if kept is not None:  # a run this server holds beyond sessions (a web run, a recovered one)
+                await write_kept(writer, kept, run_stream(headers.get("last-event-id"), run), self.stopping)
+                return
             with self._session(principal, name) as channel:
-                run = parse_qs(query).get("run", [""])[0]
                 await self._events(writer, channel, headers.get("last-event-id"), run)
         elif self.web is not None and path.split("/")[1] in ROUTES and path.count("/") == 2:
             route, agent = path.split("/")[1:]
@@ -269,6 +225,24 @@ class HttpServer:
                     await serve_web(self.web, connection, route, agent, body, principal, self.limits.write_timeout)
                 except WebError as e:
                     raise _HttpError(e.status, str(e)) from None
+        elif self.web is not None and path.split("/")[1] in ROUTES and path.count("/") == 4 and path[-7:] == "/stream":
+            _, route, agent, thread, _ = path.split("/")
+            if method != "GET":
+                raise _HttpError(405, f"GET /{route}/{{agent}}/{{thread}}/stream to resume a stream", {"Allow": "GET"})
+            try:
+                await resume_web(
+                    self.web,
+                    (reader, writer),
+                    route,  # type: ignore[arg-type]
+                    agent,
+                    unquote(thread),
+                    parse_qs(query),
+                    headers.get("last-event-id"),
+                    principal,
+                    self.limits.write_timeout,
+                )
+            except WebError as e:
+                raise _HttpError(e.status, str(e)) from None
         else:
             raise _HttpError(404, f"no {path}; POST /rpc for requests, GET /events?session=NAME for notifications")
 
@@ -366,10 +340,7 @@ class HttpServer:
             stream = Stream(sent=channel.last_id if resume_from is None else min(resume_from, channel.last_id))
         channel.streams.add(stream)
         try:
-            writer.write(
-                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                b"Connection: close\r\nX-Accel-Buffering: no\r\n\r\n: subscribed\n\n"
-            )
+            writer.write(STREAM_HEAD)
             await writer.drain()
             first = True
             while not stream.closed and not self.stopping.is_set():
@@ -435,43 +406,6 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[str, str, str, dict[
         raise _HttpError(400, "the request has both Content-Length and Transfer-Encoding; send Content-Length alone")
     path, _, query = target.partition("?")
     return method.upper(), path, query, headers
-
-
-def _quiet_accept_failures(loop: asyncio.AbstractEventLoop) -> None:
-    """A burst of connections past the open-file limit makes every accept() fail (asyncio retries after a
-    second) and asyncio logs a traceback for each: hundreds of them. One line instead, then one per minute
-    with the count, naming the limit. Every other exception goes to the handler that was there before."""
-    previous = loop.get_exception_handler()
-    failed = [0, -math.inf]  # failures so far, when the last line was written
-
-    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        error = context.get("exception")
-        if not (isinstance(error, OSError) and error.errno in _OUT_OF_FILES and "accept" in context["message"]):
-            if previous is not None:
-                previous(loop, context)
-            else:
-                loop.default_exception_handler(context)
-            return
-        failed[0] += 1
-        if loop.time() - failed[1] >= 60:
-            failed[1] = loop.time()
-            log.warning(
-                "cannot accept connections: %s (open-file limit %s); accepting again shortly "
-                "(%d failed accepts so far; lower http.max_connections or raise the limit)",
-                os.strerror(error.errno or 0),
-                _open_file_limit(),
-                failed[0],
-            )
-
-    loop.set_exception_handler(handler)
-
-
-def _open_file_limit() -> str:
-    try:
-        import resource  # POSIX only
-    except ImportError:
-        return "unknown"
-    return str(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
 
 def _error_body(message: str) -> bytes:

@@ -146,6 +146,7 @@ def _python_tool(cfg: ToolConfig, target: str, timeout: float) -> Tool:
             parameters=cfg.parameters if cfg.parameters is not None else base.parameters,
             fn=base.fn,
             requires_approval=bool(cfg.requires_approval) or base.requires_approval,
+            retry_safe=base.retry_safe,  # what `@tool(retry_safe=True)` says holds in a served agent too
             timeout=timeout if cfg.timeout_seconds is not None else base.timeout,
             max_result_chars=base.max_result_chars,
             strict=base.strict,

@@ -19,6 +19,10 @@ stream) on `segue serve --http`, both built from the agent's RunEvent stream.
 - The final event carries the run as segue knows it (AG-UI's `RUN_FINISHED.metadata`, the AI SDK's `finish`
   messageMetadata): segue's run id, status, usage, cached_share, cost and the replay summary.
 
+- Each run is produced into the server's run log (segue.apps.protocol.run_logs) and each stream reads it: every
+  frame carries the id `<run_id>:<seq>` of the event it encodes (`.<i>` on an event's frames before its last), and
+  `GET /{route}/{agent}/{thread}/stream` with Last-Event-ID resumes after it (docs/web.md).
+
 The agent's own tools run on the server; a client-side tool pauses the run (waiting_approval, as over JSON-RPC)
 and the stream ends with the pending calls in its final event's metadata.
 """
@@ -36,8 +40,9 @@ import attrs
 from segue.apps.protocol.auth import DEFAULT_TENANT, Principal, TenantNotAllowed
 from segue.apps.protocol.config import AgentEntry, ServeApp
 from segue.apps.protocol.errors import RpcError
-from segue.catalog.costs import price_ref
-from segue.generated import ChildRun, RunEvent, RunResult, get_converter
+from segue.apps.protocol.run_logs import STALLED, Behind, RunLog, RunLogs, Stalled, run_position
+from segue.apps.protocol.web_encoders import AgUiEncoder, AiSdkEncoder, Part, final_metadata, tool_output
+from segue.generated import RunEvent
 from segue.store.records import TERMINAL
 
 #: The app metadata key under which each run records its thread.
@@ -48,8 +53,9 @@ TURN_KEY = "thread_turn"
 MAX_THREAD_RUNS = 500
 Route = Literal["ag-ui", "ai-sdk"]
 ROUTES: tuple[Route, ...] = ("ag-ui", "ai-sdk")
-#: One event of either stream: a JSON object, or the AI SDK's literal `[DONE]`.
-Part = dict[str, Any] | str
+#: How long a web run goes on without a reader, by default (web_resume_seconds).
+RESUME_SECONDS = 15.0
+__all__ = ["ROUTES", "AgUiEncoder", "AiSdkEncoder", "Web", "WebError", "final_metadata", "parse", "tool_output"]
 
 
 class WebError(Exception):
@@ -169,26 +175,31 @@ def _shown(value: Any) -> str:
 
 
 class Web:
-    """The two routes over the agents of one ServeApp."""
+    """The two routes over the agents of one ServeApp: a POST starts a run, a GET of its thread resumes its stream."""
 
-    def __init__(self, app: ServeApp, run_slot: Callable[[], Callable[[], None]] | None = None) -> None:
+    def __init__(
+        self,
+        app: ServeApp,
+        run_slot: Callable[[], Callable[[], None]] | None = None,
+        *,
+        logs: RunLogs | None = None,
+        resume_seconds: float = RESUME_SECONDS,
+    ) -> None:
         self.app = app
         #: Takes one of the server's max_concurrent_runs slots (RpcError ServerBusy when none is free).
         self.run_slot = run_slot
+        #: The server's run logs: each web run is produced into one, and its streams read it.
+        self.logs = logs if logs is not None else RunLogs()
+        #: How long a run goes on without a reader (web_resume_seconds).
+        self.resume_seconds = resume_seconds
 
     async def open(
         self, route: Route, agent: str, body: bytes, principal: Principal | None
     ) -> tuple[dict[str, str], AsyncGenerator[bytes]]:
         """The response headers and its event frames; WebError when the request is refused (nothing stored)."""
         request = parse(route, body)
-        entry = self.app.agents.get(agent)
-        if entry is None:
-            known = ", ".join(sorted(self.app.agents))
-            raise WebError(404, f"no agent {agent!r} in the server's config; configured: {known}")
-        try:
-            tenant = principal.tenant_for(request.tenant_id) if principal else request.tenant_id or DEFAULT_TENANT
-        except TenantNotAllowed as e:
-            raise WebError(403, str(e)) from None
+        entry = self._entry(agent)
+        tenant = _tenant_of(principal, request.tenant_id)
         runs = await asyncio.to_thread(_thread_runs, entry, agent, request.thread_id, tenant)
         try:
             release = self.run_slot() if self.run_slot is not None else None
@@ -206,14 +217,117 @@ class Web:
             if release is not None:
                 release()
             raise
-        encoder: AgUiEncoder | AiSdkEncoder
-        if route == "ag-ui":
-            encoder = AgUiEncoder(request.thread_id, request.client_run_id or request.thread_id)
-            headers = {"Content-Type": "text/event-stream"}
+        run = self.logs.open(
+            first.run_id,
+            tenant,
+            agent,
+            thread=request.thread_id,
+            client_run_id=request.client_run_id,
+            abandon_after=self.resume_seconds,
+            origin="web",
+        )
+        self.logs.start(run, _following(first, events), release)
+        return _headers(route), read(route, run, None)
+
+    def resume(
+        self,
+        route: Route,
+        agent: str,
+        thread: str,
+        query: dict[str, list[str]],
+        last_event_id: str | None,
+        principal: Principal | None,
+    ) -> tuple[dict[str, str], AsyncGenerator[bytes]] | None:
+        """`GET /{route}/{agent}/{thread}/stream`: the stream of the thread's run this server holds, after the frame
+        `Last-Event-ID` names (from the run's first frame without one); None (204) when it holds no such run: no
+        run of the thread going on, or the named run is not this tenant's thread's (nothing tells which)."""
+        self._entry(agent)
+        tenant = _tenant_of(principal, _tenant(_first(query, "tenant_id"), "?tenant_id"))
+        position = run_position(last_event_id)
+        if position is not None:
+            run = self.logs.get(position[0], principal)
+            if run is None or (run.agent, run.tenant, run.thread) != (agent, tenant, thread):
+                return None
         else:
-            encoder = AiSdkEncoder()
-            headers = {"Content-Type": "text/event-stream", "x-vercel-ai-ui-message-stream": "v1"}
-        return headers, _frames(_following(first, events), encoder.event, encoder.close, release)
+            run = self.logs.active(agent, tenant, thread)
+            if run is None:
+                return None
+        if run.client_run_id is None and route == "ag-ui":  # a run recovered at start: the client names its runId
+            run.client_run_id = _first(query, "runId")
+        return _headers(route), read(route, run, position[1:] if position is not None else None)
+
+    def _entry(self, agent: str) -> AgentEntry:
+        entry = self.app.agents.get(agent)
+        if entry is None:
+            known = ", ".join(sorted(self.app.agents))
+            raise WebError(404, f"no agent {agent!r} in the server's config; configured: {known}")
+        return entry
+
+
+def _tenant_of(principal: Principal | None, requested: str | None) -> str:
+    try:
+        return principal.tenant_for(requested) if principal else requested or DEFAULT_TENANT
+    except TenantNotAllowed as e:
+        raise WebError(403, str(e)) from None
+
+
+def _first(query: dict[str, list[str]], key: str) -> str | None:
+    values = query.get(key)
+    return values[0] if values else None
+
+
+def _headers(route: Route) -> dict[str, str]:
+    if route == "ag-ui":
+        return {"Content-Type": "text/event-stream"}
+    return {"Content-Type": "text/event-stream", "x-vercel-ai-ui-message-stream": "v1"}
+
+
+async def read(route: Route, run: RunLog, after: tuple[int, int | None] | None) -> AsyncGenerator[bytes]:
+    """A reader of the run in its route's protocol: every frame after position `after` ((seq, part), part None: the
+    event's last frame), each with the id of its event. The encoder is given every event the log holds, so its
+    state is the one the client had; frames up to `after` are skipped. A recovered run continues after the seq its
+    RUN_STARTED names: what the client got past it is superseded, and sent again."""
+    thread = run.thread or ""
+    encoder: AgUiEncoder | AiSdkEncoder
+    if route == "ag-ui":
+        encoder = AgUiEncoder(thread, run.client_run_id or thread, started=after is not None)
+    else:
+        encoder = AiSdkEncoder(started=after is not None)
+    seen = (after[0], after[1] or _LAST) if after is not None else None
+    gap_checked = False  # whether the first event the log holds follows the client's last
+    with run.reading():
+        try:
+            async for event in run.follow():
+                if event is None:
+                    yield b": keep-alive\n\n"
+                    continue
+                seq = event.seq or 0
+                restart = event.meta.get("after") if event.type == "RUN_STARTED" else None
+                if seen is not None and isinstance(restart, int) and restart < seen[0]:
+                    seen = (restart, _LAST)
+                if seen is not None and not gap_checked and seq > seen[0] + 1:
+                    yield f": the run's events after seq {seen[0]} up to {seq - 1} are not held here\n\n".encode()
+                gap_checked = True
+                parts = encoder.event(event)
+                for i, part in enumerate(parts, 1):
+                    last = i == len(parts)
+                    if seen is not None and (seq, _LAST if last else i) <= seen:
+                        continue
+                    yield _sse(part, f"{run.run_id}:{seq}" if last else f"{run.run_id}:{seq}.{i}")
+        except Behind as e:
+            yield f": {e}; closing the stream\n\n".encode()
+            return
+        except Stalled:
+            run.cause = STALLED
+            return
+        # Not a run event: a run cut short (cancelled, the server stopping) ends with the protocol's error, which
+        # carries no id (there is nothing after it to resume).
+        for part in encoder.close():
+            yield _sse(part)
+
+
+#: An event's last frame, after all its others.
+_LAST = 1 << 30
 
 
 #: Refusals the agent finds before a run row exists, by error type: the HTTP status (400 otherwise).
@@ -249,224 +363,6 @@ def _turn(metadata: Any) -> int:
     return turn if isinstance(turn, int) and not isinstance(turn, bool) else 0
 
 
-async def _frames(
-    events: AsyncIterator[RunEvent],
-    encode: Callable[[RunEvent], list[Part]],
-    close: Callable[[], list[Part]],
-    release: Callable[[], None] | None,
-) -> AsyncGenerator[bytes]:
-    try:
-        async for event in events:
-            for part in encode(event):
-                yield _sse(part)
-        for part in close():
-            yield _sse(part)
-    finally:
-        try:
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        finally:
-            if release is not None:
-                release()
-
-
-def _sse(part: Part) -> bytes:
+def _sse(part: Part, event_id: str | None = None) -> bytes:
     data = part if isinstance(part, str) else json.dumps(part, separators=(",", ":"), ensure_ascii=False)
-    return f"data: {data}\n\n".encode()
-
-
-def tool_output(content: str) -> Any:
-    """A tool result for the AI SDK's `output` (a JSON value): the object or array a tool returned as JSON text
-    (segue sends structured results to the model as compact JSON), else the text as it is, so a tool that
-    returned the string "42" still shows a string."""
-    try:
-        value = json.loads(content)
-    except ValueError:
-        return content
-    return value if isinstance(value, dict | list) else content
-
-
-def final_metadata(result: RunResult | None) -> dict[str, Any]:
-    """The run as segue knows it, for the final event: run id, status, usage, the vendor's cache verdict (first
-    where a miss is explained), cached_share, cost, replay."""
-    if result is None:
-        return {}
-    shown = get_converter().unstructure(result)
-    keep = ("run_id", "status", "usage", "cache_verdict", "cached_share", "cost", "replay_text", "iterations", "error")
-    out = {k: shown[k] for k in keep if shown.get(k) is not None}
-    if result.cost is not None:  # each price's source in short: a browser gets no path or notes of the server's
-        short = (
-            {"model": p.model, "vendor": p.vendor, "source": price_ref(p), "self_hosted": p.self_hosted}
-            for p in result.cost.prices
-        )
-        out["cost"]["prices"] = [{k: v for k, v in price.items() if v is not None} for price in short]
-    if result.pending_approvals:
-        out["pending_approvals"] = shown["pending_approvals"]
-    # The run as a tree: each sub-run (an agent called as a tool, a fork) with its cache share and own cost, and
-    # the run's total with them (segue.run.subrun).
-    if result.children:
-        out["children"] = [_child_metadata(c) for c in result.children]
-    if result.total_cost is not None:
-        total = result.total_cost
-        out["total_cost"] = {k: v for k, v in (("usd", total.usd), ("twin_usd", total.twin_usd)) if v is not None}
-    return out
-
-
-def _child_metadata(child: ChildRun) -> dict[str, Any]:
-    cost = child.total_cost or child.cost
-    shown = {
-        "run_id": child.run_id,
-        "agent_name": child.agent_name,
-        "call_id": child.call_id,
-        "status": child.status,
-        "cached_share": child.cached_share,
-        "cost_usd": cost.usd if cost is not None else None,
-        "fork": child.fork,
-    }
-    return {k: v for k, v in shown.items() if v is not None}
-
-
-class AgUiEncoder:
-    """RunEvent to AG-UI events: a text message per stretch of text, a tool call as start/args/end then its
-    result, RUN_FINISHED or RUN_ERROR last."""
-
-    def __init__(self, thread_id: str, run_id: str) -> None:
-        self.thread_id, self.run_id = thread_id, run_id
-        self.message: str | None = None  # the text message open now
-        self.count = 0
-        self.ended = False
-
-    def _new_id(self, event: RunEvent, kind: str) -> str:
-        self.count += 1
-        return f"{event.run_id or self.run_id}-{kind}-{self.count}"
-
-    def _end_text(self) -> list[Part]:
-        if self.message is None:
-            return []
-        done, self.message = self.message, None
-        return [{"type": "TEXT_MESSAGE_END", "messageId": done}]
-
-    def event(self, event: RunEvent) -> list[Part]:
-        if event.type == "RUN_STARTED":
-            started = {"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id}
-            return [{**started, "metadata": {"run_id": event.run_id}}]
-        if event.type == "TEXT_DELTA" and event.text:
-            out = []
-            if self.message is None:
-                self.message = self._new_id(event, "text")
-                out.append({"type": "TEXT_MESSAGE_START", "messageId": self.message, "role": "assistant"})
-            return [*out, {"type": "TEXT_MESSAGE_CONTENT", "messageId": self.message, "delta": event.text}]
-        if event.type == "TOOL_CALL" and event.tool_call is not None:
-            call, parent = event.tool_call, self.message
-            start: dict[str, Any] = {"type": "TOOL_CALL_START", "toolCallId": call.id, "toolCallName": call.name}
-            if parent is not None:
-                start["parentMessageId"] = parent
-            return [
-                *self._end_text(),
-                start,
-                {"type": "TOOL_CALL_ARGS", "toolCallId": call.id, "delta": json.dumps(call.arguments)},
-                {"type": "TOOL_CALL_END", "toolCallId": call.id},
-            ]
-        if event.type == "TOOL_RESULT" and event.tool_result is not None:
-            result = event.tool_result
-            return [
-                {
-                    "type": "TOOL_CALL_RESULT",
-                    "messageId": self._new_id(event, "tool"),
-                    "toolCallId": result.tool_call_id,
-                    "content": result.content,
-                    "role": "tool",
-                }
-            ]
-        if event.type in ("RUN_COMPLETED", "RUN_PAUSED"):
-            self.ended = True
-            finished = {"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id}
-            return [*self._end_text(), {**finished, "metadata": final_metadata(event.result)}]
-        if event.type == "RUN_ERROR":
-            self.ended = True
-            return [*self._end_text(), _ag_ui_error(event)]
-        return []  # reasoning stays on the server: AG-UI clients show the answer and the tool calls
-
-    def close(self) -> list[Part]:
-        if self.ended:
-            return []
-        return [*self._end_text(), {"type": "RUN_ERROR", "message": "the run ended without a result event"}]
-
-
-def _ag_ui_error(event: RunEvent) -> dict[str, Any]:
-    kind = event.meta.get("error_type")
-    error: dict[str, Any] = {"type": "RUN_ERROR", "message": event.error or "the run failed"}
-    if isinstance(kind, str):
-        error["code"] = kind
-    if event.result is not None:
-        error["metadata"] = final_metadata(event.result)
-    return error
-
-
-class AiSdkEncoder:
-    """RunEvent to AI SDK UI message stream parts: start, one step per provider call with its text, reasoning and
-    tool parts, finish (with the run's metadata) or error, then `[DONE]`."""
-
-    def __init__(self) -> None:
-        self.open: dict[str, str] = {}  # part kind ("text", "reasoning") -> the id of the block open now
-        self.step: int | None = None
-        self.count = 0
-        self.ended = False
-
-    def _close(self, *kinds: str) -> list[Part]:
-        return [{"type": f"{k}-end", "id": self.open.pop(k)} for k in kinds if k in self.open]
-
-    def _step(self, event: RunEvent) -> list[Part]:
-        """finish-step / start-step when the event belongs to the next provider call."""
-        if self.step == event.iteration:
-            return []
-        out = [*self._close("text", "reasoning"), {"type": "finish-step"}] if self.step is not None else []
-        self.step = event.iteration
-        return [*out, {"type": "start-step"}]
-
-    def _delta(self, kind: str, other: str, event: RunEvent) -> list[Part]:
-        out = [*self._step(event), *self._close(other)]
-        if kind not in self.open:
-            self.count += 1
-            self.open[kind] = f"{event.run_id}-{kind}-{self.count}"
-            out.append({"type": f"{kind}-start", "id": self.open[kind]})
-        return [*out, {"type": f"{kind}-delta", "id": self.open[kind], "delta": event.text}]
-
-    def event(self, event: RunEvent) -> list[Part]:
-        if event.type == "RUN_STARTED":
-            return [{"type": "start", "messageId": event.run_id, "messageMetadata": {"run_id": event.run_id}}]
-        if event.type == "TEXT_DELTA" and event.text:
-            return self._delta("text", "reasoning", event)
-        if event.type == "REASONING_DELTA" and event.text:
-            return self._delta("reasoning", "text", event)
-        if event.type == "TOOL_CALL" and event.tool_call is not None:
-            call = event.tool_call
-            return [
-                *self._step(event),
-                *self._close("text", "reasoning"),
-                {"type": "tool-input-start", "toolCallId": call.id, "toolName": call.name},
-                {"type": "tool-input-available", "toolCallId": call.id, "toolName": call.name, "input": call.arguments},
-            ]
-        if event.type == "TOOL_RESULT" and event.tool_result is not None:
-            result = event.tool_result
-            if result.is_error:
-                return [{"type": "tool-output-error", "toolCallId": result.tool_call_id, "errorText": result.content}]
-            output = tool_output(result.content)
-            return [{"type": "tool-output-available", "toolCallId": result.tool_call_id, "output": output}]
-        if event.type in ("RUN_COMPLETED", "RUN_PAUSED"):
-            self.ended = True
-            return [*self._finish_step(), {"type": "finish", "messageMetadata": final_metadata(event.result)}, "[DONE]"]
-        if event.type == "RUN_ERROR":
-            self.ended = True
-            error = {"type": "error", "errorText": event.error or "the run failed"}
-            return [*self._finish_step(), error, "[DONE]"]
-        return []
-
-    def _finish_step(self) -> list[Part]:
-        return [*self._close("text", "reasoning"), {"type": "finish-step"}] if self.step is not None else []
-
-    def close(self) -> list[Part]:
-        if self.ended:
-            return []
-        return [*self._finish_step(), {"type": "error", "errorText": "the run ended without a result event"}]
+    return (f"id: {event_id}\n" if event_id else "").encode() + f"data: {data}\n\n".encode()
