@@ -6,7 +6,7 @@
 # Schema: schemas/protocol.schema.json (sha256:d071917b890b5637ecd35c65b2af21095c3e9836f8f147986977a7eabc963bc8)
 # Schema: schemas/replay.schema.json (sha256:cc9b34f8a90d4a4327eafd11ed87c5ac92920df31e6277a389fd9d90d6685e7c)
 # Schema: schemas/runs.schema.json (sha256:79870c6622658cf93b546a0e55b2e14e2d60e9181945cd567bfdf17ac6a64ecb)
-# Schema: schemas/serve.schema.json (sha256:a4610576675df4f0ad370ed8c6bc4c501b69e1f6381106343c37135c5c422da7)
+# Schema: schemas/serve.schema.json (sha256:060ac95b01835f05fdd352db90b5390f7a581045040948c4bea2352420ad19c7)
 # Schema: schemas/tool.schema.json (sha256:87deb05ef4735e16b1d95b7050ca5735445426b20d6d548600aaae723fe92715)
 """The one cattrs converter for every generated type: tagged unions dispatch on their tag, None is omitted."""
 

@@ -186,9 +186,8 @@ def _wait_for_status(
 def test_a_client_that_goes_away_mid_stream_ends_its_run_cancelled_at_once(tmp_path: Path) -> None:
     """FIN or RST, while the model streams text or says nothing, on both routes: within BOUND_SECONDS the run is
     `cancelled` naming the cause, and the thread's next turn replays it. SIGTERM ends a run in flight too."""
-    # With no time to reconnect (web_resume_seconds 0): test_web_resume.py covers a run that waits for its reader.
-    settings = {"http": {"web_resume_seconds": 0}}
-    with _vendor() as vendor, _server(_vendor_config(tmp_path, vendor, **settings)) as (proc, address):
+    # The default config: no time to reconnect (web_resume_seconds 0); test_web_resume.py covers a run that waits.
+    with _vendor() as vendor, _server(_vendor_config(tmp_path, vendor)) as (proc, address):
         stopped = []
         for n, (route, mode, close) in enumerate(
             [
@@ -230,7 +229,7 @@ def test_a_client_that_goes_away_mid_stream_ends_its_run_cancelled_at_once(tmp_p
 
 
 def test_clients_that_stop_reading_are_closed_after_the_write_timeout_and_free_their_slots(tmp_path: Path) -> None:
-    settings = {"max_concurrent_runs": 2, "http": {"write_timeout_seconds": 1, "web_resume_seconds": 0}}
+    settings = {"max_concurrent_runs": 2, "http": {"write_timeout_seconds": 1}}
     with _vendor() as vendor, _server(_vendor_config(tmp_path, vendor, **settings)) as (_, address):
         stalled = [
             _open_stream(address, "/ai-sdk/talker", _body("ai-sdk", f"stalled-{n}", "Talk"), receive_buffer=4096)

@@ -199,9 +199,9 @@ def test_every_web_frame_carries_its_run_event_id_and_a_resume_gets_exactly_the_
 
 
 def test_a_client_that_drops_mid_run_reconnects_and_the_run_goes_on_without_a_gap_or_a_repeat(tmp_path: Path) -> None:
-    """The run goes on without its reader (web_resume_seconds, default 15 s); the client reconnects with the id of
-    the last frame it saw, and what it got before and after is the run's whole stream, once."""
-    with _server(_config(tmp_path), QUERY_SECONDS="2") as (_, address):
+    """The run goes on without its reader (web_resume_seconds, 15 s here; the default is 0); the client reconnects
+    with the id of the last frame it saw, and what it got before and after is the run's whole stream, once."""
+    with _server(_config(tmp_path, http={"web_resume_seconds": 15}), QUERY_SECONDS="2") as (_, address):
         for route in ("ag-ui", "ai-sdk"):
             thread = f"drop-{route}"
             first = Stream(address, "POST", f"/{route}/analyst", _body(route, thread, "How many orders?"))
@@ -227,7 +227,7 @@ def test_the_ai_sdk_resume_protocol_a_reloaded_page_gets_the_active_run_and_204_
     resume" is `if (response.status === 204) { return null; }`. The AI SDK docs ("Chatbot Resume Streams"):
     "Two API endpoints: POST to create streams, GET to resume them". A reloaded page holds nothing of the message
     being streamed, sends no Last-Event-ID, and gets the active run's stream from its first part."""
-    with _server(_config(tmp_path), QUERY_SECONDS="2") as (_, address):
+    with _server(_config(tmp_path, http={"web_resume_seconds": 15}), QUERY_SECONDS="2") as (_, address):
         assert _status(address, "/ai-sdk/analyst/chat-1/stream") == (204, b"")
         first = Stream(address, "POST", "/ai-sdk/analyst", _body("ai-sdk", "chat-1", "How many orders?"))
         seen = first.take(3)
@@ -245,7 +245,10 @@ def test_a_token_of_one_tenant_never_reads_another_tenants_run_stream(tmp_path: 
     ]
     env = {"ACME_TOKEN": "acme-secret", "GLOBEX_TOKEN": "globex-secret"}
     acme, globex = "Bearer acme-secret", "Bearer globex-secret"
-    with _server(_config(tmp_path, http={"tokens": tokens}), QUERY_SECONDS="2", **env) as (_, address):
+    with _server(_config(tmp_path, http={"tokens": tokens, "web_resume_seconds": 15}), QUERY_SECONDS="2", **env) as (
+        _,
+        address,
+    ):
         stream = Stream(
             address, "POST", "/ai-sdk/analyst", _body("ai-sdk", "shared", "How many orders?"), Authorization=acme
         )
@@ -306,6 +309,8 @@ def test_a_run_cut_short_ends_with_the_protocols_error_frame_which_carries_no_id
             assert rest[: len(events)] == events, "the frames without an id come last"
             closing = [d for i, d in rest if i is None]
             assert closing[-1]["type"] == ("RUN_ERROR" if route == "ag-ui" else "error"), closing
+            said = closing[-1]["message" if route == "ag-ui" else "errorText"]
+            assert said == "the run was cancelled: the client closed the connection", said
             _check_ids(seen + events, run_id)
 
 

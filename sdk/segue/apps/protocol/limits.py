@@ -23,7 +23,7 @@ class Limits:
     max_sessions: int = 1000
     session_idle_seconds: float = 60.0
     event_buffer: int = 1000
-    web_resume: float = 15.0
+    web_resume: float = 0.0
 
     @classmethod
     def from_config(cls, config: HttpConfig | None) -> Limits:

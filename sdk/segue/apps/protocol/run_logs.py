@@ -88,6 +88,9 @@ class RunLog:
         self._abandon: asyncio.TimerHandle | None = None
         #: Why the last reader left: the cause the run records when none comes back.
         self.cause = CLIENT_GONE
+        #: Why the run was cut short, when this log cancelled it (a reader's end: `cause`); what a reader that comes
+        #: back later is told in the protocol's closing error.
+        self.cut_short: str | None = None
 
     def append(self, event: RunEvent) -> None:
         self.events.append(event)
@@ -142,6 +145,7 @@ class RunLog:
 
     def _abandoned(self) -> None:
         if self.readers == 0 and self.task is not None:
+            self.cut_short = f"the run was cancelled: {self.cause}"
             self.task.cancel(self.cause)
 
     def readable_by(self, principal: Principal | None) -> bool:

@@ -53,8 +53,9 @@ TURN_KEY = "thread_turn"
 MAX_THREAD_RUNS = 500
 Route = Literal["ag-ui", "ai-sdk"]
 ROUTES: tuple[Route, ...] = ("ag-ui", "ai-sdk")
-#: How long a web run goes on without a reader, by default (web_resume_seconds).
-RESUME_SECONDS = 15.0
+#: How long a web run goes on without a reader, by default (web_resume_seconds): none, so a run never outlives
+#: its reader (docs/reliability.md, R1) unless the config gives a client time to come back.
+RESUME_SECONDS = 0.0
 __all__ = ["ROUTES", "AgUiEncoder", "AiSdkEncoder", "Web", "WebError", "final_metadata", "parse", "tool_output"]
 
 
@@ -322,7 +323,7 @@ async def read(route: Route, run: RunLog, after: tuple[int, int | None] | None) 
             return
         # Not a run event: a run cut short (cancelled, the server stopping) ends with the protocol's error, which
         # carries no id (there is nothing after it to resume).
-        for part in encoder.close():
+        for part in encoder.close(run.cut_short):
             yield _sse(part)
 
 

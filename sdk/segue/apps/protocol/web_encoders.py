@@ -143,10 +143,11 @@ class AgUiEncoder:
             return [*self._end_text(), _ag_ui_error(event)]
         return []  # reasoning stays on the server: AG-UI clients show the answer and the tool calls
 
-    def close(self) -> list[Part]:
+    def close(self, why: str | None = None) -> list[Part]:
+        """The end of a run cut short (`why`, when known) before its own end event."""
         if self.ended:
             return []
-        return [*self._end_text(), {"type": "RUN_ERROR", "message": "the run ended without a result event"}]
+        return [*self._end_text(), {"type": "RUN_ERROR", "message": why or "the run ended without a result event"}]
 
 
 def _ag_ui_error(event: RunEvent) -> dict[str, Any]:
@@ -227,10 +228,11 @@ class AiSdkEncoder:
     def _finish_step(self) -> list[Part]:
         return [*self._close("text", "reasoning"), {"type": "finish-step"}] if self.step is not None else []
 
-    def close(self) -> list[Part]:
+    def close(self, why: str | None = None) -> list[Part]:
+        """The end of a run cut short (`why`, when known) before its own end event."""
         if self.ended:
             return []
-        return [*self._finish_step(), {"type": "error", "errorText": "the run ended without a result event"}]
+        return [*self._finish_step(), {"type": "error", "errorText": why or "the run ended without a result event"}]
 
 
 def _recovered(event: RunEvent) -> bool:
