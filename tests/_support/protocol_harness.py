@@ -21,6 +21,8 @@ from typing import Any
 from segue.demo import shop_db as sample_db
 
 TIMEOUT = 30.0
+#: A JSON-RPC `runs/list` request without its id.
+LIST = {"jsonrpc": "2.0", "method": "runs/list", "params": {}}
 NO_PARAMS = {"type": "object", "properties": {}, "additionalProperties": False}
 LIST_TABLES_CLIENT = {
     "name": "list_tables",
@@ -50,6 +52,20 @@ def twin_agent(
         "store": store,
         "tools": tools,
     }
+
+
+def scripted_agent(replies: list[dict[str, Any]], tools: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {
+        "name": "scripted",
+        "provider": {"kind": "scripted", "model": "s", "replies": replies},
+        "store": "sqlite:///runs.db",
+        "tools": tools,
+        **extra,
+    }
+
+
+def answer(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
 
 
 def serve_command(config: Path, *extra: str) -> list[str]:

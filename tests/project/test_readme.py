@@ -50,9 +50,7 @@ def test_the_readme_examples_second_turn_reads_from_the_cache(tmp_path: Path) ->
     import subprocess
     import sys
 
-    from test_docs_blocks import RUNNER, offline_env
-
-    from tests._support.docs_blocks import blocks
+    from tests._support.docs_blocks import RUNNER, blocks, offline_env
 
     page = tmp_path / "readme.md"
     page.write_text(f"```python\n{blocks(REPO / 'README.md').blocks[0].source}```\n", encoding="utf-8")

@@ -11,9 +11,12 @@ from typing import Any
 
 from segue.store import RunStore
 from tests._support.protocol_harness import (
+    LIST,
     LIST_TABLES_CLIENT,
     NO_PARAMS,
+    answer,
     answer_list_tables,
+    scripted_agent,
     serve_command,
     stdio_server,
     twin_agent,
@@ -21,26 +24,11 @@ from tests._support.protocol_harness import (
 )
 from tests._support.store_rows import new_run
 
-LIST = {"jsonrpc": "2.0", "method": "runs/list", "params": {}}
 DEEP = '{"jsonrpc":"2.0","id":7,"method":"runs/list","params":{"x":' + "[" * 1000 + "]" * 1000 + "}}"
-
-
-def scripted_agent(replies: list[dict[str, Any]], tools: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    return {
-        "name": "scripted",
-        "provider": {"kind": "scripted", "model": "s", "replies": replies},
-        "store": "sqlite:///runs.db",
-        "tools": tools,
-        **extra,
-    }
 
 
 def tool_call(name: str, call_id: str = "c1") -> dict[str, Any]:
     return {"role": "assistant", "content": [{"type": "tool_call", "id": call_id, "name": name, "arguments": {}}]}
-
-
-def answer(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
 
 
 def test_a_deeply_nested_frame_is_that_frames_error_and_runs_in_flight_go_on(tmp_path: Path) -> None:

@@ -13,10 +13,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from test_protocol_http import DESCRIBE, Events, http_server, post
-
 from segue import RunStore
 from tests._support.protocol_harness import serve_command, twin_agent, write_config
+from tests._support.protocol_http import DESCRIBE, Events, http_server, post
 
 KILLER = '''
 import os, signal
