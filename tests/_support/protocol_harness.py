@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from segue.demo import shop_db as sample_db
+from tests._support import warm_cli
 
 TIMEOUT = 30.0
 #: A JSON-RPC `runs/list` request without its id.
@@ -77,7 +78,7 @@ class StdioClient:
 
     def __init__(self, config: Path) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
+        self.proc = warm_cli.Popen(
             serve_command(config, "--stdio"),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

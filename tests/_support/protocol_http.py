@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tests._support import warm_cli
 from tests._support.protocol_harness import serve_command, twin_agent, write_config
 
 DESCRIBE = {"name": "describe_table", "python": "segue.demo.shop_db:describe_table"}
@@ -25,7 +26,7 @@ RUN_QUERY = {"name": "run_query", "python": "segue.demo.shop_db:run_query"}
 
 @contextmanager
 def http_server(config: Path, env: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
-    proc = subprocess.Popen(
+    proc = warm_cli.Popen(
         serve_command(config, "--http", "--port", "0"),
         stderr=subprocess.PIPE,
         text=True,

@@ -8,7 +8,6 @@ deterministic; bumping a pin that names a new model fails here until the catalog
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 import typing
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from openai.types.shared import ChatModel, ResponsesModel
 
 from segue.apps.cli.main import main
 from segue.catalog import Catalog
+from tests._support import warm_cli
 
 REPO = Path(__file__).resolve().parents[2]
 PINNED = {"anthropic": "2.15.0", "openai": "3.57.0"}  # the `dev` extra in pyproject.toml
@@ -107,7 +107,7 @@ def test_catalog_explain_exits_0_for_every_sdk_id_and_an_invented_one(capsys: py
 
 
 def test_catalog_explain_for_a_made_up_model_as_a_user_runs_it() -> None:
-    out = subprocess.run(
+    out = warm_cli.run(
         [sys.executable, "-m", "segue.apps.cli.main", "catalog", "explain", "gpt-9-experimental", "--vendor", "openai"],
         cwd=REPO, capture_output=True, text=True, check=False,
     )  # fmt: skip

@@ -4,12 +4,12 @@ end; the envelope rules of JSON-RPC 2.0; unstorable params named by pointer; no 
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 from segue.store import RunStore
+from tests._support import warm_cli
 from tests._support.protocol_harness import (
     LIST,
     LIST_TABLES_CLIENT,
@@ -118,7 +118,7 @@ def test_the_config_never_prints_a_store_password(tmp_path: Path) -> None:
     """Issue 16 item 7: `segue serve --config` printed the PostgreSQL password of the store URL."""
     agent = {**twin_agent([]), "store": "postgresql://segue:hunter2@127.0.0.1:1/runs"}
     config = write_config(tmp_path / "agents.json", [agent])
-    done = subprocess.run(serve_command(config, "--stdio"), input=b"", capture_output=True, timeout=60, cwd=tmp_path)
+    done = warm_cli.run(serve_command(config, "--stdio"), input=b"", capture_output=True, timeout=60, cwd=tmp_path)
     err = done.stderr.decode()
     assert done.returncode == 2 and "cannot open the run store postgresql://segue:***@127.0.0.1:1/runs" in err
     assert "hunter2" not in err

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import http.client
 import json
-import subprocess
 from pathlib import Path
 
 from segue.demo import shop_db as sample_db
+from tests._support import warm_cli
 from tests._support.protocol_harness import LIST_TABLES_CLIENT, serve_command, twin_agent, write_config
 from tests._support.protocol_http import DESCRIBE, RUN_QUERY, Events, http_server, post
 
@@ -105,7 +105,7 @@ def test_http_errors(tmp_path: Path) -> None:
 def test_a_taken_port_is_a_one_line_error(tmp_path: Path) -> None:
     config = write_config(tmp_path / "agents.json", [twin_agent([])])
     with http_server(config) as (_, port):
-        taken = subprocess.run(
+        taken = warm_cli.run(
             serve_command(config, "--http", "--port", str(port)), capture_output=True, text=True, timeout=60
         )
     assert taken.returncode == 2

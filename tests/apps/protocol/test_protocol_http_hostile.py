@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.client
 import json
 import select
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 
 from segue.apps.protocol.auth import Principal, TenantNotAllowed, Tokens
 from segue.apps.protocol.sessions import Sessions
+from tests._support import warm_cli
 from tests._support.protocol_harness import LIST, serve_command
 from tests._support.protocol_http import (
     ACME,
@@ -120,7 +120,7 @@ def test_tokens_are_required_and_scope_the_tenants(tmp_path: Path) -> None:
 
 def test_beyond_loopback_without_tokens_is_refused(tmp_path: Path) -> None:
     config = write(tmp_path)
-    done = subprocess.run(
+    done = warm_cli.run(
         serve_command(config, "--http", "--host", "0.0.0.0", "--port", "0"), capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2
@@ -129,7 +129,7 @@ def test_beyond_loopback_without_tokens_is_refused(tmp_path: Path) -> None:
 
 def test_token_config_errors_name_the_pointer(tmp_path: Path) -> None:
     config = write(tmp_path, tokens_config())
-    done = subprocess.run(serve_command(config, "--http", "--port", "0"), capture_output=True, text=True, timeout=60)
+    done = warm_cli.run(serve_command(config, "--http", "--port", "0"), capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "agents.json#/http/tokens/0/token_env: the environment variable ACME_TOKEN is not set" in done.stderr
 

@@ -17,6 +17,7 @@ from ag_ui.core import Event
 from pydantic import TypeAdapter
 
 from segue.store import RunStore
+from tests._support import warm_cli
 from tests._support.environment import REPO
 from tests._support.protocol_http import http_server
 from tests._support.web import ag_ui_input, post_stream, sse_data, web_config
@@ -194,7 +195,7 @@ def test_ag_ui_http_agent_from_node_drives_a_two_turn_conversation(tmp_path: Pat
         pytest.skip("@ag-ui/client is not installed: run `cd tests/node && npm ci --no-audit --no-fund`")
     with http_server(web_config(tmp_path)) as address:
         url = f"http://{address[0]}:{address[1]}/ag-ui/analyst"
-        done = subprocess.run(
+        done = warm_cli.run(
             [node, str(NODE_PROJECT / "ag-ui.test.mjs"), url], capture_output=True, text=True, timeout=120
         )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -215,7 +216,7 @@ def test_serve_help_and_its_start_up_line_name_the_web_endpoints(tmp_path: Path)
     serve = build_parser()._subparsers._group_actions[0].choices["serve"]
     helped = serve.format_help()
     assert "/ag-ui/AGENT" in helped and "/ai-sdk/AGENT" in helped
-    proc = subprocess.Popen(
+    proc = warm_cli.Popen(
         serve_command(web_config(tmp_path), "--http", "--port", "0"), stderr=subprocess.PIPE, text=True, cwd=tmp_path
     )
     try:

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from segue.store import RunStore
+from tests._support import warm_cli
 from tests._support.protocol_harness import serve_command, twin_agent
 from tests._support.protocol_http import post
 from tests._support.web import ag_ui_input, post_stream, sse_data, web_config
@@ -106,7 +107,7 @@ def _vendor_config(tmp_path: Path, vendor: _Vendor, **settings: Any) -> Path:
 @contextmanager
 def _server(config: Path) -> Iterator[tuple[subprocess.Popen[str], tuple[str, int]]]:
     env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-fake-key-for-the-loopback-vendor"}
-    proc = subprocess.Popen(
+    proc = warm_cli.Popen(
         serve_command(config, "--http", "--port", "0"), stderr=subprocess.PIPE, text=True, cwd=config.parent, env=env
     )
     try:
@@ -270,7 +271,7 @@ def _turn(address: tuple[str, int], route: str, thread: str, question: str, toke
 def test_two_tenants_threads_of_one_id_are_two_threads(tmp_path: Path) -> None:
     config = web_config(tmp_path, tokens=TOKENS)
     env = {**os.environ, **ENV}
-    proc = subprocess.Popen(
+    proc = warm_cli.Popen(
         serve_command(config, "--http", "--port", "0"), stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env
     )
     try:
