@@ -83,7 +83,8 @@ def shutdown() -> None:
 def _server() -> _Zygote:
     global _zygote
     with _zygote_lock:
-        if _zygote is None or _zygote.owner != os.getpid():
+        # A new one in a forked test process (the socket is its parent's), or when the last one has died.
+        if _zygote is None or _zygote.owner != os.getpid() or _zygote.process.poll() is not None:
             _zygote = _Zygote()
         return _zygote
 
