@@ -7,8 +7,10 @@ CLI as the command would; it only skips importing segue, its SDKs and the twin a
 One fork server per test process (tests/_support/cli_zygote.py), started at the first launch and ended with the
 test process. What a fork cannot give falls back to a real `subprocess.Popen`: another command, `preexec_fn`,
 `pass_fds`, `user`/`group`, or an environment whose interpreter settings (`PYTHON*` other than PYTHONUNBUFFERED,
-the locale) differ from the server's. Tests whose point is the real start-up (import cost, a fresh interpreter's
-modules, a driver missing from the environment) start `sys.executable` with subprocess themselves.
+the locale) differ from the server's. SEGUE_TEST_FRESH_CLI=1 in the test run's environment makes every launch a
+real subprocess, to tell whether a failure comes from the fork server. Tests whose point is the real start-up
+(import cost, a fresh interpreter's modules, a driver missing from the environment) start `sys.executable` with
+subprocess themselves.
 """
 
 from __future__ import annotations
@@ -133,7 +135,8 @@ class Popen(subprocess.Popen[Any]):
         argv = cli_args(args)
         environment = dict(os.environ if env is None else env)
         plain = (preexec_fn, executable, gid, gids, uid, pass_fds, shell) == (None, None, None, None, None, (), False)
-        if argv is None or not plain or umask >= 0 or not _server().fits(environment):
+        fresh = argv is None or not plain or umask >= 0 or os.environ.get("SEGUE_TEST_FRESH_CLI") == "1"
+        if fresh or not _server().fits(environment):
             return super()._execute_child(  # type: ignore[misc]
                 args, executable, preexec_fn, close_fds, pass_fds, cwd, env, startupinfo, creationflags, shell,
                 p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite, restore_signals, gid, gids, uid, umask,

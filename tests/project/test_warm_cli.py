@@ -17,6 +17,9 @@ from tests._support.protocol_harness import frame, twin_agent, write_config
 
 CLI = [sys.executable, "-m", "segue.apps.cli.main"]
 SEGUE = [sys.executable, "-m", "segue"]
+pytestmark = pytest.mark.skipif(
+    os.environ.get("SEGUE_TEST_FRESH_CLI") == "1", reason="SEGUE_TEST_FRESH_CLI=1: every launch is a fresh subprocess"
+)
 
 
 def both(
