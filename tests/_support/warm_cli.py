@@ -136,6 +136,7 @@ class Popen(subprocess.Popen[Any]):
         environment = dict(os.environ if env is None else env)
         plain = (preexec_fn, executable, gid, gids, uid, pass_fds, shell) == (None, None, None, None, None, (), False)
         fresh = argv is None or not plain or umask >= 0 or os.environ.get("SEGUE_TEST_FRESH_CLI") == "1"
+        fresh = fresh or (cwd is not None and not os.path.isdir(cwd))  # subprocess raises in the caller, as it should
         if fresh or not _server().fits(environment):
             return super()._execute_child(  # type: ignore[misc]
                 args, executable, preexec_fn, close_fds, pass_fds, cwd, env, startupinfo, creationflags, shell,
