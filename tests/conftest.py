@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests._support import warm_cli
 from tests._support.environment import REPO, fresh_pg_store
 
 # A shell that starts pytest in the background without job control (`pytest &` in a script) ignores SIGINT, and
@@ -83,3 +84,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     while the other idles."""
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow)  # stable: each file's tests keep their order
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """This test process's warm CLI server ends with it, after its children (tests/_support/warm_cli.py)."""
+    warm_cli.shutdown()

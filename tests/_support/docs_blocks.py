@@ -33,6 +33,19 @@ from types import CodeType
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _NO_RUN = re.compile(r"^\s*<!--\s*no-run\s*:(?P<reason>.*?)-->\s*$")
 _NO_RUN_LOOSE = re.compile(r"^\s*<!--\s*no-run\b", re.IGNORECASE)
+#: This file, run by the tests as a script.
+RUNNER = Path(__file__)
+#: Environment variables that would point an example at a real vendor.
+_VENDOR_ENV = re.compile(
+    r"^(.*_API_KEY|ANTHROPIC_AUTH_TOKEN|(ANTHROPIC|OPENAI|OPENROUTER)_BASE_URL|SEGUE_CATALOG_PATH)$"
+)
+
+
+def offline_env() -> dict[str, str]:
+    """This process's environment without what would point a page at a real vendor, as on a fresh install."""
+    env = {k: v for k, v in os.environ.items() if not _VENDOR_ENV.match(k)}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
 
 
 @dataclass(frozen=True)

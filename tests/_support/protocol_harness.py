@@ -19,8 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from segue.demo import shop_db as sample_db
+from tests._support import warm_cli
 
 TIMEOUT = 30.0
+#: A JSON-RPC `runs/list` request without its id.
+LIST = {"jsonrpc": "2.0", "method": "runs/list", "params": {}}
 NO_PARAMS = {"type": "object", "properties": {}, "additionalProperties": False}
 LIST_TABLES_CLIENT = {
     "name": "list_tables",
@@ -52,6 +55,20 @@ def twin_agent(
     }
 
 
+def scripted_agent(replies: list[dict[str, Any]], tools: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {
+        "name": "scripted",
+        "provider": {"kind": "scripted", "model": "s", "replies": replies},
+        "store": "sqlite:///runs.db",
+        "tools": tools,
+        **extra,
+    }
+
+
+def answer(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+
+
 def serve_command(config: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "segue.apps.cli.main", "serve", *extra, "--config", str(config)]
 
@@ -61,7 +78,7 @@ class StdioClient:
 
     def __init__(self, config: Path) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
+        self.proc = warm_cli.Popen(
             serve_command(config, "--stdio"),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

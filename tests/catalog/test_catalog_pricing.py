@@ -14,33 +14,28 @@ from segue.wire.anthropic import request as anthropic_wire
 M = 1_000_000
 
 
-@pytest.fixture(scope="module")
-def cat() -> Catalog:
-    return Catalog.load(env=False)
-
-
-def test_each_ttl_is_priced_with_its_own_write_price(cat: Catalog) -> None:
+def test_each_ttl_is_priced_with_its_own_write_price(catalog: Catalog) -> None:
     """OpenAI's GPT-6.2 Sol page: 30-minute writes $2.50 and 12-hour writes $5 per million, cached input $0.10."""
     usage = Usage(input_tokens=4 * M, output_tokens=M, cache_read_tokens=M, cache_write_tokens=2 * M,
                   cache_write_tokens_by_ttl={"30m": M, "12h": M})  # fmt: skip
     # 1M uncached * 2 + 1M read * 0.1 + 1M 30m-writes * 2.5 + 1M 12h-writes * 5 + 1M out * 10
-    assert cat.cost(usage, "gpt-6.2-sol", "openai") == pytest.approx(2 + 0.1 + 2.5 + 5 + 10)
+    assert catalog.cost(usage, "gpt-6.2-sol", "openai") == pytest.approx(2 + 0.1 + 2.5 + 5 + 10)
 
 
-def test_writes_without_a_ttl_count_at_the_default_ttl(cat: Catalog) -> None:
+def test_writes_without_a_ttl_count_at_the_default_ttl(catalog: Catalog) -> None:
     """The first of llm.cache_ttls is the default: 30m on GPT-5.6 and later, 5m on Anthropic."""
     usage = Usage(input_tokens=2 * M, output_tokens=0, cache_write_tokens=M)
-    assert cat.cost(usage, "gpt-6-sol", "openai") == pytest.approx(2 + 2.5)
-    assert cat.cost(usage, "claude-opus-5", "anthropic") == pytest.approx(5 + 6.25)
+    assert catalog.cost(usage, "gpt-6-sol", "openai") == pytest.approx(2 + 2.5)
+    assert catalog.cost(usage, "claude-opus-5", "anthropic") == pytest.approx(5 + 6.25)
     partly = Usage(input_tokens=2 * M, output_tokens=0, cache_write_tokens=M, cache_write_tokens_by_ttl={"1h": M // 2})
-    assert cat.cost(partly, "claude-opus-5", "anthropic") == pytest.approx(5 + 6.25 / 2 + 10 / 2)
+    assert catalog.cost(partly, "claude-opus-5", "anthropic") == pytest.approx(5 + 6.25 / 2 + 10 / 2)
 
 
-def test_a_write_ttl_without_a_price_means_no_cost(cat: Catalog) -> None:
+def test_a_write_ttl_without_a_price_means_no_cost(catalog: Catalog) -> None:
     """GPT-6 Sol's page gives the 30-minute write price only: 12-hour writes have no known price."""
     usage = Usage(input_tokens=M, output_tokens=0, cache_write_tokens=M, cache_write_tokens_by_ttl={"12h": M})
     with pytest.raises(CatalogLookupError) as info:
-        cat.cost(usage, "gpt-6-sol", "openai")
+        catalog.cost(usage, "gpt-6-sol", "openai")
     assert str(info.value).startswith("no cost for gpt-6-sol@openai: the usage needs pricing.cache_write['12h']")
     assert info.value.expected == "pricing.cache_write['12h']"
 
@@ -102,14 +97,14 @@ def test_per_ttl_counts_are_checked_when_structured() -> None:
             conv.structure({"input_tokens": 3, "output_tokens": 1, "cache_write_tokens_by_ttl": bad}, Usage)
 
 
-def test_sonnet_5_5_cache_reads_cost_5_percent_of_input(cat: Catalog) -> None:
+def test_sonnet_5_5_cache_reads_cost_5_percent_of_input(catalog: Catalog) -> None:
     """Anthropic cut Claude Sonnet 5.5 cache hits to 0.05x input on 2026-10-07: $0.10 per million, not $0.20.
 
     Source: the pricing page (platform.claude.com/docs/en/about-claude/pricing) as the row's note records it.
     """
-    r = cat.resolve("claude-sonnet-5-5", "anthropic")
+    r = catalog.resolve("claude-sonnet-5-5", "anthropic")
     assert (r.get("pricing", "input"), r.get("pricing", "cache_read")) == (2, 0.1)
     assert str(r.source("pricing", "cache_read")).startswith("catalogs/models.json#/models/")
-    assert "0.05x input" in (cat.model("claude-sonnet-5-5").notes or "")
+    assert "0.05x input" in (catalog.model("claude-sonnet-5-5").notes or "")
     usage = Usage(input_tokens=1_000_000, output_tokens=0, cache_read_tokens=1_000_000)
-    assert cat.cost(usage, "claude-sonnet-5-5", "anthropic") == pytest.approx(0.1)  # every input token read
+    assert catalog.cost(usage, "claude-sonnet-5-5", "anthropic") == pytest.approx(0.1)  # every input token read

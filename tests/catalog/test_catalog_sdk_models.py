@@ -8,7 +8,6 @@ deterministic; bumping a pin that names a new model fails here until the catalog
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 import typing
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from openai.types.shared import ChatModel, ResponsesModel
 
 from segue.apps.cli.main import main
 from segue.catalog import Catalog
+from tests._support import warm_cli
 
 REPO = Path(__file__).resolve().parents[2]
 PINNED = {"anthropic": "2.15.0", "openai": "3.57.0"}  # the `dev` extra in pyproject.toml
@@ -45,11 +45,6 @@ def sdk_ids() -> list[tuple[str, str]]:
 SDK_IDS = sdk_ids()
 
 
-@pytest.fixture(scope="module")
-def cat() -> Catalog:
-    return Catalog.load(env=False)
-
-
 def test_the_sdks_are_the_pinned_versions() -> None:
     found = {"anthropic": anthropic.__version__, "openai": openai.__version__}
     assert found == PINNED, "install the dev extra (pip install -e '.[dev]'), or update PINNED with the pins"
@@ -59,7 +54,7 @@ def test_the_sdks_are_the_pinned_versions() -> None:
     )
 
 
-def test_a_model_the_sdk_retired_resolves_with_a_note_not_a_live_row(cat: Catalog) -> None:
+def test_a_model_the_sdk_retired_resolves_with_a_note_not_a_live_row(catalog: Catalog) -> None:
     """anthropic 2.15.0 dropped `claude-sonnet-4-5` from `Model`: the catalog keeps no live row for it.
 
     A retired id is a `left_out` entry whose reason starts with "retired:", so stored runs that name it (and
@@ -67,31 +62,31 @@ def test_a_model_the_sdk_retired_resolves_with_a_note_not_a_live_row(cat: Catalo
     """
     assert ("claude-sonnet-4-5", "anthropic") not in SDK_IDS
     for model in ("claude-sonnet-4-5", "claude-sonnet-4-5-20250929"):
-        assert cat.find_model(model, "anthropic") is None
-        r = cat.resolve(model, "anthropic")
+        assert catalog.find_model(model, "anthropic") is None
+        r = catalog.resolve(model, "anthropic")
         assert r.note is not None and "retired: anthropic SDK 2.15.0 removed it" in r.note
         assert r.layers[-1] == "vendor anthropic model_defaults"  # no model or model-vendor layer: not live
 
 
 @pytest.mark.parametrize(("model", "vendor"), SDK_IDS, ids=[f"{v}:{m}" for m, v in SDK_IDS])
-def test_every_sdk_model_id_has_a_row_or_a_reason(cat: Catalog, model: str, vendor: str) -> None:
-    listed = cat.find_model(model, vendor)
-    left_out = cat.left_out(model, vendor)
+def test_every_sdk_model_id_has_a_row_or_a_reason(catalog: Catalog, model: str, vendor: str) -> None:
+    listed = catalog.find_model(model, vendor)
+    left_out = catalog.left_out(model, vendor)
     assert (listed is None) != (left_out is None), (
         f"{model!r} ({vendor} SDK) needs exactly one of: a catalog row (models.json + model_vendors.json, or an "
         "alias of its base row) or a left_out.json entry with the reason"
     )
-    r = cat.resolve(model, vendor)
+    r = catalog.resolve(model, vendor)
     if listed is not None:
         assert r.note is None and r.vendor == vendor and r.layers[-1] == f"model-vendor {listed}@{vendor}"
-        notes = cat.model(listed).notes or ""
+        notes = catalog.model(listed).notes or ""
         assert "Sources (read " in notes, f"{listed}: the note must name its sources (or say none was found)"
         assert r.cache_kind in ("block", "prefix", "breakpoint")
     else:
         assert left_out is not None and r.note is not None and left_out.reason in r.note
 
 
-def test_left_out_entries_name_ids_the_sdks_still_name(cat: Catalog) -> None:
+def test_left_out_entries_name_ids_the_sdks_still_name(catalog: Catalog) -> None:
     """A stale entry (an id a bumped SDK no longer names) is removed rather than kept as dead data.
 
     Retired ids are the exception: stored runs keep naming them, so their entry ("retired: ...") stays.
@@ -99,7 +94,7 @@ def test_left_out_entries_name_ids_the_sdks_still_name(cat: Catalog) -> None:
     named = set(SDK_IDS)
     stale = [
         (m.id, m.vendor)
-        for m in cat._left_out.values()
+        for m in catalog._left_out.values()
         if (m.id, m.vendor) not in named and not m.reason.startswith("retired:")
     ]
     assert stale == []
@@ -112,7 +107,7 @@ def test_catalog_explain_exits_0_for_every_sdk_id_and_an_invented_one(capsys: py
 
 
 def test_catalog_explain_for_a_made_up_model_as_a_user_runs_it() -> None:
-    out = subprocess.run(
+    out = warm_cli.run(
         [sys.executable, "-m", "segue.apps.cli.main", "catalog", "explain", "gpt-9-experimental", "--vendor", "openai"],
         cwd=REPO, capture_output=True, text=True, check=False,
     )  # fmt: skip
@@ -126,11 +121,11 @@ def test_catalog_explain_for_a_made_up_model_as_a_user_runs_it() -> None:
     assert shown.splitlines() == lines, "docs/cli.md shows this command's output: keep it true"
 
 
-def test_the_providers_doc_example_models_resolve(cat: Catalog) -> None:
+def test_the_providers_doc_example_models_resolve(catalog: Catalog) -> None:
     """docs/providers.md builds Failover over claude-sonnet-4-6 and gpt-5.5: both are catalog rows."""
     text = (REPO / "docs" / "providers.md").read_text()
     assert re.search(r'AnthropicProvider\(\s*"claude-sonnet-4-6"', text)
     assert re.search(r'OpenAIResponsesProvider\(\s*"gpt-5.5"', text)
-    sonnet, gpt = cat.resolve("claude-sonnet-4-6", "anthropic"), cat.resolve("gpt-5.5", "openai")
+    sonnet, gpt = catalog.resolve("claude-sonnet-4-6", "anthropic"), catalog.resolve("gpt-5.5", "openai")
     assert (sonnet.note, gpt.note) == (None, None)
     assert gpt.cache_ttls == ["24h"]  # prompt_cache_retention: "For gpt-5.5, gpt-5.5-pro, and future models, only 24h"

@@ -7,12 +7,11 @@ server process left behind."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 
 from segue import Agent, InputError, RunStore, tool
@@ -20,6 +19,7 @@ from segue.generated import ImageBlock, RunResult, ToolResultBlock
 from segue.mcp import MCPTools, MCPToolsError
 from segue.providers import AnthropicProvider
 from segue_twin import Twin
+from tests._support.mcp_agent import Recording, anthropic, store_at
 from tests._support.mcp_helpers import http_server, records, stdio, wait_gone
 
 SYSTEM = "You answer questions about orders and the weather, precisely and briefly. " * 150  # above cache minimums
@@ -28,32 +28,6 @@ TURNS = [
     "Use get_weather for 'Lisbon', 3 days.",
     "Use add for 2 and 3.",
 ]
-
-
-class Recording(httpx2.AsyncBaseTransport):
-    """The twin's transport, keeping the bytes of every request body as the vendor would receive them."""
-
-    def __init__(self, twin: Twin) -> None:
-        self.inner = twin.transport()
-        self.bodies: list[bytes] = []
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        self.bodies.append(await request.aread())
-        return await self.inner.handle_async_request(request)
-
-
-def anthropic(wire: Recording, twin: Twin) -> AnthropicProvider:
-    client = twin.anthropic_client(http_client=httpx2.AsyncClient(transport=wire))
-    return AnthropicProvider("claude-sonnet-4-6", thinking={"type": "adaptive"}, client=client)
-
-
-@contextmanager
-def store_at(tmp: Path, name: str) -> Iterator[RunStore]:
-    store = RunStore(f"sqlite:///{tmp / name}.db")
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 async def converse(

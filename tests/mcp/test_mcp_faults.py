@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
-from test_mcp_agent import Recording, anthropic, store_at
 
 from segue import Agent
 from segue.generated import ToolResultBlock
 from segue.tools import Tool
 from segue_twin import Twin
+from tests._support.mcp_agent import Recording, anthropic, store_at
 from tests._support.mcp_helpers import raw_stdio, records, running, wait_gone
 
 

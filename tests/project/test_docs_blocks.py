@@ -13,7 +13,6 @@ blocks and each marker gives its reason. The rule is written down for doc author
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -23,10 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from tests._support.docs_blocks import blocks
+from tests._support.docs_blocks import RUNNER, blocks, offline_env
 from tests._support.environment import REPO
 
-RUNNER = Path(__file__).parents[1] / "_support" / "docs_blocks.py"
 PAGES = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])
 #: The pages with at least one block to run; each is one test.
 RUNNABLE = [page for page in PAGES if any(block.no_run is None for block in blocks(page).blocks)]
@@ -34,20 +32,10 @@ RUNNABLE = [page for page in PAGES if any(block.no_run is None for block in bloc
 PAGE_TIMEOUT = 120
 #: Share of blocks that may be marked no-run.
 NO_RUN_SHARE = 0.10
-#: Environment variables that would point an example at a real vendor.
-_VENDOR_ENV = re.compile(
-    r"^(.*_API_KEY|ANTHROPIC_AUTH_TOKEN|(ANTHROPIC|OPENAI|OPENROUTER)_BASE_URL|SEGUE_CATALOG_PATH)$"
-)
 
 
 def _name(page: Path) -> str:
     return page.relative_to(REPO).as_posix()
-
-
-def offline_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not _VENDOR_ENV.match(k)}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
 
 
 @cache

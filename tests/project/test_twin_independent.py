@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 
-from test_sdk_layers import PACKAGE, TWIN_FORBIDDEN, graph
+from tests._support.layers import PACKAGE, TWIN_FORBIDDEN, graph
 
 
 def test_nothing_the_twin_reaches_through_its_imports_is_the_drivers_wire_code() -> None:

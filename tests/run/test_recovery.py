@@ -1,7 +1,7 @@
 """Issue 36 item 2: a run whose process was SIGKILLed continues from its journal in another process, as the same
 run (through the DBOS adapter: test_recovery_dbos.py).
 Counted from the requests segue's twin served (it runs in the test's process, over loopback HTTP, so the kill
-does not take its log along) and the tools' own invocation log (tests/run/durable_agent.py)."""
+does not take its log along) and the tools' own invocation log (tests/_support/durable_agent.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durable_agent import POINTS, build, served
-from recovery_support import check_recovered, kill_at, store_url, tools, twin, uninterrupted
 
 from segue.errors import RunStateError
 from segue_twin.server import TwinServer
+from tests._support.durable_agent import POINTS, build, served
+from tests._support.recovery import check_recovered, kill_at, store_url, tools, twin, uninterrupted
 
 __all__ = ["twin", "uninterrupted"]  # fixtures
 pytestmark = pytest.mark.slow  # each kill starts processes

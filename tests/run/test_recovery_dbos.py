@@ -1,6 +1,6 @@
 """Issue 36: the kill-and-recover test through the DBOS adapter (segue.durable.dbos), on SQLite and PostgreSQL: the
 run is a DBOS workflow in a child process, SIGKILLed at each point, and a new process recovers it at DBOS.launch().
-Counted from the twin's served requests and the tools' own invocation log (tests/run/recovery_support.py). A file of
+Counted from the twin's served requests and the tools' own invocation log (tests/_support/recovery.py). A file of
 its own, so pytest-xdist runs it beside test_recovery.py (each kill starts two processes)."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durable_agent import METADATA, POINTS, RESUME_POINTS, build, run_then_resume, served, twin_server
-from recovery_support import check_recovered, child, kill_at, store_url, tools, twin, uninterrupted
 
 from segue import RunStore
 from segue_twin.server import TwinServer
+from tests._support.durable_agent import METADATA, POINTS, RESUME_POINTS, build, run_then_resume, served, twin_server
 from tests._support.environment import pg_url
+from tests._support.recovery import check_recovered, child, kill_at, store_url, tools, twin, uninterrupted
 
 __all__ = ["twin", "uninterrupted"]  # fixtures
 pytestmark = pytest.mark.slow  # each kill starts processes

@@ -1,5 +1,5 @@
 """Issue 36: a recovered run's event stream continues its sequence. The run is streamed in a child process that is
-SIGKILLed at each point (tests/run/durable_agent.py logs every event it received as it arrives); another process
+SIGKILLed at each point (tests/_support/durable_agent.py logs every event it received as it arrives); another process
 recovers it as a stream. A consumer of both sees one run: seq 1, 2, 3, ... with no gap and no repeat, the
 recovered RUN_STARTED naming the seq it continues after (segue.run.events)."""
 
@@ -8,13 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from durable_agent import POINTS, build, event_entry
-from recovery_support import kill_at, lines, store_url, twin
 
 from segue import Agent, RunStore
 from segue.testing import ScriptedProvider, call, text
 from segue.tools import tool
 from segue_twin.server import TwinServer
+from tests._support.durable_agent import POINTS, build, event_entry
+from tests._support.recovery import kill_at, lines, store_url, twin
 
 __all__ = ["twin"]  # fixture
 

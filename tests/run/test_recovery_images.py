@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durable_agent import METADATA, Shelf, build, run_then_resume, served, twin_server
-from recovery_support import kill_at, store_url, tools
 
 from segue_twin.server import TwinServer
+from tests._support.durable_agent import METADATA, Shelf, build, run_then_resume, served, twin_server
+from tests._support.recovery import kill_at, store_url, tools
 
 pytestmark = pytest.mark.slow  # each kill starts a process
 

@@ -6,7 +6,6 @@ RunContext parameter anywhere but first is refused at definition, naming the too
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -50,11 +49,6 @@ def _clear() -> None:
     seen.clear()
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> RunStore:
-    return RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
-
-
 def test_the_context_parameter_is_not_part_of_the_schema() -> None:
     assert lookup.context_parameter == "ctx"
     assert lookup.parameters == {
@@ -66,17 +60,17 @@ def test_the_context_parameter_is_not_part_of_the_schema() -> None:
     assert "ctx" not in lookup.argument_types
 
 
-async def test_a_tool_gets_the_run_id_tenant_iteration_call_id_and_deps(store: RunStore) -> None:
+async def test_a_tool_gets_the_run_id_tenant_iteration_call_id_and_deps(sqlite_store: RunStore) -> None:
     db = Db("eu-db")
     provider = ScriptedProvider.of(
         call("lookup", {"sku": "A1"}, id="c1"), call("lookup", {"sku": "B2"}, id="c2"), text("done")
     )
-    result = await Agent(provider, "You look up.", [lookup], store).run("find", tenant_id="acme", deps=db)
+    result = await Agent(provider, "You look up.", [lookup], sqlite_store).run("find", tenant_id="acme", deps=db)
     assert result.status == "success"
     assert seen == [(result.run_id, "acme", 1, "c1", db, "A1"), (result.run_id, "acme", 2, "c2", db, "B2")]
     assert seen[0][4] is db
-    assert "eu-db" in str(store.get_run(result.run_id, tenant_id="acme"))  # the result the tool returned
-    assert "deps" not in str(store.get_run(result.run_id, tenant_id="acme").meta)  # type: ignore[union-attr]
+    assert "eu-db" in str(sqlite_store.get_run(result.run_id, tenant_id="acme"))  # the result the tool returned
+    assert "deps" not in str(sqlite_store.get_run(result.run_id, tenant_id="acme").meta)  # type: ignore[union-attr]
 
 
 async def test_stream_passes_deps_too() -> None:
@@ -98,12 +92,12 @@ async def test_without_deps_the_tool_gets_none() -> None:
     assert result.status == "success" and seen[0][1:] == ("default", 1, "call_plain", None, "A1")
 
 
-async def test_resume_and_retry_take_deps_again(store: RunStore) -> None:
+async def test_resume_and_retry_take_deps_again(sqlite_store: RunStore) -> None:
     first, second = Db("first"), Db("second")
     provider = ScriptedProvider.of(
         call("refund", {"order": "A1"}, id="r1"), text("refunded"), call("refund", {"order": "A1"}, id="r2")
     )
-    agent = Agent(provider, "You refund.", [refund], store)
+    agent = Agent(provider, "You refund.", [refund], sqlite_store)
     paused = await agent.run("refund A1", deps=first)
     assert paused.status == "waiting_approval" and seen == []
     done = await agent.resume(paused.run_id, deps=second)
@@ -114,16 +108,16 @@ async def test_resume_and_retry_take_deps_again(store: RunStore) -> None:
     assert resumed and seen[-1][4] is first
 
 
-async def test_deps_is_not_part_of_the_idempotency_fingerprint(store: RunStore) -> None:
+async def test_deps_is_not_part_of_the_idempotency_fingerprint(sqlite_store: RunStore) -> None:
     """The same request with other deps is the same request: the stored result comes back, no conflict."""
     provider = ScriptedProvider.of(call("lookup", {"sku": "A1"}), text("done"))
-    agent = Agent(provider, "p", [lookup], store)
+    agent = Agent(provider, "p", [lookup], sqlite_store)
     first = await agent.run("find", idempotency_key="k1", deps=Db("one"))
     again = await agent.run("find", idempotency_key="k1", deps=Db("two"))
-    assert again.run_id == first.run_id and len(seen) == 1 and len(store.list_runs()) == 1
+    assert again.run_id == first.run_id and len(seen) == 1 and len(sqlite_store.list_runs()) == 1
 
 
-def test_a_run_context_not_first_is_refused_naming_the_tool_and_parameter(store: RunStore) -> None:
+def test_a_run_context_not_first_is_refused_naming_the_tool_and_parameter(sqlite_store: RunStore) -> None:
     def late(sku: str, ctx: RunContext[Db]) -> str:
         return sku
 
@@ -131,5 +125,5 @@ def test_a_run_context_not_first_is_refused_naming_the_tool_and_parameter(store:
     with pytest.raises(TypeError, match=says):
         tool(late)
     with pytest.raises(TypeError, match=says):  # a plain function becomes a tool when the agent is built
-        Agent(ScriptedProvider.of(), "p", [late], store)
-    assert store.list_runs() == []
+        Agent(ScriptedProvider.of(), "p", [late], sqlite_store)
+    assert sqlite_store.list_runs() == []

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import subprocess
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -23,6 +22,7 @@ from segue.store.bodies import Splitter, join_all
 from segue.wire.common import WireRequest
 from segue_twin import Twin
 from segue_twin.transport import TwinAsyncTransport
+from tests._support import warm_cli
 
 
 class Capture:
@@ -206,7 +206,7 @@ async def test_rows_an_older_writer_adds_after_the_migration_are_read(store: Run
     assert third.status == "success" and store.get_run(third.run_id) is not None
     if store.url.startswith("sqlite:"):
         for command in ("show", "explain"):
-            done = subprocess.run(
+            done = warm_cli.run(
                 [sys.executable, "-m", "segue", "runs", command, second.run_id, "--db", store.url, "--admin"],
                 capture_output=True,
                 text=True,

@@ -17,6 +17,7 @@ import pytest
 from segue.errors import StoreError
 from segue.store import RunStore
 from segue.store.connection import redact
+from tests._support import warm_cli
 from tests._support.environment import pg_url, require_tool
 from tests._support.protocol_harness import serve_command, twin_agent, write_config
 
@@ -78,7 +79,7 @@ def test_the_writers_refuse_a_postgresql_database_without_a_store(pg: str) -> No
     other = pg.rpartition("/")[0] + "/segue_n13_other"
     try:
         for command in (("runs", "sweep"), ("db", "migrate")):
-            done = subprocess.run(
+            done = warm_cli.run(
                 [sys.executable, "-m", "segue.apps.cli.main", *command, "--db", other], capture_output=True, text=True
             )
             assert done.returncode == 2 and "has no segue_schema_version table" in done.stderr, done.stderr
@@ -107,7 +108,7 @@ def test_secrets_in_the_query_are_masked_like_the_user_part() -> None:
 
 @pytest.mark.parametrize("command", [("runs", "list"), ("dashboard", "--port", "0"), ("runs", "sweep")])
 def test_query_secrets_never_reach_the_commands_output(command: tuple[str, ...]) -> None:
-    done = subprocess.run(
+    done = warm_cli.run(
         [sys.executable, "-m", "segue.apps.cli.main", *command, "--db", UNREACHABLE],
         capture_output=True,
         text=True,
@@ -119,7 +120,7 @@ def test_query_secrets_never_reach_the_commands_output(command: tuple[str, ...])
 
 def test_serve_never_prints_a_query_password(tmp_path: Path) -> None:
     config = write_config(tmp_path / "agents.json", [{**twin_agent([]), "store": UNREACHABLE}])
-    done = subprocess.run(serve_command(config, "--stdio"), input=b"", capture_output=True, timeout=60, cwd=tmp_path)
+    done = warm_cli.run(serve_command(config, "--stdio"), input=b"", capture_output=True, timeout=60, cwd=tmp_path)
     err = done.stderr.decode()
     assert done.returncode == 2 and f"cannot open the run store {MASKED}" in err, err
     assert "hunter2" not in err and "keypass" not in err

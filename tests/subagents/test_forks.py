@@ -5,10 +5,6 @@ reads what the caller's last request cached, and forks called together read the 
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from segue import Agent, RunStore, fork_tool, tool
 from segue.providers import AnthropicProvider
 from segue_twin import Twin
@@ -48,25 +44,20 @@ class Lead:
         return AssistantTurn(text="all handled: " + "; ".join(r.content for r in results))
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> RunStore:
-    return RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
-
-
-async def test_parallel_forks_read_the_parents_cached_prefix(store: RunStore) -> None:
+async def test_parallel_forks_read_the_parents_cached_prefix(sqlite_store: RunStore) -> None:
     twin = Twin(policy=Lead())
     provider = AnthropicProvider("claude-sonnet-4-6", client=twin.anthropic_client())
-    lead = Agent(provider, PROMPT, [lookup, fork_tool()], store, name="lead")
+    lead = Agent(provider, PROMPT, [lookup, fork_tool()], sqlite_store, name="lead")
     result = await lead.run("Order 7 is late: sort it out.")
     assert result.status == "success", result.error
     assert result.answer == "all handled: done: refund the late parcel; done: apologise to the customer"
     forks = result.children or []
     assert [c.fork for c in forks] == [True, True] and {c.agent_name for c in forks} == {"lead"}
-    parent = store.get_run(result.run_id)
+    parent = sqlite_store.get_run(result.run_id)
     assert parent is not None
     cached_by_parent = parent.llm_interactions[1].usage  # the request whose response called the forks
     for child in forks:
-        detail = store.get_run(child.run_id)
+        detail = sqlite_store.get_run(child.run_id)
         assert detail is not None and detail.parent_run_id == result.run_id
         first = detail.llm_interactions[0]
         # Its first request is the parent's second one plus the sub-task: it reads all of what that one cached.
@@ -79,19 +70,19 @@ async def test_parallel_forks_read_the_parents_cached_prefix(store: RunStore) ->
         assert child.cached_share is not None and child.cached_share > 0.9
 
 
-async def test_a_fork_onto_another_path_is_refused_before_any_row(store: RunStore) -> None:
+async def test_a_fork_onto_another_path_is_refused_before_any_row(sqlite_store: RunStore) -> None:
     twin = Twin(policy=Lead())
     provider = AnthropicProvider("claude-sonnet-4-6", client=twin.anthropic_client())
-    lead = Agent(provider, PROMPT, [lookup, fork_tool(model="claude-haiku-4-5")], store, name="lead")
+    lead = Agent(provider, PROMPT, [lookup, fork_tool(model="claude-haiku-4-5")], sqlite_store, name="lead")
     result = await lead.run("Order 7 is late: sort it out.")
-    detail = store.get_run(result.run_id)
+    detail = sqlite_store.get_run(result.run_id)
     assert detail is not None
     refusals = [c for c in detail.tool_calls if c.name == "fork"]
     assert len(refusals) == 2
     for refused in refusals:
         assert refused.is_error and "cannot start from the parent's prefix" in (refused.result or "")
         assert "anthropic/claude-haiku-4-5" in (refused.result or "")
-    assert store.lineage.children([result.run_id]) == []
+    assert sqlite_store.lineage.children([result.run_id]) == []
 
 
 class ThinkingLead(Lead):
@@ -100,21 +91,21 @@ class ThinkingLead(Lead):
         return AssistantTurn(text=turn.text, tool_calls=turn.tool_calls, reasoning="weigh the order first")
 
 
-async def test_a_fork_on_the_callers_path_carries_its_signed_reasoning(store: RunStore) -> None:
+async def test_a_fork_on_the_callers_path_carries_its_signed_reasoning(sqlite_store: RunStore) -> None:
     """Same system, tools and path: the prefix rule keeps the caller's signed thinking, so the fork's request
     repeats the caller's messages byte for byte (thinking included) and reads them from the cache."""
     twin = Twin(policy=ThinkingLead())
     thinking = {"type": "enabled", "budget_tokens": 1024}
     provider = AnthropicProvider("claude-sonnet-4-6", client=twin.anthropic_client(), thinking=thinking)
-    lead = Agent(provider, PROMPT, [lookup, fork_tool()], store, name="lead")
+    lead = Agent(provider, PROMPT, [lookup, fork_tool()], sqlite_store, name="lead")
     result = await lead.run("Order 7 is late: sort it out.")
     assert result.status == "success", result.error
-    parent = store.get_run(result.run_id)
+    parent = sqlite_store.get_run(result.run_id)
     assert parent is not None
     sent_by_parent = parent.llm_interactions[1].provider_request["messages"]
     assert [b["type"] for b in sent_by_parent[1]["content"]] == ["thinking", "tool_use"]
     for child in result.children or []:
-        detail = store.get_run(child.run_id)
+        detail = sqlite_store.get_run(child.run_id)
         assert detail is not None
         sent = detail.llm_interactions[0].provider_request["messages"]
         assert sent[:2] == sent_by_parent[:2]  # the signed thinking went as the caller sent it
@@ -125,7 +116,7 @@ async def test_a_fork_on_the_callers_path_carries_its_signed_reasoning(store: Ru
         assert child.cached_share is not None and child.cached_share > 0.99
 
 
-async def test_history_may_end_with_tool_results_which_the_new_input_follows(store: RunStore) -> None:
+async def test_history_may_end_with_tool_results_which_the_new_input_follows(sqlite_store: RunStore) -> None:
     """What a fork's request is made of (and what its retry, resume or recovery rebuilds): history that ends with
     the tool results of its last assistant message; the new input follows them in the same user turn."""
     from segue.generated import Message, TextBlock, ToolCallBlock, ToolResultBlock
@@ -137,7 +128,7 @@ async def test_history_may_end_with_tool_results_which_the_new_input_follows(sto
         Message(role="tool", content=[ToolResultBlock(tool_call_id="c1", content="in the depot")]),
     ]
     provider = ScriptedProvider.of(text("It is in the depot."), text("again"))
-    agent = Agent(provider, "P.", [lookup], store, name="lead")
+    agent = Agent(provider, "P.", [lookup], sqlite_store, name="lead")
     result = await agent.run("Summarise.", history=history)
     assert result.status == "success"
     assert [m["role"] for m in canonical_messages(provider.requests[0])] == ["user", "assistant", "tool", "user"]
@@ -145,7 +136,7 @@ async def test_history_may_end_with_tool_results_which_the_new_input_follows(sto
     assert again.status == "success" and again.retry_of == result.run_id
 
 
-async def test_a_fork_from_the_callers_first_response_follows_its_question(store: RunStore) -> None:
+async def test_a_fork_from_the_callers_first_response_follows_its_question(sqlite_store: RunStore) -> None:
     """The caller forks at once: the fork's request is the caller's first request (its question) then the
     sub-task, so it reads what that request cached."""
     from segue_twin.scripted import ScriptedPolicy
@@ -163,13 +154,13 @@ async def test_a_fork_from_the_callers_first_response_follows_its_question(store
         AnthropicProvider("claude-sonnet-4-6", client=twin.anthropic_client()),
         PROMPT,
         [fork_tool()],
-        store,
+        sqlite_store,
         name="lead",
     )
     result = await lead.run("Order 7 is late.")
     assert result.status == "success" and result.answer == "done"
     [fork] = result.children or []
-    detail = store.get_run(fork.run_id)
+    detail = sqlite_store.get_run(fork.run_id)
     assert detail is not None
     sent = detail.llm_interactions[0].provider_request["messages"]
     texts = [b["text"] for m in sent for b in m["content"] if b.get("type") == "text"]

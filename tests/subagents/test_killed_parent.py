@@ -11,19 +11,17 @@ import sys
 import time
 from pathlib import Path
 
-from nested_agent import LEASE_SECONDS, build
-
 from segue import RunStore
+from tests._support.environment import REPO
+from tests._support.nested_agent import LEASE_SECONDS, build
 
-HERE = Path(__file__).resolve().parent
+AGENT = REPO / "tests" / "_support" / "nested_agent.py"
 
 
 def killed(tmp_path: Path, store: RunStore) -> str:
     """`store` (tests/conftest.py: SQLite, and PostgreSQL where configured) after a process was killed in it."""
     url = store.url
-    child = subprocess.run(
-        [sys.executable, str(HERE / "nested_agent.py"), url, str(tmp_path)], cwd=HERE.parents[1], timeout=60
-    )
+    child = subprocess.run([sys.executable, str(AGENT), url, str(tmp_path)], cwd=REPO, timeout=60)
     assert child.returncode == -signal.SIGKILL
     time.sleep(LEASE_SECONDS + 0.2)  # both leases lapse
     return url

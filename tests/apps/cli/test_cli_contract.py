@@ -20,6 +20,7 @@ import pytest
 from segue.errors import StoreError
 from segue.store import RunStore
 from segue.store.migrations import LATEST
+from tests._support import warm_cli
 from tests._support.environment import require_tool
 from tests._support.sample_runs import SampleRuns
 from tests._support.store_rows import new_run, version_one_store
@@ -27,8 +28,12 @@ from tests._support.store_rows import new_run, version_one_store
 TIMEOUT = 120
 
 
-def segue(*argv: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+def segue(
+    *argv: str, env: dict[str, str] | None = None, cwd: Path | None = None, fresh: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """`python -m segue ARGV`, forked from the warm CLI server (tests/_support/warm_cli.py), or `fresh`: started as a
+    new interpreter, for a test whose point is the command's own start-up."""
+    return (subprocess.run if fresh else warm_cli.run)(
         [sys.executable, "-m", "segue", *argv],
         capture_output=True,
         text=True,
@@ -52,7 +57,7 @@ def test_version() -> None:
 
     import segue as package
 
-    done = segue("--version")
+    done = segue("--version", fresh=True)  # the `python -m segue` entry point itself
     assert done.returncode == 0 and done.stderr == ""
     assert done.stdout == f"segue {importlib.metadata.version('segue')}\n" == f"segue {package.__version__}\n"
 

@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 
 from segue.apps.cli.main import main
+from tests._support import warm_cli
 from tests._support.sample_runs import SampleRuns
 
 
 def test_dashboard_serves_the_run_list(runs: SampleRuns, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, "-m", "segue.apps.cli.main", "dashboard", "--db", runs.url, "--port", "0"]
-    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    proc = warm_cli.Popen(command, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()

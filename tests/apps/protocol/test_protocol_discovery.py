@@ -7,7 +7,6 @@ RunStore.sweep), so a client learns from the server what an app in Python would 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from segue.catalog import Catalog
 from segue.demo import shop_db as sample_db
 from segue.store import RunStore
 from segue.tools import tool
+from tests._support import warm_cli
 from tests._support.protocol_harness import (
     LIST_TABLES_CLIENT,
     StdioClient,
@@ -154,7 +154,7 @@ def test_runs_explain_is_segue_runs_explain(client: StdioClient, tmp_path: Path)
     )
     run_id = second["result"]["run_id"]
     explained = result(client.call("runs/explain", {"run_id": run_id.lower()}))  # ULIDs: either case
-    cli = subprocess.run(
+    cli = warm_cli.run(
         [
             sys.executable,
             "-m",

@@ -4,16 +4,19 @@ end; the envelope rules of JSON-RPC 2.0; unstorable params named by pointer; no 
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 from segue.store import RunStore
+from tests._support import warm_cli
 from tests._support.protocol_harness import (
+    LIST,
     LIST_TABLES_CLIENT,
     NO_PARAMS,
+    answer,
     answer_list_tables,
+    scripted_agent,
     serve_command,
     stdio_server,
     twin_agent,
@@ -21,26 +24,11 @@ from tests._support.protocol_harness import (
 )
 from tests._support.store_rows import new_run
 
-LIST = {"jsonrpc": "2.0", "method": "runs/list", "params": {}}
 DEEP = '{"jsonrpc":"2.0","id":7,"method":"runs/list","params":{"x":' + "[" * 1000 + "]" * 1000 + "}}"
-
-
-def scripted_agent(replies: list[dict[str, Any]], tools: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    return {
-        "name": "scripted",
-        "provider": {"kind": "scripted", "model": "s", "replies": replies},
-        "store": "sqlite:///runs.db",
-        "tools": tools,
-        **extra,
-    }
 
 
 def tool_call(name: str, call_id: str = "c1") -> dict[str, Any]:
     return {"role": "assistant", "content": [{"type": "tool_call", "id": call_id, "name": name, "arguments": {}}]}
-
-
-def answer(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
 
 
 def test_a_deeply_nested_frame_is_that_frames_error_and_runs_in_flight_go_on(tmp_path: Path) -> None:
@@ -130,7 +118,7 @@ def test_the_config_never_prints_a_store_password(tmp_path: Path) -> None:
     """Issue 16 item 7: `segue serve --config` printed the PostgreSQL password of the store URL."""
     agent = {**twin_agent([]), "store": "postgresql://segue:hunter2@127.0.0.1:1/runs"}
     config = write_config(tmp_path / "agents.json", [agent])
-    done = subprocess.run(serve_command(config, "--stdio"), input=b"", capture_output=True, timeout=60, cwd=tmp_path)
+    done = warm_cli.run(serve_command(config, "--stdio"), input=b"", capture_output=True, timeout=60, cwd=tmp_path)
     err = done.stderr.decode()
     assert done.returncode == 2 and "cannot open the run store postgresql://segue:***@127.0.0.1:1/runs" in err
     assert "hunter2" not in err

@@ -7,13 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from test_protocol_hostile import LIST, answer, scripted_agent
-
 from segue._core.json_schema import MAX_NESTING
 from tests._support.protocol_harness import (
+    LIST,
     LIST_TABLES_CLIENT,
+    answer,
     answer_list_tables,
     frame,
+    scripted_agent,
     stdio_server,
     twin_agent,
     write_config,

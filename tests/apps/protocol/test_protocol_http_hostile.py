@@ -7,25 +7,31 @@ from __future__ import annotations
 import http.client
 import json
 import select
-import socket
-import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_protocol_http import Events, http_server, post
 
 from segue.apps.protocol.auth import Principal, TenantNotAllowed, Tokens
 from segue.apps.protocol.sessions import Sessions
-from tests._support.protocol_harness import serve_command, twin_agent, write_config
+from tests._support import warm_cli
+from tests._support.protocol_harness import LIST, serve_command
+from tests._support.protocol_http import (
+    ACME,
+    TOKENS,
+    Events,
+    http_server,
+    open_sending,
+    post,
+    status_of,
+    tokens_config,
+    write,
+)
 
 RUN = {"jsonrpc": "2.0", "method": "run"}
-LIST = {"jsonrpc": "2.0", "method": "runs/list", "params": {}}
-ACME = {"Authorization": "Bearer acme-secret"}
 GLOBEX = {"Authorization": "Bearer globex-secret"}
-TOKENS = {"ACME_TOKEN": "acme-secret", "GLOBEX_TOKEN": "globex-secret"}
 SLOW_TOOL = '''
 import asyncio
 
@@ -35,23 +41,6 @@ async def wait() -> str:
     await asyncio.sleep(30)
     return "waited"
 '''
-
-
-def write(tmp_path: Path, http: dict[str, Any] | None = None, agents: list[dict[str, Any]] | None = None) -> Path:
-    config = write_config(tmp_path / "agents.json", agents or [twin_agent([])])
-    if http is not None:
-        data = json.loads(config.read_text())
-        config.write_text(json.dumps({**data, "http": http}))
-    return config
-
-
-def tokens_config() -> dict[str, Any]:
-    return {
-        "tokens": [
-            {"name": "acme-app", "token_env": "ACME_TOKEN", "tenants": ["acme"]},
-            {"name": "globex-app", "token_env": "GLOBEX_TOKEN", "tenants": ["globex", "globex-eu"]},
-        ]
-    }
 
 
 def scripted(replies: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
@@ -131,7 +120,7 @@ def test_tokens_are_required_and_scope_the_tenants(tmp_path: Path) -> None:
 
 def test_beyond_loopback_without_tokens_is_refused(tmp_path: Path) -> None:
     config = write(tmp_path)
-    done = subprocess.run(
+    done = warm_cli.run(
         serve_command(config, "--http", "--host", "0.0.0.0", "--port", "0"), capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2
@@ -140,7 +129,7 @@ def test_beyond_loopback_without_tokens_is_refused(tmp_path: Path) -> None:
 
 def test_token_config_errors_name_the_pointer(tmp_path: Path) -> None:
     config = write(tmp_path, tokens_config())
-    done = subprocess.run(serve_command(config, "--http", "--port", "0"), capture_output=True, text=True, timeout=60)
+    done = warm_cli.run(serve_command(config, "--http", "--port", "0"), capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "agents.json#/http/tokens/0/token_env: the environment variable ACME_TOKEN is not set" in done.stderr
 
@@ -198,22 +187,6 @@ def test_events_reach_only_the_session_and_token_that_started_the_run(tmp_path: 
 # -- limits ---------------------------------------------------------------------------------------------------
 
 
-def _open(address: tuple[str, int], data: bytes) -> socket.socket:
-    sock = socket.create_connection(address, timeout=30)
-    sock.sendall(data)
-    return sock
-
-
-def _status(sock: socket.socket) -> int:
-    head = b""
-    while b"\r\n" not in head:
-        chunk = sock.recv(1024)
-        if not chunk:
-            break
-        head += chunk
-    return int(head.split()[1]) if head else 0
-
-
 PARTIAL = b"POST /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1500\r\n\r\n{"
 
 
@@ -221,13 +194,13 @@ def test_slow_bodies_time_out_and_connections_are_limited(tmp_path: Path) -> Non
     """Issue 16 item 3: no body timeout (slow bodies stayed open for good) and no connection limit."""
     http = {"request_timeout_seconds": 1.0, "max_connections": 3}
     with http_server(write(tmp_path, http)) as address:
-        slow = [_open(address, PARTIAL) for _ in range(3)]
+        slow = [open_sending(address, PARTIAL) for _ in range(3)]
         time.sleep(0.2)
-        refused = _open(address, b"")
-        assert _status(refused) == 503, "a fourth connection is refused at once"
+        refused = open_sending(address, b"")
+        assert status_of(refused) == 503, "a fourth connection is refused at once"
         refused.close()
         started = time.monotonic()
-        assert [_status(s) for s in slow] == [408, 408, 408]
+        assert [status_of(s) for s in slow] == [408, 408, 408]
         assert time.monotonic() - started < 5
         for s in slow:
             s.close()
@@ -241,7 +214,7 @@ def test_bodies_held_at_once_are_capped(tmp_path: Path) -> None:
     with http_server(write(tmp_path, http)) as address:
         status, reply = post(address, b"[" + b" " * 3000 + b"]")
         assert status == 413 and "max_body_bytes" in reply["error"]
-        holding = _open(address, PARTIAL)  # 1500 bytes announced, still arriving
+        holding = open_sending(address, PARTIAL)  # 1500 bytes announced, still arriving
         time.sleep(0.3)
         status, reply = post(address, b" " * 1000 + json.dumps({**LIST, "id": 1}).encode())
         assert status == 503 and "max_bodies_bytes" in reply["error"]
@@ -286,7 +259,7 @@ def test_the_dashboard_drops_a_client_that_stops_sending(tmp_path: Path) -> None
     running = dashboard_server.serve_in_thread(create_app(store), request_timeout=0.5)
     try:
         host, port = running.url.removeprefix("http://").rsplit(":", 1)
-        sock = _open((host, int(port)), b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finishes its head
+        sock = open_sending((host, int(port)), b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finishes its head
         sock.settimeout(5)
         started = time.monotonic()
         assert sock.recv(1024) == b"" and time.monotonic() - started < 4, "the server closed the connection"
@@ -304,7 +277,9 @@ class RawEvents:
 
     def __init__(self, address: tuple[str, int], session: str, last_event_id: int | None = None) -> None:
         extra = f"Last-Event-ID: {last_event_id}\r\n" if last_event_id is not None else ""
-        self.sock = _open(address, f"GET /events?session={session} HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}\r\n".encode())
+        self.sock = open_sending(
+            address, f"GET /events?session={session} HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}\r\n".encode()
+        )
         self.buffer = b""
         while b": subscribed\n\n" not in self.buffer:
             self.buffer += self.sock.recv(65536)

@@ -13,10 +13,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from test_protocol_http import Events, http_server, post
-
 from segue.apps.protocol.http import Limits
 from tests._support.protocol_harness import LIST_TABLES_CLIENT, twin_agent
+from tests._support.protocol_http import Events, http_server, post
 
 INITIALIZE = {"protocol_version": "1.1", "client_info": {"name": "pytest"}}
 #: A Python tool that answers once the file go-<request id> exists, so the test decides when each run proceeds.

@@ -13,10 +13,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from test_protocol_http import DESCRIBE, Events, http_server, post
-
 from segue import RunStore
+from tests._support import warm_cli
 from tests._support.protocol_harness import serve_command, twin_agent, write_config
+from tests._support.protocol_http import DESCRIBE, Events, http_server, post
 
 KILLER = '''
 import os, signal
@@ -38,7 +38,7 @@ def run_query(sql: str) -> list:
 
 def killed_server(config: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], tuple[str, int]]:
     """A server expected to die (http_server asserts a clean exit)."""
-    proc = subprocess.Popen(
+    proc = warm_cli.Popen(
         serve_command(config, "--http", "--port", "0"),
         stderr=subprocess.PIPE,
         text=True,

@@ -14,11 +14,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from test_protocol_http import http_server as serve
-from test_protocol_http import post
-from test_protocol_http_hostile import ACME, LIST, TOKENS, _open, _status, tokens_config, write
-
-from tests._support.protocol_harness import serve_command
+from tests._support.protocol_harness import LIST, serve_command
+from tests._support.protocol_http import ACME, TOKENS, open_sending, post, status_of, tokens_config, write
+from tests._support.protocol_http import http_server as serve
 
 HEAD = "POST /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
 
@@ -28,16 +26,18 @@ def test_clients_without_a_request_cannot_hold_every_slot(tmp_path: Path) -> Non
     config = write(tmp_path, {**tokens_config(), "max_connections": 3, "request_timeout_seconds": 30})
     with serve(config, env=TOKENS) as address:
         for _ in range(2):
-            silent = _open(address, b"")
-            half = _open(address, HEAD.encode())  # a head that never ends
-            unknown = _open(address, (HEAD + "Authorization: Bearer nope\r\nContent-Length: 2\r\n\r\n{}").encode())
-            assert _status(unknown) == 401, "a wrong token is answered at once and frees its slot"
-            stalled = _open(address, b"POST /rpc HTTP/1.1\r\n")
+            silent = open_sending(address, b"")
+            half = open_sending(address, HEAD.encode())  # a head that never ends
+            unknown = open_sending(
+                address, (HEAD + "Authorization: Bearer nope\r\nContent-Length: 2\r\n\r\n{}").encode()
+            )
+            assert status_of(unknown) == 401, "a wrong token is answered at once and frees its slot"
+            stalled = open_sending(address, b"POST /rpc HTTP/1.1\r\n")
             time.sleep(0.3)
             status, listed = post(address, {**LIST, "id": 1}, headers=ACME)
             assert status == 200 and listed["result"] == {"runs": []}, (status, listed)
             # The one that had waited longest gave its slot up, with a 503 saying why.
-            assert _status(silent) == 503
+            assert status_of(silent) == 503
             for sock in (silent, half, unknown, stalled):
                 sock.close()
 
@@ -47,11 +47,11 @@ def test_served_requests_keep_their_slots(tmp_path: Path) -> None:
     config = write(tmp_path, {"max_connections": 2, "request_timeout_seconds": 2.0})
     body = HEAD + "Content-Length: 100\r\n\r\n{"  # a complete head; the body arrives slowly
     with serve(config) as address:
-        slow = [_open(address, body.encode()) for _ in range(2)]
+        slow = [open_sending(address, body.encode()) for _ in range(2)]
         time.sleep(0.3)
-        refused = _open(address, b"")
-        assert _status(refused) == 503
-        assert [_status(s) for s in slow] == [408, 408]
+        refused = open_sending(address, b"")
+        assert status_of(refused) == 503
+        assert [status_of(s) for s in slow] == [408, 408]
         for sock in (*slow, refused):
             sock.close()
 

@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from test_protocol_http import http_server, post
-
 from segue.store import RunStore
 from tests._support.protocol_harness import stdio_server, twin_agent
+from tests._support.protocol_http import http_server, post
 
 TOOLS = [
     {"name": "list_tables", "python": "segue.demo.shop_db:list_tables"},

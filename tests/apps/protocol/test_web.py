@@ -4,31 +4,24 @@ model is the twin. Every AG-UI event is validated with the protocol's own Python
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ag_ui.core import Event, RunAgentInput, UserMessage
+from ag_ui.core import Event
 from pydantic import TypeAdapter
-from test_protocol_http import DESCRIBE, RUN_QUERY, http_server
 
 from segue.store import RunStore
+from tests._support import warm_cli
 from tests._support.environment import REPO
-from tests._support.protocol_harness import twin_agent
+from tests._support.protocol_http import http_server
+from tests._support.web import ag_ui_input, post_stream, sse_data, web_config
 
-LIST_TABLES = {"name": "list_tables", "python": "segue.demo.shop_db:list_tables"}
-#: Above the model's 1,024-token cache minimum, so the second turn reads the first turn's prefix from the cache.
-PROMPT = "You answer questions about the shop database. " + " ".join(
-    f"Rule {i}: name the table you read, quote the numbers exactly, and say when a question has no answer."
-    for i in range(120)
-)
 EVENT = TypeAdapter(Event)
 #: The fields of each AI SDK UI message stream part segue sends (AI SDK docs, "Stream Protocols"; the SDK's own
 #: chunk schema is strict: a part with another field is refused by useChat).
@@ -52,70 +45,11 @@ AI_SDK_PARTS = {
 NODE_PROJECT = Path(__file__).resolve().parents[2] / "node"
 
 
-def _config(tmp_path: Path, max_concurrent_runs: int | None = None, **http: Any) -> Path:
-    analyst = {**twin_agent([LIST_TABLES, DESCRIBE, RUN_QUERY]), "prompt": PROMPT}
-    # A vendor endpoint on a loopback port nothing listens on: every run of this agent fails (connection refused).
-    broken = {**twin_agent([]), "name": "broken"}
-    broken["provider"] = {
-        "kind": "anthropic",
-        "model": "claude-sonnet-4-6",
-        "base_url": f"http://127.0.0.1:{_free_port()}",
-    }
-    path = tmp_path / "agents.json"
-    config: dict[str, Any] = {"agents": [analyst, broken], **({"http": http} if http else {})}
-    if max_concurrent_runs is not None:
-        config["max_concurrent_runs"] = max_concurrent_runs
-    path.write_text(json.dumps(config))
-    return path
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _post(address: tuple[str, int], path: str, body: Any, token: str | None = None) -> tuple[int, dict[str, str], str]:
-    conn = http.client.HTTPConnection(*address, timeout=60)
-    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    conn.request("POST", path, body if isinstance(body, bytes) else json.dumps(body).encode(), headers)
-    answer = conn.getresponse()
-    text = answer.read().decode()
-    conn.close()
-    return answer.status, {k.lower(): v for k, v in answer.getheaders()}, text
-
-
-def _sse(text: str) -> list[Any]:
-    """The data of each server-sent event (JSON, or the AI SDK's literal [DONE])."""
-    out = []
-    for block in text.split("\n\n"):
-        data = [line[len("data: ") :] for line in block.split("\n") if line.startswith("data: ")]
-        if data:
-            out.append(data[0] if data[0] == "[DONE]" else json.loads("\n".join(data)))
-    return out
-
-
-def _ag_ui_input(thread: str, run: str, question: str, **props: Any) -> dict[str, Any]:
-    """A RunAgentInput built and serialised by the protocol's own model, as a client sends it."""
-    model = RunAgentInput(
-        thread_id=thread,
-        run_id=run,
-        state={},
-        messages=[UserMessage(id=f"{run}-user", role="user", content=question)],
-        tools=[],
-        context=[],
-        forwarded_props=props,
-    )
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
 def _ag_ui(address: tuple[str, int], body: Any, token: str | None = None) -> list[dict[str, Any]]:
-    status, headers, text = _post(address, "/ag-ui/analyst", body, token)
+    status, headers, text = post_stream(address, "/ag-ui/analyst", body, token)
     assert status == 200, text
     assert headers["content-type"] == "text/event-stream"
-    events = _sse(text)
+    events = sse_data(text)
     for event in events:
         EVENT.validate_python(event)  # every event is one the AG-UI protocol defines, with its required fields
     return events
@@ -131,9 +65,9 @@ def _runs(tmp_path: Path) -> list[Any]:
 
 def test_ag_ui_two_turns_of_a_thread_replay_the_first_with_its_tool_calls(tmp_path: Path) -> None:
     # One run at a time: the second turn also shows that the first gave its run slot back.
-    with http_server(_config(tmp_path, max_concurrent_runs=1)) as address:
-        first = _ag_ui(address, _ag_ui_input("thread-1", "client-run-1", "How many orders?"))
-        second = _ag_ui(address, _ag_ui_input("thread-1", "client-run-2", "How many customers?"))
+    with http_server(web_config(tmp_path, max_concurrent_runs=1)) as address:
+        first = _ag_ui(address, ag_ui_input("thread-1", "client-run-1", "How many orders?"))
+        second = _ag_ui(address, ag_ui_input("thread-1", "client-run-2", "How many customers?"))
 
     kinds = [e["type"] for e in first]
     assert kinds[0] == "RUN_STARTED" and kinds[-1] == "RUN_FINISHED"
@@ -163,16 +97,16 @@ def test_ai_sdk_stream_two_turns_with_a_tool_call(tmp_path: Path) -> None:
             "id": "chat-1",
             "messages": [{"id": f"u{n}", "role": "user", "parts": [{"type": "text", "text": question}]}],
         }
-        status, headers, text = _post(address, "/ai-sdk/analyst", body)
+        status, headers, text = post_stream(address, "/ai-sdk/analyst", body)
         assert status == 200, text
         # AI SDK "Stream Protocols": a custom backend sets `x-vercel-ai-ui-message-stream: v1`.
         assert headers["x-vercel-ai-ui-message-stream"] == "v1"
-        parts = _sse(text)
+        parts = sse_data(text)
         for part in parts[:-1]:
             assert set(part) - {"type"} == AI_SDK_PARTS[part["type"]], part
         return parts
 
-    with http_server(_config(tmp_path)) as address:
+    with http_server(web_config(tmp_path)) as address:
         first = chat("How many orders?", 1)
         second = chat("How many customers?", 2)
     kinds = [p if p == "[DONE]" else p["type"] for p in first]
@@ -202,19 +136,19 @@ def test_ai_sdk_stream_two_turns_with_a_tool_call(tmp_path: Path) -> None:
 
 
 def test_a_failed_run_ends_with_each_protocols_error_event(tmp_path: Path) -> None:
-    with http_server(_config(tmp_path)) as address:
-        body = _ag_ui_input("thread-err", "r1", "How many orders?")
-        status, _, text = _post(address, "/ag-ui/broken", body)
+    with http_server(web_config(tmp_path)) as address:
+        body = ag_ui_input("thread-err", "r1", "How many orders?")
+        status, _, text = post_stream(address, "/ag-ui/broken", body)
         assert status == 200
-        events = _sse(text)
+        events = sse_data(text)
         for event in events:
             EVENT.validate_python(event)
         assert events[0]["type"] == "RUN_STARTED" and events[-1]["type"] == "RUN_ERROR"
         assert "anthropic" in events[-1]["message"] and events[-1]["metadata"]["status"] == "error"
 
         chat = {"id": "c-err", "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "Hi"}]}]}
-        status, _, text = _post(address, "/ai-sdk/broken", chat)
-        parts = _sse(text)
+        status, _, text = post_stream(address, "/ai-sdk/broken", chat)
+        parts = sse_data(text)
         assert parts[-2]["type"] == "error" and "anthropic" in parts[-2]["errorText"]
         assert parts[-1] == "[DONE]"
 
@@ -225,12 +159,12 @@ def test_bad_requests_are_http_errors_and_store_nothing(tmp_path: Path) -> None:
         {"name": "globex-app", "token_env": "GLOBEX_TOKEN", "tenants": ["globex"]},
     ]
     env = {"ACME_TOKEN": "acme-secret", "GLOBEX_TOKEN": "globex-secret"}
-    with http_server(_config(tmp_path, tokens=tokens), env=env) as address:
-        good = _ag_ui_input("shared-thread", "r1", "How many orders?")
-        status, _, text = _post(address, "/ag-ui/analyst", good)
+    with http_server(web_config(tmp_path, tokens=tokens), env=env) as address:
+        good = ag_ui_input("shared-thread", "r1", "How many orders?")
+        status, _, text = post_stream(address, "/ag-ui/analyst", good)
         assert status == 401 and "Bearer" in text
-        status, _, text = _post(address, "/ag-ui/analyst", good, "acme-secret")
-        assert status == 200 and _sse(text)[-1]["type"] == "RUN_FINISHED"
+        status, _, text = post_stream(address, "/ag-ui/analyst", good, "acme-secret")
+        assert status == 200 and sse_data(text)[-1]["type"] == "RUN_FINISHED"
         assert len(_runs(tmp_path)) == 1
 
         refused = [
@@ -241,10 +175,10 @@ def test_bad_requests_are_http_errors_and_store_nothing(tmp_path: Path) -> None:
             ("/ai-sdk/analyst", {"id": "c", "messages": "hi"}, "acme-secret", 400, "messages"),
             # The token of globex may not act for acme (globex's own `shared-thread` is another thread: see
             # test_web_reliability.py::test_two_tenants_threads_of_one_id_are_two_threads).
-            ("/ag-ui/analyst", _ag_ui_input("t", "r", "Hi", tenant_id="acme"), "globex-secret", 403, "'acme'"),
+            ("/ag-ui/analyst", ag_ui_input("t", "r", "Hi", tenant_id="acme"), "globex-secret", 403, "'acme'"),
         ]
         for path, body, token, expected, words in refused:
-            status, _, text = _post(address, path, body, token)
+            status, _, text = post_stream(address, path, body, token)
             assert (status, words in json.loads(text)["error"]) == (expected, True), (path, body, text)
         assert len(_runs(tmp_path)) == 1, "no refused request stored a run"
 
@@ -259,9 +193,9 @@ def test_ag_ui_http_agent_from_node_drives_a_two_turn_conversation(tmp_path: Pat
         if os.environ.get("CI"):
             pytest.fail("Node and tests/node/node_modules are required in CI; .ci/run installs them with npm ci")
         pytest.skip("@ag-ui/client is not installed: run `cd tests/node && npm ci --no-audit --no-fund`")
-    with http_server(_config(tmp_path)) as address:
+    with http_server(web_config(tmp_path)) as address:
         url = f"http://{address[0]}:{address[1]}/ag-ui/analyst"
-        done = subprocess.run(
+        done = warm_cli.run(
             [node, str(NODE_PROJECT / "ag-ui.test.mjs"), url], capture_output=True, text=True, timeout=120
         )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -282,8 +216,8 @@ def test_serve_help_and_its_start_up_line_name_the_web_endpoints(tmp_path: Path)
     serve = build_parser()._subparsers._group_actions[0].choices["serve"]
     helped = serve.format_help()
     assert "/ag-ui/AGENT" in helped and "/ai-sdk/AGENT" in helped
-    proc = subprocess.Popen(
-        serve_command(_config(tmp_path), "--http", "--port", "0"), stderr=subprocess.PIPE, text=True, cwd=tmp_path
+    proc = warm_cli.Popen(
+        serve_command(web_config(tmp_path), "--http", "--port", "0"), stderr=subprocess.PIPE, text=True, cwd=tmp_path
     )
     try:
         assert proc.stderr is not None

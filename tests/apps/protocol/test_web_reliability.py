@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_protocol_http import post
-from test_web import _ag_ui_input, _config, _post, _sse
 
 from segue.store import RunStore
+from tests._support import warm_cli
 from tests._support.protocol_harness import serve_command, twin_agent
+from tests._support.protocol_http import post
+from tests._support.web import ag_ui_input, post_stream, sse_data, web_config
 
 #: How soon after its client goes away a web stream's run must be recorded `cancelled` (docs/reliability.md).
 BOUND_SECONDS = 5.0
@@ -106,7 +107,7 @@ def _vendor_config(tmp_path: Path, vendor: _Vendor, **settings: Any) -> Path:
 @contextmanager
 def _server(config: Path) -> Iterator[tuple[subprocess.Popen[str], tuple[str, int]]]:
     env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-fake-key-for-the-loopback-vendor"}
-    proc = subprocess.Popen(
+    proc = warm_cli.Popen(
         serve_command(config, "--http", "--port", "0"), stderr=subprocess.PIPE, text=True, cwd=config.parent, env=env
     )
     try:
@@ -149,7 +150,7 @@ def _read_until_started(sock: socket.socket) -> None:
 
 def _body(route: str, thread: str, question: str, **extra: Any) -> dict[str, Any]:
     if route == "ag-ui":
-        return _ag_ui_input(thread, f"{thread}-{question[:4]}", question, **extra)
+        return ag_ui_input(thread, f"{thread}-{question[:4]}", question, **extra)
     return {"id": thread, "messages": [{"role": "user", "parts": [{"type": "text", "text": question}]}], **extra}
 
 
@@ -210,7 +211,7 @@ def test_a_client_that_goes_away_mid_stream_ends_its_run_cancelled_at_once(tmp_p
 
         vendor.mode = "answer"
         for n, (route, run_id, _) in enumerate(stopped):
-            status, _, text = _post(address, f"/{route}/talker", _body(route, f"thread-{n}", "And then?"))
+            status, _, text = post_stream(address, f"/{route}/talker", _body(route, f"thread-{n}", "And then?"))
             assert status == 200 and "The answer." in text, text
             (_, second) = [r for r in _runs(tmp_path) if r.metadata["thread_id"] == f"thread-{n}"]
             assert second.status == "success" and second.continued_from == run_id, "the next turn replayed it"
@@ -244,8 +245,8 @@ def test_clients_that_stop_reading_are_closed_after_the_write_timeout_and_free_t
             _, error = _wait_for_status(tmp_path, run.run_id, "cancelled", bound=30)
             assert error is not None and "event stream was closed" in error, error
         vendor.mode = "answer"
-        status, _, text = _post(address, "/ag-ui/talker", _body("ag-ui", "next", "Hello"))
-        assert status == 200 and _sse(text)[-1]["type"] == "RUN_FINISHED", text
+        status, _, text = post_stream(address, "/ag-ui/talker", _body("ag-ui", "next", "Hello"))
+        assert status == 200 and sse_data(text)[-1]["type"] == "RUN_FINISHED", text
         for sock in stalled:
             sock.close()
 
@@ -260,18 +261,18 @@ ENV = {"ACME_TOKEN": "acme-secret", "GLOBEX_TOKEN": "globex-secret"}
 
 
 def _turn(address: tuple[str, int], route: str, thread: str, question: str, token: str) -> dict[str, Any]:
-    status, _, text = _post(address, f"/{route}/analyst", _body(route, thread, question), token)
+    status, _, text = post_stream(address, f"/{route}/analyst", _body(route, thread, question), token)
     assert status == 200, text
-    events = _sse(text)
+    events = sse_data(text)
     last = events[-1] if route == "ag-ui" else events[-2]
     assert last["type"] in ("RUN_FINISHED", "finish"), last
     return dict(last["metadata"] if route == "ag-ui" else last["messageMetadata"])
 
 
 def test_two_tenants_threads_of_one_id_are_two_threads(tmp_path: Path) -> None:
-    config = _config(tmp_path, tokens=TOKENS)
+    config = web_config(tmp_path, tokens=TOKENS)
     env = {**os.environ, **ENV}
-    proc = subprocess.Popen(
+    proc = warm_cli.Popen(
         serve_command(config, "--http", "--port", "0"), stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env
     )
     try:
@@ -324,7 +325,7 @@ def test_two_tenants_threads_of_one_id_are_two_threads(tmp_path: Path) -> None:
 
 
 def test_input_the_agent_refuses_is_a_400_and_stores_nothing(tmp_path: Path) -> None:
-    with _server(_config(tmp_path)) as (_, address):
+    with _server(web_config(tmp_path)) as (_, address):
         too_long = "x" * 1_000_001
         cases = [
             ("ag-ui", _body("ag-ui", "t1", too_long), "max_input_chars"),
@@ -341,7 +342,7 @@ def test_input_the_agent_refuses_is_a_400_and_stores_nothing(tmp_path: Path) -> 
         cases.append(("ag-ui", text_part, "not a string"))
         for route, body, words in cases:
             # json.dumps writes a lone surrogate as the escape \ud800, as a JavaScript client would.
-            status, _, text = _post(address, f"/{route}/analyst", json.dumps(body).encode())
+            status, _, text = post_stream(address, f"/{route}/analyst", json.dumps(body).encode())
             assert status == 400, (route, words, text[:300])
             assert words in json.loads(text)["error"], (words, text[:300])
     assert _runs(tmp_path) == [], "no refused request stored a run"
@@ -355,7 +356,7 @@ async def test_a_store_that_fails_before_the_stream_is_a_503_and_one_log_line(
     from segue.apps.protocol.web import Web
     from segue.errors import StoreError
 
-    path = _config(tmp_path)
+    path = web_config(tmp_path)
     app = build_app(load_config(path), path, "http")
 
     def down(*args: Any, **kwargs: Any) -> Any:
@@ -368,7 +369,7 @@ async def test_a_store_that_fails_before_the_stream_is_a_503_and_one_log_line(
     try:
         caplog.set_level(logging.DEBUG)
         status, _, text = await asyncio.to_thread(
-            _post, ("127.0.0.1", port), "/ag-ui/analyst", _body("ag-ui", "t", "Hi")
+            post_stream, ("127.0.0.1", port), "/ag-ui/analyst", _body("ag-ui", "t", "Hi")
         )
         await asyncio.sleep(0.1)
     finally:
@@ -393,14 +394,14 @@ async def test_a_thread_replays_in_turn_order_when_the_clock_steps_back(
     from segue.apps.protocol.config import build_app, load_config
     from segue.apps.protocol.web import Web
 
-    path = _config(tmp_path)
+    path = web_config(tmp_path)
     app = build_app(load_config(path), path, "http")
     web = Web(app)
 
     async def turn(question: str) -> str:
         _, frames = await web.open("ag-ui", "analyst", json.dumps(_body("ag-ui", "thread", question)).encode(), None)
         text = b"".join([frame async for frame in frames]).decode()
-        return str(_sse(text)[-1]["metadata"]["run_id"])
+        return str(sse_data(text)[-1]["metadata"]["run_id"])
 
     try:
         first = await turn("How many orders?")

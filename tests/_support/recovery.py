@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durable_agent import LEASE_SECONDS, METADATA, build, served, twin_server
 
 from segue import RunStore
 from segue_twin.server import TwinServer
 from tests._support import warm_children
+from tests._support.durable_agent import LEASE_SECONDS, METADATA, build, served, twin_server
 from tests._support.environment import fresh_pg_store
 
 HERE = Path(__file__).resolve().parent

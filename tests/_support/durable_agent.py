@@ -2,7 +2,7 @@
 SIGKILLed at a chosen point in a child process, and recovered by another process.
 
 `python durable_agent.py URL LOG_DIR TWIN_URL POINT [DBOS_URL DBOS_SCHEMA]` (or `main([URL, ...])` in a child
-forked from a parent that imported this module: recovery_support.child): the agent talks to segue's twin over
+forked from a parent that imported this module: tests._support.recovery.child): the agent talks to segue's twin over
 loopback HTTP (the twin runs in the test's process, so what it served survives the kill: its `exchanges`), and
 every tool invocation is appended to LOG_DIR/tools.jsonl as it starts (the tool's own invocation log). With
 DBOS_URL the run is a DBOS workflow (segue.durable.dbos); POINT `recover` then launches DBOS in a new process,
