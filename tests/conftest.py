@@ -3,6 +3,7 @@ Tests never touch the network."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 from collections.abc import Iterator
@@ -84,6 +85,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     while the other idles."""
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow)  # stable: each file's tests keep their order
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: two workers more than the cores. Much of the suite's wall time is tests waiting by design (a
+    server starting, a timeout that must pass, a killed child's lease lapsing); with a worker per core those waits
+    left a core idle. Measured on two idle cores: 5 min 32 s with 2 workers, 4 min 31 s with 4, every test passing."""
+    return (os.cpu_count() or 1) + 2
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
