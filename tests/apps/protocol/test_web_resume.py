@@ -19,8 +19,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from segue import RunStore
 from tests._support.protocol_harness import serve_command, twin_agent
+
+pytestmark = pytest.mark.slow  # real servers, some killed and recovered
 
 #: run_query sleeps first, so a client can drop its connection while the run goes on; and, while FLAG is absent,
 #: the first server dies in it (SIGKILL), as a crash would kill it.
