@@ -89,7 +89,7 @@ def test_checks_ci_runs_as_steps_run_once_and_pytest_shows_its_slowest_tests() -
             assert not spawns.search(test.read_text(encoding="utf-8")), f"{test} spawns a check CI runs as a step"
     addopts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
     assert "--durations=15" in addopts.split()
-    assert "The tests take about 7 minutes on two cores" in (REPO / "README.md").read_text()
+    assert "The tests take about 5 minutes on two idle cores" in (REPO / "README.md").read_text()
 
 
 def test_files_marked_slow_are_handed_to_the_workers_first() -> None:
