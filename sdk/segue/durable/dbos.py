@@ -36,6 +36,7 @@ from ulid import ULID
 from segue.agent import Agent
 from segue.errors import RunStateError
 from segue.generated import RunEvent, RunResult
+from segue.run.pipeline import last_result
 from segue.run.state import stored_result
 from segue.run.steps import StepRef
 from segue.store.records import DEFAULT_TENANT
@@ -279,7 +280,7 @@ class DBOSAgent:
         return await self._finished(workflow_id, events)
 
     async def _finished(self, workflow_id: str, events: AsyncIterator[RunEvent]) -> dict[str, str]:
-        result = await _last_result(events)
+        result = await last_result(events)
         if workflow_id in self._started:  # (a workflow DBOS recovered here is read from the store when asked for)
             self._results[workflow_id] = result
         return {"run_id": result.run_id, "status": result.status}
@@ -301,13 +302,3 @@ def _paused_since(meta: Any, resumed: Mapping[str, Any]) -> bool:
         resumed["iteration"],
         resumed["waiting"],
     )
-
-
-async def _last_result(events: Any) -> RunResult:
-    result: RunResult | None = None
-    async for event in events:
-        if isinstance(event, RunEvent) and event.result is not None:
-            result = event.result
-    if result is None:
-        raise RuntimeError("the run ended without a result event")
-    return result
