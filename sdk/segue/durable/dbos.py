@@ -39,6 +39,7 @@ from segue.generated import RunEvent, RunResult
 from segue.run.pipeline import last_result
 from segue.run.state import stored_result
 from segue.run.steps import StepRef
+from segue.store.leases import owned_by
 from segue.store.records import DEFAULT_TENANT
 from segue.store.run_store import RunStore
 
@@ -63,7 +64,7 @@ class DBOSSteps:
 
     def holds(self, owner: str | None) -> bool:
         """Whether the lease token `owner` is one of this workflow's executions'."""
-        return (owner or "").startswith(f"{self.engine}:")
+        return owned_by(owner, self.engine)
 
     async def model_call(self, ref: StepRef, step: Callable[[], Awaitable[T]]) -> T:
         return await _step(MODEL_STEP, ref, step)

@@ -33,6 +33,7 @@ from segue.run.request import RunRequest
 from segue.run.resume import arguments_of, load_own_run
 from segue.run.state import RunState, make_event
 from segue.run.steps import StepRef, Steps
+from segue.store.leases import owned_by
 from segue.store.records import StoredRun
 from segue.store.run_store import RunStore
 from segue.telemetry import RunTrace, attached
@@ -76,7 +77,7 @@ async def recover(
             run_id=stored.run_id,
             reason="not_lapsed",
         )
-    if steps is not None and not (held.owner or "").startswith(f"{steps.engine}:"):
+    if steps is not None and not owned_by(held.owner, steps.engine):
         # Taken over by a recovery outside the engine (Agent.recover, `segue serve` at start) once its lease
         # lapsed, or resumed by another of its executions: that process may be running it now, so it is left.
         raise RunStateError(

@@ -38,6 +38,11 @@ def new_owner(engine: str | None = None) -> str:
     return f"{engine}:{token}"[:OWNER_CHARS] if engine else token
 
 
+def owned_by(owner: str | None, engine: str) -> bool:
+    """Whether the lease token `owner` is one `new_owner(engine)` made."""
+    return (owner or "").startswith(f"{engine}:")
+
+
 def db_now(db: pw.Database) -> pw.SQL:
     """The database's clock in epoch seconds, as an SQL expression."""
     if isinstance(db, pw.PostgresqlDatabase):
