@@ -27,8 +27,6 @@ from segue.apps.protocol.errors import RpcError
 from segue.apps.protocol.rpc import Dispatcher, Session
 from segue.generated.protocol import HttpLimits, ServerLimits
 from segue.generated.serve import HttpConfig, ServeConfig
-from segue.store.connection import redact
-from segue.store.records import SWEEP_GRACE_SECONDS
 
 log = logging.getLogger("segue.serve")
 
@@ -139,14 +137,9 @@ def _sweep(app: ServeApp) -> None:
             recovered += len(asyncio.run(entry.pausing.recover_lapsed()))
         except Exception as e:  # a run this configuration cannot continue is left to the sweep
             log.warning("segue serve: could not recover the lapsed runs of agent %s: %s", name, e)
+    from segue.apps.protocol.run_logs import sweep_abandoned
+
     if recovered:
         print(f"segue serve: recovered {recovered} run(s) whose process had died", file=sys.stderr, flush=True)
-    for url, store in app.stores.items():
-        swept = store.sweep(grace=SWEEP_GRACE_SECONDS)
-        if swept:
-            print(
-                f"segue serve: marked {len(swept)} abandoned run(s) error in {redact(url)} (their lease expired "
-                f"over {SWEEP_GRACE_SECONDS:g} s ago and nobody recovered them)",
-                file=sys.stderr,
-                flush=True,
-            )
+    for line in sweep_abandoned(app):
+        print(line, file=sys.stderr, flush=True)

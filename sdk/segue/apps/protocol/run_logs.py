@@ -293,8 +293,15 @@ async def _sweep(app: ServeApp, claims: list[asyncio.Future[bool]]) -> list[str]
     recovered = sum(await asyncio.gather(*claims))
     if recovered:
         lines.append(f"segue serve: recovering {recovered} run(s) whose process had died")
+    return lines + await asyncio.to_thread(sweep_abandoned, app)
+
+
+def sweep_abandoned(app: ServeApp) -> list[str]:
+    """Each store's runs whose lease lapsed over SWEEP_GRACE_SECONDS ago, which nobody recovered (another agent's,
+    say), ended `error` so they can be replayed; a line for each store that had some."""
+    lines = []
     for url, store in app.stores.items():
-        swept = await asyncio.to_thread(store.sweep, grace=SWEEP_GRACE_SECONDS)
+        swept = store.sweep(grace=SWEEP_GRACE_SECONDS)
         if swept:
             lines.append(
                 f"segue serve: marked {len(swept)} abandoned run(s) error in {redact(url)} (their lease expired "
